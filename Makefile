@@ -1,0 +1,54 @@
+# lifecycled: `make run` and `make test` work on a fresh Debian machine with Swift;
+# each installs what is missing first.
+
+SWIFT       ?= swift
+PYTHON      ?= python3
+PORT        ?= 8080
+DATA_DIR    ?= data
+APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl
+BENCH_APT    = wrk gcc
+PY_PACKAGES  = openapi-spec-validator
+
+.PHONY: run test bench deps bench-deps build release openapi-check clean
+
+# Installs only the Debian packages that are not there yet (apt-get update once, if needed).
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+endef
+
+deps:
+	$(call apt_install,$(APT_PACKAGES))
+	@$(PYTHON) -c "import openapi_spec_validator" 2>/dev/null || $(PYTHON) -m pip install -q $(PY_PACKAGES)
+
+bench-deps: deps
+	$(call apt_install,$(BENCH_APT))
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product lifecycled
+
+run: release
+	mkdir -p $(DATA_DIR)
+	.build/release/lifecycled --port $(PORT) --data-dir $(DATA_DIR)
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+	$(MAKE) --no-print-directory openapi-check
+
+openapi-check:
+	@test -f openapi.yaml && $(PYTHON) -m openapi_spec_validator openapi.yaml || { test ! -f openapi.yaml && echo "openapi.yaml: not yet written"; }
+
+bench: bench-deps
+	$(SWIFT) build -c release --product lifecycle-bench
+	.build/release/lifecycle-bench engine
+
+clean:
+	rm -rf .build

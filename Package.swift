@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "lifecycled",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LifecycleKit", targets: ["LifecycleKit"]),
+        .executable(name: "lifecycled", targets: ["lifecycled"]),
+    ],
+    targets: [
+        // C modules: the only places that see libmicrohttpd and SQLite.
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+
+        // The engine: models, machine, records, scenarios, conformance. No I/O.
+        .target(name: "LifecycleKit"),
+        // Swift over libmicrohttpd: server, request, response, router, JSON.
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        // Durable storage.
+        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "CSQLite"]),
+        // The API: handlers, instance registry, metrics.
+        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "MicroHTTP", "LifecycleStore"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService"]),
+
+        // Benchmarks (make bench), never run by make test.
+        .executableTarget(
+            name: "lifecycle-bench",
+            dependencies: ["LifecycleKit", "LifecycleStore"],
+            path: "Benchmarks/lifecycle-bench"
+        ),
+
+        .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
+        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit"]),
+        .testTarget(
+            name: "LifecycleServiceTests",
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "MicroHTTP"]
+        ),
+    ]
+)

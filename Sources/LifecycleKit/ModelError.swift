@@ -1,0 +1,92 @@
+/// Why a model definition was refused. Each message names the exact problem.
+public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
+    case malformed(String)
+    case emptyName
+    case duplicateState(String)
+    case duplicateEvent(String)
+    case duplicateAction(String)
+    case duplicateParameter(owner: String, parameter: String)
+    case noInitialState
+    case multipleInitialStates([String])
+    case badParameterType(parameter: String, type: String)
+    case badCondition(parameter: String)
+    case unknownEffect(String)
+    case unknownState(row: Int, state: String)
+    case unknownEvent(row: Int, event: String)
+    case unknownGuardParameter(row: Int, event: String, parameter: String)
+    case guardTypeMismatch(row: Int, parameter: String, expected: ParameterType, value: Value)
+    case duplicateRow(row: Int, duplicateOf: Int)
+    case ambiguousRows(row: Int, otherRow: Int)
+    case unreachableState(String)
+    case missingActionHook(row: Int, state: String)
+    case missingWindowParameter(event: String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let why):
+            "model is not valid JSON of the model shape: \(why)"
+        case .emptyName:
+            "model has no name"
+        case .duplicateState(let s):
+            "state \"\(s)\" is declared more than once"
+        case .duplicateEvent(let e):
+            "event \"\(e)\" is declared more than once"
+        case .duplicateAction(let a):
+            "action \"\(a)\" is declared more than once"
+        case .duplicateParameter(let owner, let p):
+            "\"\(owner)\" declares parameter \"\(p)\" more than once"
+        case .noInitialState:
+            "no state has kind \"initial\""
+        case .multipleInitialStates(let names):
+            "more than one initial state: \(names.joined(separator: ", "))"
+        case .badParameterType(let p, let t):
+            "parameter \"\(p)\" has unknown type \"\(t)\" (expected one of \(ParameterType.allCases.map(\.rawValue).joined(separator: ", ")))"
+        case .badCondition(let p):
+            "condition on \"\(p)\" needs one of \"equals\", \"notEquals\" or \"present\""
+        case .unknownEffect(let e):
+            "unknown effect \"\(e)\""
+        case .unknownState(let row, let s):
+            "row \(row): unknown state \"\(s)\""
+        case .unknownEvent(let row, let e):
+            "row \(row): unknown event \"\(e)\""
+        case .unknownGuardParameter(let row, let e, let p):
+            "row \(row): event \"\(e)\" has no parameter \"\(p)\" to guard on"
+        case .guardTypeMismatch(let row, let p, let expected, let value):
+            "row \(row): guard on \"\(p)\" compares with \(value), but the parameter is \(expected.rawValue)"
+        case .duplicateRow(let row, let other):
+            "row \(row) duplicates row \(other): same state, event and guard"
+        case .ambiguousRows(let row, let other):
+            "row \(row) and row \(other) can both match the same event: make their guards exclusive"
+        case .unreachableState(let s):
+            "state \"\(s)\" is unreachable: no row leads to it from the initial state"
+        case .missingActionHook(let row, let s):
+            "row \(row): deliverAction targets state \"\(s)\", which has no actionHook"
+        case .missingWindowParameter(let e):
+            "event \"\(e)\" uses rememberWindow but declares no string parameter \"window\""
+        }
+    }
+}
+
+/// Why an input was refused before it touched the machine. Nothing changes.
+public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownEvent(String, model: String)
+    case unknownAction(String, model: String)
+    case unknownParameter(input: String, parameter: String)
+    case missingParameter(input: String, parameter: String)
+    case wrongParameterType(input: String, parameter: String, expected: ParameterType, got: String)
+
+    public var description: String {
+        switch self {
+        case .unknownEvent(let e, let m):
+            "model \"\(m)\" has no event \"\(e)\""
+        case .unknownAction(let a, let m):
+            "model \"\(m)\" has no action \"\(a)\""
+        case .unknownParameter(let i, let p):
+            "\"\(i)\" has no parameter \"\(p)\""
+        case .missingParameter(let i, let p):
+            "\"\(i)\" requires parameter \"\(p)\""
+        case .wrongParameterType(let i, let p, let expected, let got):
+            "parameter \"\(p)\" of \"\(i)\" must be \(expected.rawValue), got \(got)"
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+
+/// An action waiting for the app to reach a state that handles actions.
+public struct PendingAction: Sendable, Codable, Equatable {
+    public var name: String
+    public var parameters: [String: Value]
+
+    public init(name: String, parameters: [String: Value] = [:]) {
+        self.name = name
+        self.parameters = parameters
+    }
+}
+
+/// Tracks a launch in progress so a launch that never finished is noticed at the next one.
+public struct Breadcrumb: Sendable, Codable, Equatable {
+    /// The last step the launch reached; `nil` when no launch is in progress.
+    public var step: String?
+    /// Whether a scene connected during this launch.
+    public var isSceneConnected: Bool
+
+    public init(step: String? = nil, isSceneConnected: Bool = false) {
+        self.step = step
+        self.isSceneConnected = isSceneConnected
+    }
+
+    enum CodingKeys: String, CodingKey { case step, isSceneConnected = "sceneConnected" }
+}
+
+/// A launch that started but never reached foreground or background.
+public struct IncompleteLaunch: Sendable, Codable, Equatable {
+    /// The step the earlier launch was left at.
+    public var step: String
+    public var isSceneConnected: Bool
+
+    public init(step: String, isSceneConnected: Bool) {
+        self.step = step
+        self.isSceneConnected = isSceneConnected
+    }
+
+    enum CodingKeys: String, CodingKey { case step, isSceneConnected = "sceneConnected" }
+}
+
+/// Running totals kept per instance.
+public struct Counters: Sendable, Codable, Equatable {
+    public var unexpected: Int64 = 0
+    public var ignored: Int64 = 0
+    public var incompleteLaunches: Int64 = 0
+
+    public init(unexpected: Int64 = 0, ignored: Int64 = 0, incompleteLaunches: Int64 = 0) {
+        self.unexpected = unexpected
+        self.ignored = ignored
+        self.incompleteLaunches = incompleteLaunches
+    }
+}
+
+/// Everything that identifies where one instance is; enough to restore its machine exactly.
+public struct InstanceState: Sendable, Codable, Equatable {
+    public var state: String
+    /// Increments by one with every record.
+    public var version: Int64
+    /// Processes started for this instance: 1 at creation, plus one per relaunch.
+    public var launchCount: Int64
+    public var bufferedAction: PendingAction?
+    public var window: String?
+    public var breadcrumb: Breadcrumb
+    public var counters: Counters
+
+    public init(
+        state: String, version: Int64 = 0, launchCount: Int64 = 1, bufferedAction: PendingAction? = nil,
+        window: String? = nil, breadcrumb: Breadcrumb = Breadcrumb(), counters: Counters = Counters()
+    ) {
+        self.state = state
+        self.version = version
+        self.launchCount = launchCount
+        self.bufferedAction = bufferedAction
+        self.window = window
+        self.breadcrumb = breadcrumb
+        self.counters = counters
+    }
+}
+
+/// The kind of input a record describes.
+public enum InputKind: String, Sendable, Codable {
+    case event, action, relaunch
+}
+
+/// What became of an action.
+public enum ActionDisposition: String, Sendable, Codable {
+    /// Handled at once by the state's action hook.
+    case handled
+    /// Kept until the app reaches a state that handles actions.
+    case buffered
+}
+
+/// One applied input and everything it caused.
+public struct Record: Sendable, Codable, Equatable {
+    /// Global sequence number; 0 until a store assigns one.
+    public var sequence: Int64
+    /// The instance version after this record.
+    public var version: Int64
+    public var kind: InputKind
+    /// The event or action name, or `relaunch`.
+    public var name: String
+    public var parameters: [String: Value]
+    public var from: String
+    public var to: String
+    public var outcome: Outcome
+    /// Hooks in the order they ran.
+    public var hooks: [String]
+    /// Stable id of the transition row that matched (see ``Model/rowID(_:)``).
+    public var row: String?
+    /// For an action: handled or buffered.
+    public var disposition: ActionDisposition?
+    /// For a buffered action: the earlier buffered action it replaced.
+    public var replacedAction: PendingAction?
+    /// A buffered action handed to the new state's hook.
+    public var deliveredAction: PendingAction?
+    /// A buffered action dropped by this record.
+    public var clearedAction: PendingAction?
+    /// A launch that never finished, found when this launch started.
+    public var incompleteLaunch: IncompleteLaunch?
+    /// For a remembered window: whether it differs from the one remembered before.
+    public var windowChanged: Bool?
+    public var time: Date
+
+    public init(
+        sequence: Int64 = 0, version: Int64, kind: InputKind, name: String, parameters: [String: Value] = [:],
+        from: String, to: String, outcome: Outcome, hooks: [String] = [], row: String? = nil,
+        disposition: ActionDisposition? = nil, replacedAction: PendingAction? = nil,
+        deliveredAction: PendingAction? = nil, clearedAction: PendingAction? = nil,
+        incompleteLaunch: IncompleteLaunch? = nil, windowChanged: Bool? = nil, time: Date
+    ) {
+        self.sequence = sequence
+        self.version = version
+        self.kind = kind
+        self.name = name
+        self.parameters = parameters
+        self.from = from
+        self.to = to
+        self.outcome = outcome
+        self.hooks = hooks
+        self.row = row
+        self.disposition = disposition
+        self.replacedAction = replacedAction
+        self.deliveredAction = deliveredAction
+        self.clearedAction = clearedAction
+        self.incompleteLaunch = incompleteLaunch
+        self.windowChanged = windowChanged
+        self.time = time
+    }
+}

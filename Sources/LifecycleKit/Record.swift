@@ -149,3 +149,61 @@ public struct Record: Sendable, Codable, Equatable {
         self.time = time
     }
 }
+
+extension Record {
+    /// JSON names: the input's name goes under `event` or `action` (DESIGN §2), a relaunch has neither.
+    enum CodingKeys: String, CodingKey {
+        case sequence, version, kind, event, action, parameters, from, to, outcome, hooks, row, disposition
+        case replacedAction, deliveredAction, clearedAction, incompleteLaunch, windowChanged, time
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        sequence = try c.decode(Int64.self, forKey: .sequence)
+        version = try c.decode(Int64.self, forKey: .version)
+        kind = try c.decode(InputKind.self, forKey: .kind)
+        switch kind {
+        case .event: name = try c.decode(String.self, forKey: .event)
+        case .action: name = try c.decode(String.self, forKey: .action)
+        case .relaunch: name = "relaunch"
+        }
+        parameters = try c.decodeIfPresent([String: Value].self, forKey: .parameters) ?? [:]
+        from = try c.decode(String.self, forKey: .from)
+        to = try c.decode(String.self, forKey: .to)
+        outcome = try c.decode(Outcome.self, forKey: .outcome)
+        hooks = try c.decode([String].self, forKey: .hooks)
+        row = try c.decodeIfPresent(String.self, forKey: .row)
+        disposition = try c.decodeIfPresent(ActionDisposition.self, forKey: .disposition)
+        replacedAction = try c.decodeIfPresent(PendingAction.self, forKey: .replacedAction)
+        deliveredAction = try c.decodeIfPresent(PendingAction.self, forKey: .deliveredAction)
+        clearedAction = try c.decodeIfPresent(PendingAction.self, forKey: .clearedAction)
+        incompleteLaunch = try c.decodeIfPresent(IncompleteLaunch.self, forKey: .incompleteLaunch)
+        windowChanged = try c.decodeIfPresent(Bool.self, forKey: .windowChanged)
+        time = try c.decode(Date.self, forKey: .time)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(sequence, forKey: .sequence)
+        try c.encode(version, forKey: .version)
+        try c.encode(kind, forKey: .kind)
+        switch kind {
+        case .event: try c.encode(name, forKey: .event)
+        case .action: try c.encode(name, forKey: .action)
+        case .relaunch: break
+        }
+        if !parameters.isEmpty { try c.encode(parameters, forKey: .parameters) }
+        try c.encode(from, forKey: .from)
+        try c.encode(to, forKey: .to)
+        try c.encode(outcome, forKey: .outcome)
+        try c.encode(hooks, forKey: .hooks)
+        try c.encodeIfPresent(row, forKey: .row)
+        try c.encodeIfPresent(disposition, forKey: .disposition)
+        try c.encodeIfPresent(replacedAction, forKey: .replacedAction)
+        try c.encodeIfPresent(deliveredAction, forKey: .deliveredAction)
+        try c.encodeIfPresent(clearedAction, forKey: .clearedAction)
+        try c.encodeIfPresent(incompleteLaunch, forKey: .incompleteLaunch)
+        try c.encodeIfPresent(windowChanged, forKey: .windowChanged)
+        try c.encode(time, forKey: .time)
+    }
+}

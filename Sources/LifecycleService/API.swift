@@ -1,0 +1,176 @@
+import Foundation
+import LifecycleKit
+import LifecycleStore
+import MicroHTTP
+
+/// The HTTP API of DESIGN.md §2: plain functions from request to response.
+struct API: Sendable {
+    let registry: InstanceRegistry
+    let staticFiles: StaticFiles?
+
+    /// Every route of the API, with static files for everything else.
+    func makeRouter() -> Router {
+        var router = Router()
+        router.get("/healthz") { _ in .json(["status": "ok"]) }
+        router.get("/v1/models") { _ in listModels() }
+        router.get("/v1/models/{model}") { request in handle { () throws(Problem) in try model(request) } }
+        router.post("/v1/instances") { request in handle { () throws(Problem) in try createInstance(request) } }
+        router.get("/v1/instances") { request in handle { () throws(Problem) in try listInstances(request) } }
+        router.put("/v1/instances/{id}") { request in handle { () throws(Problem) in try putInstance(request) } }
+        router.get("/v1/instances/{id}") { request in handle { () throws(Problem) in try getInstance(request) } }
+        router.delete("/v1/instances/{id}") { request in handle { () throws(Problem) in try deleteInstance(request) } }
+        router.post("/v1/instances/{id}/events") { request in handle { () throws(Problem) in try postEvent(request) } }
+        router.post("/v1/instances/{id}/actions") { request in handle { () throws(Problem) in try postAction(request) } }
+        router.post("/v1/instances/{id}/launches") { request in handle { () throws(Problem) in try postLaunch(request) } }
+        router.get("/v1/instances/{id}/history") { request in handle { () throws(Problem) in try history(request) } }
+        router.fallback = { [staticFiles] request in
+            if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
+                return .problem(.notFound("no resource at \(request.path)"))
+            }
+            return staticFiles!.respond(to: request)
+        }
+        return router
+    }
+
+    private func handle(_ body: () throws(Problem) -> Response) -> Response {
+        do {
+            return try body()
+        } catch {
+            return .problem(error)
+        }
+    }
+
+    // MARK: models
+
+    func listModels() -> Response {
+        .json(["items": registry.models.values.sorted { $0.name < $1.name }.map(ModelView.init)])
+    }
+
+    func model(_ request: Request) throws(Problem) -> Response {
+        let name = request.parameters["model"] ?? ""
+        guard let model = registry.models[name] else { throw .notFound("no model \"\(name)\"") }
+        return .json(ModelView(model))
+    }
+
+    // MARK: instances
+
+    func createInstance(_ request: Request) throws(Problem) -> Response {
+        let body = try request.jsonObject(isRequired: false)
+        for key in body.keys where key != "id" && key != "model" {
+            throw .badRequest("unknown field \"\(key)\"; an instance takes \"id\" and \"model\"")
+        }
+        let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
+        guard isValidInstanceID(id) else { throw .unprocessable("instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -") }
+        let model = try stringField(body, "model") ?? Model.iosApp.name
+        let stored = try registry.create(id: id, model: model, isPut: false, key: try request.idempotencyKey())
+        return Response(stored).adding(header: "Location", "/v1/instances/\(id)")
+    }
+
+    func putInstance(_ request: Request) throws(Problem) -> Response {
+        let id = request.parameters["id"] ?? ""
+        guard isValidInstanceID(id) else { throw .badRequest("instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -") }
+        let body = try request.jsonObject(isRequired: false)
+        for key in body.keys where key != "model" {
+            throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\"")
+        }
+        let model = try stringField(body, "model") ?? Model.iosApp.name
+        let stored = try registry.create(id: id, model: model, isPut: true, key: nil)
+        return Response(stored).adding(header: "Location", "/v1/instances/\(id)")
+    }
+
+    func getInstance(_ request: Request) throws(Problem) -> Response {
+        let (json, version) = try registry.renderedInstance(request.parameters["id"] ?? "")
+        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"\(version)\"")], body: json)
+    }
+
+    func deleteInstance(_ request: Request) throws(Problem) -> Response {
+        try registry.delete(id: request.parameters["id"] ?? "")
+        return .noContent
+    }
+
+    func listInstances(_ request: Request) throws(Problem) -> Response {
+        for (name, _) in request.query where !["state", "model", "limit", "cursor"].contains(name) {
+            throw .badRequest("unknown query parameter \"\(name)\"; use state, model, limit, cursor")
+        }
+        let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
+        let page = registry.list(state: request.query("state"), model: request.query("model"), after: request.query("cursor"), limit: limit)
+        return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
+    }
+
+    // MARK: inputs
+
+    func postEvent(_ request: Request) throws(Problem) -> Response {
+        let (name, parameters) = try input(request, nameField: "event")
+        return try apply(.event(name, parameters), request)
+    }
+
+    func postAction(_ request: Request) throws(Problem) -> Response {
+        let (name, parameters) = try input(request, nameField: "action")
+        return try apply(.action(name, parameters), request)
+    }
+
+    func postLaunch(_ request: Request) throws(Problem) -> Response {
+        let body = try request.jsonObject(isRequired: false)
+        if let key = body.keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
+        return try apply(.relaunch, request)
+    }
+
+    private func apply(_ input: Input, _ request: Request) throws(Problem) -> Response {
+        let id = request.parameters["id"] ?? ""
+        let stored = try registry.apply(input, to: id, expectedVersion: try request.expectedVersion(), key: try request.idempotencyKey())
+        return Response(stored)
+    }
+
+    /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.
+    private func input(_ request: Request, nameField: String) throws(Problem) -> (String, [String: Value]) {
+        let body = try request.jsonObject(isRequired: true)
+        guard let name = try stringField(body, nameField) else {
+            throw .badRequest("the body needs \"\(nameField)\": the name of the \(nameField)")
+        }
+        var parameters: [String: Value] = [:]
+        for (key, member) in body where key != nameField {
+            switch member {
+            case .value(let value): parameters[key] = value
+            case .null: continue
+            case .nested: throw .unprocessable("parameter \"\(key)\" must be a string, boolean or number")
+            }
+        }
+        return (name, parameters)
+    }
+
+    private func stringField(_ body: [String: BodyValue], _ name: String) throws(Problem) -> String? {
+        switch body[name] {
+        case nil, .null?: return nil
+        case .value(.string(let s))?: return s
+        default: throw .badRequest("\"\(name)\" must be a string")
+        }
+    }
+
+    // MARK: history
+
+    func history(_ request: Request) throws(Problem) -> Response {
+        for (name, _) in request.query where name != "after" && name != "limit" {
+            throw .badRequest("unknown query parameter \"\(name)\"; use after, limit")
+        }
+        let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
+        let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
+        let page = try registry.history(of: request.parameters["id"] ?? "", after: after, limit: limit)
+        // Records are stored as JSON; the page is assembled around them without re-encoding.
+        var body = Array(#"{"items":["#.utf8)
+        for (index, record) in page.records.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body += record
+        }
+        let next = page.hasMore ? page.lastSequence.map(String.init) ?? "null" : "null"
+        let oldest = page.oldestRetainedVersion.map(String.init) ?? "null"
+        let truncated = (page.oldestRetainedVersion ?? 1) > 1
+        body += Array(#"],"nextAfter":\#(next),"oldestRetainedVersion":\#(oldest),"olderDropped":\#(truncated)}"#.utf8)
+        return Response(status: 200, headers: [("Content-Type", "application/json")], body: body)
+    }
+}
+
+extension Response {
+    init(_ stored: StoredResponse) {
+        self.init(status: stored.status, headers: [("Content-Type", stored.contentType)], body: stored.body)
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import LifecycleStore
+import MicroHTTP
+
+/// Everything the service can be told, from flags and `LIFECYCLED_*` environment variables.
+/// A flag wins over its variable; the variable wins over the default.
+public struct Configuration: Sendable {
+    public var host = "127.0.0.1"
+    public var port: UInt16 = 8080
+    public var dataDirectory = "data"
+    public var publicDirectory = "Public"
+    public var modelsDirectory: String?
+    public var logLevel = Logger.Level.info
+    public var sync = SQLiteStore.SyncMode.normal
+    public var historyLimit = 10_000
+    public var maxBodySize = 64 * 1024
+    public var threads = ProcessInfo.processInfo.activeProcessorCount
+
+    public init() {}
+
+    /// One row of the configuration table: flag, variable, what it sets.
+    struct Option: Sendable {
+        var flag: String
+        var variable: String
+        var placeholder: String
+        var help: String
+        var apply: @Sendable (inout Configuration, String) -> Bool
+    }
+
+    static let options: [Option] = [
+        Option(flag: "--host", variable: "LIFECYCLED_HOST", placeholder: "ADDRESS", help: "address to listen on (default 127.0.0.1; 0.0.0.0 for all)") { c, v in
+            c.host = v
+            return !v.isEmpty
+        },
+        Option(flag: "--port", variable: "LIFECYCLED_PORT", placeholder: "N", help: "TCP port (default 8080; 0 picks a free one)") { c, v in
+            guard let port = UInt16(v) else { return false }
+            c.port = port
+            return true
+        },
+        Option(flag: "--data-dir", variable: "LIFECYCLED_DATA_DIR", placeholder: "PATH", help: "folder of the SQLite database (default data)") { c, v in
+            c.dataDirectory = v
+            return !v.isEmpty
+        },
+        Option(flag: "--public-dir", variable: "LIFECYCLED_PUBLIC_DIR", placeholder: "PATH", help: "folder of the dashboard's static files (default Public)") { c, v in
+            c.publicDirectory = v
+            return !v.isEmpty
+        },
+        Option(flag: "--models-dir", variable: "LIFECYCLED_MODELS_DIR", placeholder: "PATH", help: "folder of extra model files (*.json), validated at start") { c, v in
+            c.modelsDirectory = v
+            return !v.isEmpty
+        },
+        Option(flag: "--log-level", variable: "LIFECYCLED_LOG_LEVEL", placeholder: "LEVEL", help: "debug, info, warning or error (default info; debug logs every request)") { c, v in
+            guard let level = Logger.Level(name: v) else { return false }
+            c.logLevel = level
+            return true
+        },
+        Option(flag: "--sync", variable: "LIFECYCLED_SYNC", placeholder: "MODE", help: "normal (survives a crash; default) or full (survives power loss)") { c, v in
+            guard let mode = SQLiteStore.SyncMode(rawValue: v) else { return false }
+            c.sync = mode
+            return true
+        },
+        Option(flag: "--history-limit", variable: "LIFECYCLED_HISTORY_LIMIT", placeholder: "N", help: "records kept per instance (default 10000)") { c, v in
+            guard let n = Int(v), n >= 1 else { return false }
+            c.historyLimit = n
+            return true
+        },
+        Option(flag: "--max-body", variable: "LIFECYCLED_MAX_BODY", placeholder: "BYTES", help: "largest request body accepted (default 65536)") { c, v in
+            guard let n = Int(v), n >= 1 else { return false }
+            c.maxBodySize = n
+            return true
+        },
+        Option(flag: "--threads", variable: "LIFECYCLED_THREADS", placeholder: "N", help: "HTTP worker threads (default: one per core)") { c, v in
+            guard let n = Int(v), (1...256).contains(n) else { return false }
+            c.threads = n
+            return true
+        },
+    ]
+
+    /// Why the command line was refused.
+    public enum ParseError: Error, Equatable, CustomStringConvertible {
+        case helpRequested
+        case unknownFlag(String)
+        case missingValue(String)
+        case badValue(String, String)
+
+        public var description: String {
+            switch self {
+            case .helpRequested: Configuration.usage
+            case .unknownFlag(let f): "unknown option \(f); see --help"
+            case .missingValue(let f): "option \(f) needs a value; see --help"
+            case .badValue(let source, let v): "invalid value \"\(v)\" for \(source); see --help"
+            }
+        }
+    }
+
+    /// Reads the environment, then the flags (`--flag value` or `--flag=value`).
+    public static func parse(arguments: [String], environment: [String: String]) throws(ParseError) -> Configuration {
+        var configuration = Configuration()
+        for option in options {
+            if let value = environment[option.variable], !option.apply(&configuration, value) {
+                throw .badValue(option.variable, value)
+            }
+        }
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            if argument == "--help" || argument == "-h" { throw .helpRequested }
+            var flag = argument
+            var value: String?
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                flag = String(argument[..<equals])
+                value = String(argument[argument.index(after: equals)...])
+            }
+            guard let option = options.first(where: { $0.flag == flag }) else { throw .unknownFlag(argument) }
+            if value == nil { value = remaining.popFirst() }
+            guard let value else { throw .missingValue(flag) }
+            guard option.apply(&configuration, value) else { throw .badValue(flag, value) }
+        }
+        return configuration
+    }
+
+    public static var usage: String {
+        var text = """
+        lifecycled: app-lifecycle state machines over HTTP
+
+        usage: lifecycled [options]
+
+        options (each also from its environment variable):
+
+        """
+        for option in options {
+            let left = "  \(option.flag) \(option.placeholder)".padding(toLength: 26, withPad: " ", startingAt: 0)
+            text += "\(left)\(option.help) [\(option.variable)]\n"
+        }
+        text += "  --help                  this text\n"
+        return text
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import LifecycleKit
+import LifecycleStore
+import MicroHTTP
+
+/// A member of a request body: a flat value, `null`, or something nested (which no parameter accepts).
+enum BodyValue: Decodable {
+    case value(Value)
+    case null
+    case nested
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() {
+            self = .null
+        } else if let value = try? c.decode(Value.self) {
+            self = .value(value)
+        } else {
+            self = .nested
+        }
+    }
+}
+
+extension Problem {
+    static func badRequest(_ detail: String) -> Problem { Problem(status: 400, title: "Bad Request", detail: detail) }
+    static func notFound(_ detail: String) -> Problem { Problem(status: 404, title: "Not Found", detail: detail) }
+    static func conflict(_ detail: String) -> Problem { Problem(status: 409, title: "Conflict", detail: detail) }
+    static func preconditionFailed(_ detail: String) -> Problem { Problem(status: 412, title: "Precondition Failed", detail: detail) }
+    static func unsupportedMediaType(_ detail: String) -> Problem { Problem(status: 415, title: "Unsupported Media Type", detail: detail) }
+    static func unprocessable(_ detail: String) -> Problem { Problem(status: 422, title: "Unprocessable Content", detail: detail) }
+    static func unavailable(_ detail: String) -> Problem { Problem(status: 503, title: "Service Unavailable", detail: detail) }
+
+    static func unknownInstance(_ id: String) -> Problem { .notFound("no instance \"\(id)\"") }
+}
+
+extension Request {
+    /// The body as a JSON object. An empty body is `[:]` unless `isRequired`.
+    func jsonObject(isRequired: Bool) throws(Problem) -> [String: BodyValue] {
+        if body.isEmpty {
+            if isRequired { throw .badRequest("the request needs a JSON object body") }
+            return [:]
+        }
+        guard mediaType == "application/json" else {
+            throw .unsupportedMediaType("send the body as application/json (got \(header("content-type") ?? "no Content-Type"))")
+        }
+        do {
+            return try JSON.decoder.decode([String: BodyValue].self, from: Data(body))
+        } catch DecodingError.typeMismatch {
+            throw .badRequest("the body must be a JSON object")
+        } catch {
+            throw .badRequest("the body is not valid JSON")
+        }
+    }
+
+    /// A query argument as an integer within bounds, or the default when absent.
+    func integerQuery(_ name: String, default value: Int64, in range: ClosedRange<Int64>) throws(Problem) -> Int64 {
+        guard let text = query(name) else { return value }
+        guard let number = Int64(text), range.contains(number) else {
+            throw .badRequest("query parameter \"\(name)\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    /// The version an `If-Match` header demands: `nil` when absent or `*`.
+    func expectedVersion() throws(Problem) -> Int64? {
+        guard let value = header("if-match")?.trimmingCharacters(in: .whitespaces), value != "*" else { return nil }
+        var tag = Substring(value)
+        if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
+        if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+        guard let version = Int64(tag) else { throw .badRequest("If-Match must be an instance version, such as \"3\"") }
+        return version
+    }
+
+    /// The `Idempotency-Key`, bound to this request's method, path and body.
+    func idempotencyKey() throws(Problem) -> IdempotencyKey? {
+        guard let key = header("idempotency-key") else { return nil }
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            throw .badRequest("Idempotency-Key must be 1 to 255 visible ASCII characters")
+        }
+        return IdempotencyKey(key: key, fingerprint: Array("\(method) \(path)\n".utf8) + body)
+    }
+}
+
+/// Instance ids: 1 to 128 characters from `[A-Za-z0-9._-]`.
+func isValidInstanceID(_ id: String) -> Bool {
+    (1...128).contains(id.utf8.count) && id.utf8.allSatisfy { byte in
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+            || byte == 0x2E || byte == 0x5F || byte == 0x2D
+    }
+}

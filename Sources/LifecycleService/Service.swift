@@ -1,0 +1,95 @@
+import Foundation
+import LifecycleKit
+import LifecycleStore
+import MicroHTTP
+
+/// Why the service could not start. `lifecycled` prints it and exits 1.
+public struct StartError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// The running service: store, registry, router and HTTP server wired together.
+public final class Service: Sendable {
+    public let configuration: Configuration
+    let server: HTTPServer
+    let registry: InstanceRegistry
+    public let store: SQLiteStore
+    public let logger: Logger
+
+    /// The port the server is bound to.
+    public var port: UInt16 { server.port }
+
+    /// Opens the store, restores every instance and starts serving.
+    public init(configuration: Configuration) throws(StartError) {
+        self.configuration = configuration
+        let logger = Logger(level: configuration.logLevel)
+        self.logger = logger
+        let started = DispatchTime.now().uptimeNanoseconds
+
+        var models = Model.builtins
+        if let directory = configuration.modelsDirectory {
+            for (name, model) in try Self.loadModels(from: directory) {
+                guard models[name] == nil else { throw StartError(description: "model \"\(name)\" in \(directory) is already defined") }
+                models[name] = model
+            }
+        }
+        do {
+            store = try SQLiteStore(
+                directory: configuration.dataDirectory,
+                options: .init(sync: configuration.sync, historyLimit: configuration.historyLimit)
+            )
+            registry = try InstanceRegistry(models: models, store: store, logger: logger)
+        } catch {
+            throw StartError(description: error.message)
+        }
+
+        let staticFiles = StaticFiles(root: configuration.publicDirectory)
+        if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
+        let router = API(registry: registry, staticFiles: staticFiles).makeRouter()
+        server = HTTPServer(
+            configuration: ServerConfiguration(
+                host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize
+            ),
+            logger: logger,
+            handler: { router.respond(to: $0) }
+        )
+        do {
+            try server.start()
+        } catch {
+            throw StartError(description: error.description)
+        }
+        let millis = (DispatchTime.now().uptimeNanoseconds - started) / 1_000_000
+        logger.info("lifecycled started", [
+            "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
+            "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
+            "sync": configuration.sync.rawValue, "startupMillis": String(millis),
+        ])
+    }
+
+    /// Stops serving; in-flight requests finish first.
+    public func stop() {
+        server.stop()
+        logger.info("lifecycled stopped", [:])
+    }
+
+    static func loadModels(from directory: String) throws(StartError) -> [String: Model] {
+        let files: [String]
+        do {
+            files = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".json") }.sorted()
+        } catch {
+            throw StartError(description: "cannot read models folder \(directory): \(error.localizedDescription)")
+        }
+        var models: [String: Model] = [:]
+        for file in files {
+            let path = directory + "/" + file
+            guard let data = FileManager.default.contents(atPath: path) else { throw StartError(description: "cannot read \(path)") }
+            do {
+                let model = try Model(json: data)
+                models[model.name] = model
+            } catch {
+                throw StartError(description: "\(path): \(error.description)")
+            }
+        }
+        return models
+    }
+}

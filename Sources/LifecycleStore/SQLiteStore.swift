@@ -1,0 +1,293 @@
+import CSQLite
+import Foundation
+import LifecycleKit
+
+/// The embedded default store: one SQLite file in WAL mode.
+public final class SQLiteStore: InstanceStore, @unchecked Sendable {
+    /// How hard a commit works to survive failures.
+    public enum SyncMode: String, Sendable, CaseIterable {
+        /// Survives a crash of the process (`kill -9`); a power loss may lose the last commits.
+        case normal
+        /// Also survives power loss: every commit waits for fsync.
+        case full
+    }
+
+    public struct Options: Sendable {
+        public var sync: SyncMode
+        /// Records kept per instance; older ones are dropped as new ones arrive.
+        public var historyLimit: Int
+        /// How long idempotency keys are kept.
+        public var idempotencyLifetime: TimeInterval
+        /// Caps the database size in pages (SQLite's max_page_count); a full cap acts as a full disk.
+        public var maxPageCount: Int?
+
+        public init(sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600, maxPageCount: Int? = nil) {
+            self.sync = sync
+            self.historyLimit = max(1, historyLimit)
+            self.idempotencyLifetime = idempotencyLifetime
+            self.maxPageCount = maxPageCount
+        }
+    }
+
+    /// The schema, one migration per version; `PRAGMA user_version` says how many have run.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE instances (
+            id TEXT PRIMARY KEY,
+            model TEXT NOT NULL,
+            state TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            launch_count INTEGER NOT NULL,
+            buffered_action TEXT,
+            window TEXT,
+            breadcrumb_step TEXT,
+            scene_connected INTEGER NOT NULL,
+            unexpected INTEGER NOT NULL,
+            ignored INTEGER NOT NULL,
+            incomplete_launches INTEGER NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE records (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            instance TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            body BLOB NOT NULL
+        );
+        CREATE UNIQUE INDEX records_by_instance ON records(instance, version);
+        CREATE TABLE idempotency (
+            key TEXT PRIMARY KEY,
+            fingerprint BLOB NOT NULL,
+            status INTEGER NOT NULL,
+            content_type TEXT NOT NULL,
+            body BLOB NOT NULL,
+            created_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    ]
+
+    /// The database file inside a data folder.
+    public static let fileName = "lifecycled.sqlite"
+
+    public let path: String
+    public let options: Options
+    private let lock = NSLock()
+    private let database: Database
+    private var sequence: Int64 = 0
+    private var writesSincePurge = 0
+
+    private let insertInstance: Statement
+    private let updateInstance: Statement
+    private let deleteInstance: Statement
+    private let deleteRecords: Statement
+    private let insertRecord: Statement
+    private let dropOldRecords: Statement
+    private let insertKey: Statement
+    private let selectKey: Statement
+    private let purgeKeys: Statement
+    private let selectHistory: Statement
+    private let selectOldestVersion: Statement
+
+    /// Opens (creating if needed) the store in `directory`, migrating its schema.
+    public init(directory: String, options: Options = Options()) throws(StoreError) {
+        self.options = options
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError("cannot create data folder \(directory): \(error.localizedDescription)")
+        }
+        path = directory + "/" + Self.fileName
+        do {
+            database = try Database(path: path)
+            try database.execute("PRAGMA journal_mode = WAL")
+            try database.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+            if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }
+            try Self.migrate(database)
+
+            insertInstance = try database.prepare("""
+                INSERT INTO instances (id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
+                  scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                """)
+            updateInstance = try database.prepare("""
+                UPDATE instances SET model = ?2, state = ?3, version = ?4, launch_count = ?5, buffered_action = ?6, window = ?7,
+                  breadcrumb_step = ?8, scene_connected = ?9, unexpected = ?10, ignored = ?11, incomplete_launches = ?12,
+                  created_at = ?13, updated_at = ?14
+                WHERE id = ?1
+                """)
+            deleteInstance = try database.prepare("DELETE FROM instances WHERE id = ?1")
+            deleteRecords = try database.prepare("DELETE FROM records WHERE instance = ?1")
+            insertRecord = try database.prepare("INSERT INTO records (seq, instance, version, body) VALUES (?1, ?2, ?3, ?4)")
+            dropOldRecords = try database.prepare("DELETE FROM records WHERE instance = ?1 AND version <= ?2")
+            insertKey = try database.prepare("""
+                INSERT OR REPLACE INTO idempotency (key, fingerprint, status, content_type, body, created_at)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                """)
+            selectKey = try database.prepare("SELECT fingerprint, status, content_type, body, created_at FROM idempotency WHERE key = ?1")
+            purgeKeys = try database.prepare("DELETE FROM idempotency WHERE created_at < ?1")
+            selectHistory = try database.prepare("""
+                SELECT seq, body FROM records WHERE instance = ?1 AND seq > ?2 ORDER BY instance, version LIMIT ?3
+                """)
+            selectOldestVersion = try database.prepare("SELECT min(version) FROM records WHERE instance = ?1")
+
+            sequence = try database.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'records'").first { $0.integer(0) } ?? 0
+            try purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
+        } catch {
+            throw StoreError(error, doing: "cannot open the database \(path)")
+        }
+    }
+
+    /// Brings the schema up to the newest version, one transaction per migration.
+    static func migrate(_ database: Database) throws(SQLiteError) {
+        let current = try database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        guard current <= migrations.count else {
+            throw SQLiteError(code: SQLITE_ERROR, message: "schema version \(current) is newer than this lifecycled knows (\(migrations.count))")
+        }
+        for version in current..<migrations.count {
+            try database.transaction { () throws(SQLiteError) in
+                try database.execute(migrations[version])
+                try database.execute("PRAGMA user_version = \(version + 1)")
+            }
+        }
+    }
+
+    /// The schema version of the open database.
+    public var schemaVersion: Int {
+        lock.withLock { (try? database.prepare("PRAGMA user_version").first { Int($0.integer(0)) }) ?? 0 } ?? 0
+    }
+
+    public var lastSequence: Int64 { lock.withLock { sequence } }
+
+    public func loadInstances() throws(StoreError) -> [StoredInstance] {
+        try locked("cannot load instances") { () throws(SQLiteError) in
+            var instances: [StoredInstance] = []
+            let select = try database.prepare("""
+                SELECT id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
+                  scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at
+                FROM instances
+                """)
+            try select.forEachRow { row in
+                let action = row.text(5).flatMap { try? JSONDecoder().decode(PendingAction.self, from: Data($0.utf8)) }
+                let state = InstanceState(
+                    state: row.text(2) ?? "", version: row.integer(3), launchCount: row.integer(4), bufferedAction: action,
+                    window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.integer(8) != 0),
+                    counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11))
+                )
+                instances.append(StoredInstance(
+                    id: row.text(0) ?? "", model: row.text(1) ?? "", createdAt: Self.date(row.integer(12)),
+                    updatedAt: Self.date(row.integer(13)), state: state
+                ))
+            }
+            return instances
+        }
+    }
+
+    public func insert(_ instance: StoredInstance, idempotency: (IdempotencyKey, StoredResponse)?) throws(StoreError) {
+        try locked("cannot store instance \(instance.id)") { () throws(SQLiteError) in
+            try database.transaction { () throws(SQLiteError) in
+                try insertInstance.run(Self.bindings(instance))
+                if let (key, response) = idempotency { try remember(key, response) }
+            }
+        }
+    }
+
+    public func delete(instanceID: String) throws(StoreError) {
+        try locked("cannot delete instance \(instanceID)") { () throws(SQLiteError) in
+            try database.transaction { () throws(SQLiteError) in
+                try deleteInstance.run([.text(instanceID)])
+                try deleteRecords.run([.text(instanceID)])
+            }
+        }
+    }
+
+    public func append(
+        _ record: Record, updating instance: StoredInstance, idempotencyKey: IdempotencyKey?,
+        encode: (Record) -> EncodedRecord
+    ) throws(StoreError) -> EncodedRecord {
+        try locked("cannot store a record of \(instance.id)") { () throws(SQLiteError) in
+            var numbered = record
+            numbered.sequence = sequence + 1
+            let encoded = encode(numbered)
+            try database.transaction { () throws(SQLiteError) in
+                try insertRecord.run([.integer(numbered.sequence), .text(instance.id), .integer(record.version), .blob(encoded.recordJSON)])
+                try updateInstance.run(Self.bindings(instance))
+                if record.version > Int64(options.historyLimit) {
+                    try dropOldRecords.run([.text(instance.id), .integer(record.version - Int64(options.historyLimit))])
+                }
+                if let idempotencyKey { try remember(idempotencyKey, encoded.response) }
+            }
+            sequence = numbered.sequence
+            writesSincePurge += 1
+            if writesSincePurge >= 10_000 {
+                writesSincePurge = 0
+                try? purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
+            }
+            return encoded
+        }
+    }
+
+    public func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage {
+        try locked("cannot read history of \(instanceID)") { () throws(SQLiteError) in
+            var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil)
+            try selectHistory.forEachRow([.text(instanceID), .integer(after), .integer(Int64(limit) + 1)]) { row in
+                guard page.records.count < limit else {
+                    page.hasMore = true
+                    return
+                }
+                page.records.append(row.blob(1))
+                page.lastSequence = row.integer(0)
+            }
+            page.oldestRetainedVersion = try selectOldestVersion.first([.text(instanceID)]) { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
+            return page
+        }
+    }
+
+    public func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
+        try locked("cannot read idempotency key") { () throws(SQLiteError) in
+            let found = try selectKey.first([.text(key.key)]) { row in
+                (fingerprint: row.blob(0), response: StoredResponse(status: Int(row.integer(1)), contentType: row.text(2) ?? "", body: row.blob(3)), created: row.integer(4))
+            }
+            guard let found, Self.date(found.created).addingTimeInterval(options.idempotencyLifetime) > now else { return .unused }
+            return found.fingerprint == key.fingerprint ? .replay(found.response) : .conflict
+        }
+    }
+
+    /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
+    public func integrityCheck() throws(StoreError) -> String {
+        try locked("cannot check integrity") { () throws(SQLiteError) in
+            try database.prepare("PRAGMA integrity_check").first { $0.text(0) ?? "" } ?? ""
+        }
+    }
+
+    private func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(SQLiteError) {
+        try insertKey.run([
+            .text(key.key), .blob(key.fingerprint), .integer(Int64(response.status)), .text(response.contentType),
+            .blob(response.body), .integer(Self.milliseconds(Date())),
+        ])
+    }
+
+    private func locked<T>(_ what: String, _ body: () throws(SQLiteError) -> T) throws(StoreError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        do {
+            return try body()
+        } catch {
+            throw StoreError(error, doing: what)
+        }
+    }
+
+    private static func bindings(_ instance: StoredInstance) -> [Statement.Binding] {
+        let s = instance.state
+        let action: Statement.Binding = s.bufferedAction.flatMap { try? JSONEncoder().encode($0) }.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null
+        return [
+            .text(instance.id), .text(instance.model), .text(s.state), .integer(s.version), .integer(s.launchCount), action,
+            s.window.map { .text($0) } ?? .null, s.breadcrumb.step.map { .text($0) } ?? .null,
+            .integer(s.breadcrumb.isSceneConnected ? 1 : 0), .integer(s.counters.unexpected), .integer(s.counters.ignored),
+            .integer(s.counters.incompleteLaunches), .integer(milliseconds(instance.createdAt)), .integer(milliseconds(instance.updatedAt)),
+        ]
+    }
+
+    /// Times are kept in whole milliseconds; the service rounds its clock the same way.
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+}

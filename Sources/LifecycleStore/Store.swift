@@ -1,0 +1,132 @@
+import Foundation
+import LifecycleKit
+
+/// An instance as the store keeps it: enough to rebuild its machine exactly.
+public struct StoredInstance: Sendable, Equatable {
+    public var id: String
+    public var model: String
+    public var createdAt: Date
+    public var updatedAt: Date
+    public var state: InstanceState
+
+    public init(id: String, model: String, createdAt: Date, updatedAt: Date, state: InstanceState) {
+        self.id = id
+        self.model = model
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.state = state
+    }
+}
+
+/// A response kept for an `Idempotency-Key`, replayed byte for byte.
+public struct StoredResponse: Sendable, Equatable {
+    public var status: Int
+    public var contentType: String
+    public var body: [UInt8]
+
+    public init(status: Int, contentType: String, body: [UInt8]) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+    }
+}
+
+/// A client's `Idempotency-Key` with what identifies its request (method, path, body).
+public struct IdempotencyKey: Sendable, Equatable {
+    public var key: String
+    public var fingerprint: [UInt8]
+
+    public init(key: String, fingerprint: [UInt8]) {
+        self.key = key
+        self.fingerprint = fingerprint
+    }
+}
+
+/// What the store knows of an idempotency key.
+public enum IdempotencyLookup: Sendable, Equatable {
+    /// Never seen (or expired): apply the request.
+    case unused
+    /// Seen with the same request: answer with what was answered then.
+    case replay(StoredResponse)
+    /// Seen with a different request.
+    case conflict
+}
+
+/// A numbered record's JSON (kept for history) and the response to send for it.
+public struct EncodedRecord: Sendable {
+    public var sequence: Int64
+    public var recordJSON: [UInt8]
+    public var response: StoredResponse
+
+    public init(sequence: Int64, recordJSON: [UInt8], response: StoredResponse) {
+        self.sequence = sequence
+        self.recordJSON = recordJSON
+        self.response = response
+    }
+}
+
+/// One page of an instance's history, oldest first.
+public struct HistoryPage: Sendable {
+    /// Each record's JSON, as stored.
+    public var records: [[UInt8]]
+    /// Sequence number of the last record on the page.
+    public var lastSequence: Int64?
+    /// Whether more records follow this page.
+    public var hasMore: Bool
+    /// The oldest version still kept; greater than 1 when retention dropped older ones.
+    public var oldestRetainedVersion: Int64?
+}
+
+/// Why the store could not do what it was asked. Nothing was written.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    /// Whether the database file is damaged.
+    public var isCorruption: Bool
+    /// Whether the disk is full.
+    public var isDiskFull: Bool
+
+    public init(_ message: String, isCorruption: Bool = false, isDiskFull: Bool = false) {
+        self.message = message
+        self.isCorruption = isCorruption
+        self.isDiskFull = isDiskFull
+    }
+
+    init(_ error: SQLiteError, doing what: String) {
+        self.init("\(what): \(error.message) (SQLite code \(error.code))", isCorruption: error.isCorruption, isDiskFull: error.isDiskFull)
+    }
+
+    public var description: String { message }
+}
+
+/// Durable storage for instances, records and idempotency keys.
+///
+/// Every method that writes does so in one transaction: when it returns the write
+/// is durable (to the configured sync level); when it throws nothing was written.
+public protocol InstanceStore: AnyObject, Sendable {
+    /// Every instance's current state; start-up cost grows with instances, not records.
+    func loadInstances() throws(StoreError) -> [StoredInstance]
+    /// The last sequence number ever assigned (0 for a new store).
+    var lastSequence: Int64 { get }
+    /// Creates an instance, keeping the response for its idempotency key if there is one.
+    func insert(_ instance: StoredInstance, idempotency: (IdempotencyKey, StoredResponse)?) throws(StoreError)
+    /// Deletes an instance and its history.
+    func delete(instanceID: String) throws(StoreError)
+    /// Assigns the record its sequence number, then stores it, the instance's new state and
+    /// the idempotency key in one transaction. `encode` turns the numbered record into bytes.
+    func append(
+        _ record: Record, updating instance: StoredInstance, idempotencyKey: IdempotencyKey?,
+        encode: (Record) -> EncodedRecord
+    ) throws(StoreError) -> EncodedRecord
+    /// Records of one instance with sequence numbers after `after`, oldest first.
+    func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage
+    /// What is known of an idempotency key younger than the retention period.
+    func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup
+}
+
+extension Date {
+    /// This time to the whole millisecond: the precision the store keeps, so a time
+    /// read back after a restart equals the one held before it.
+    public var roundedToMilliseconds: Date {
+        Date(timeIntervalSince1970: (timeIntervalSince1970 * 1000).rounded() / 1000)
+    }
+}

@@ -1,0 +1,208 @@
+import CMicroHTTPD
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How a server listens and what it accepts.
+public struct ServerConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port; read the chosen one from ``HTTPServer/port``.
+    public var port: UInt16
+    /// Threads of libmicrohttpd's internal epoll pool.
+    public var threads: Int
+    /// Bodies past this many bytes are refused with 413 without reading the rest.
+    public var maxBodySize: Int
+    /// Idle seconds before a keep-alive connection is closed.
+    public var connectionTimeout: Int
+
+    public init(
+        host: String = "127.0.0.1", port: UInt16 = 8080, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+        maxBodySize: Int = 64 * 1024, connectionTimeout: Int = 60
+    ) {
+        self.host = host
+        self.port = port
+        self.threads = max(1, threads)
+        self.maxBodySize = maxBodySize
+        self.connectionTimeout = connectionTimeout
+    }
+}
+
+/// Why a server could not start.
+public enum ServerError: Error, Sendable, CustomStringConvertible {
+    case badHost(String)
+    case addressInUse(host: String, port: UInt16)
+    case socket(operation: String, code: Int32)
+    case startFailed
+
+    public var description: String {
+        switch self {
+        case .badHost(let host): "cannot listen on \"\(host)\": not an IPv4 or IPv6 address"
+        case .addressInUse(let host, let port): "cannot listen on \(host):\(port): address already in use"
+        case .socket(let operation, let code): "cannot listen: \(operation) failed: \(String(cString: strerror(code)))"
+        case .startFailed: "libmicrohttpd could not start the daemon"
+        }
+    }
+}
+
+/// An HTTP server on libmicrohttpd's internal epoll thread pool.
+///
+/// This file and its siblings are the only Swift that touches libmicrohttpd; the
+/// daemon pointer is owned here and stopped in `stop()` or `deinit`.
+public final class HTTPServer: @unchecked Sendable {
+    public let configuration: ServerConfiguration
+    /// The port actually bound (useful when configured with 0).
+    public private(set) var port: UInt16 = 0
+    let handler: Handler
+    let logger: Logger
+    private var daemon: OpaquePointer?
+    private let lock = NSLock()
+
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(), handler: @escaping Handler) {
+        self.configuration = configuration
+        self.logger = logger
+        self.handler = handler
+    }
+
+    deinit { stop() }
+
+    /// Binds and starts serving; returns once the daemon's threads are running.
+    public func start() throws(ServerError) {
+        let socket = try ListeningSocket(host: configuration.host, port: configuration.port)
+        let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
+        var options: [MHD_OptionItem] = [
+            MHD_OptionItem(option: .LISTEN_SOCKET, value: Int(socket.descriptor), ptr_value: nil),
+            MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
+            MHD_OptionItem(option: .CONNECTION_LIMIT, value: 10_000, ptr_value: nil),
+        ]
+        if configuration.threads > 1 {
+            options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: configuration.threads, ptr_value: nil))
+        }
+        options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let started = options.withUnsafeBufferPointer { items in
+            lc_mhd_start(UInt32(flags), accessHandler, context, completedHandler, nil, items.baseAddress)
+        }
+        guard let started else {
+            close(socket.descriptor)
+            throw .startFailed
+        }
+        lock.withLock { daemon = started }
+        port = socket.port
+    }
+
+    /// Stops accepting, finishes the daemon's threads and closes the listening socket.
+    public func stop() {
+        let running = lock.withLock { () -> OpaquePointer? in
+            defer { daemon = nil }
+            return daemon
+        }
+        if let running { MHD_stop_daemon(running) }
+    }
+
+    /// Called by libmicrohttpd once per request, several times: first with headers only,
+    /// then once per body chunk, then with no data, when the response is queued.
+    fileprivate func handle(
+        _ connection: OpaquePointer, url: String, method: String, upload: UnsafePointer<CChar>?,
+        uploadSize: UnsafeMutablePointer<Int>, context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard let existing = context.pointee else {
+            // First call: headers only. Queueing now would force `Connection: close`.
+            let pending = PendingRequest(method: method, path: url, connection: connection, isTimed: logger.isLogging(.debug))
+            if let length = pending.headers.first(where: { $0.name == "content-length" }).flatMap({ Int($0.value) }),
+               length > configuration.maxBodySize {
+                pending.isTooLarge = true
+            }
+            context.pointee = Unmanaged.passRetained(pending).toOpaque()
+            return .YES
+        }
+        let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
+        let size = uploadSize.pointee
+        if size > 0 {
+            if pending.isTooLarge || pending.body.count + size > configuration.maxBodySize {
+                // Answer now and leave the rest unread; libmicrohttpd closes the connection after.
+                pending.isTooLarge = true
+                return queue(tooLarge(pending), on: connection, for: pending)
+            }
+            upload.map { pending.body.append(contentsOf: UnsafeRawBufferPointer(start: $0, count: size)) }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        if pending.isTooLarge { return queue(tooLarge(pending), on: connection, for: pending) }
+        let request = Request(method: pending.method, path: pending.path, headers: pending.headers, query: pending.query, body: pending.body)
+        return queue(handler(request), on: connection, for: pending)
+    }
+
+    private func tooLarge(_ pending: PendingRequest) -> Response {
+        .problem(Problem(
+            status: 413, title: "Content Too Large",
+            detail: "request body is larger than the limit of \(configuration.maxBodySize) bytes"
+        ))
+    }
+
+    private func queue(_ response: Response, on connection: OpaquePointer, for pending: PendingRequest) -> MHD_Result {
+        let created = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let created else { return .NO }
+        defer { MHD_destroy_response(created) }
+        for (name, value) in response.headers {
+            _ = MHD_add_response_header(created, name, value)
+        }
+        if logger.isLogging(.debug) {
+            let micros = (DispatchTime.now().uptimeNanoseconds - pending.started) / 1000
+            logger.debug("request", ["method": pending.method, "path": pending.path, "status": String(response.status), "micros": String(micros)])
+        }
+        return MHD_queue_response(connection, UInt32(response.status), created)
+    }
+}
+
+/// A request being received: lives from the first call of the access handler to the
+/// completion callback, which releases it.
+private final class PendingRequest {
+    let method: String
+    let path: String
+    /// Start time for the debug log line; 0 when not logging requests.
+    let started: UInt64
+    var headers: [(name: String, value: String)] = []
+    var query: [(name: String, value: String)] = []
+    var body: [UInt8] = []
+    var isTooLarge = false
+
+    init(method: String, path: String, connection: OpaquePointer, isTimed: Bool) {
+        self.method = method
+        self.path = path
+        started = isTimed ? DispatchTime.now().uptimeNanoseconds : 0
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
+            let pending = Unmanaged<PendingRequest>.fromOpaque(cls!).takeUnretainedValue()
+            if let key {
+                let name = String(cString: key)
+                let isLowercase = !name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+                pending.headers.append((isLowercase ? name : name.lowercased(), value.map { String(cString: $0) } ?? ""))
+            }
+            return .YES
+        }, me)
+        MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, key, value in
+            let pending = Unmanaged<PendingRequest>.fromOpaque(cls!).takeUnretainedValue()
+            if let key { pending.query.append((String(cString: key), value.map { String(cString: $0) } ?? "")) }
+            return .YES
+        }, me)
+    }
+}
+
+private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, upload, uploadSize, context in
+    guard let cls, let connection, let url, let method, let uploadSize, let context else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    return server.handle(
+        connection, url: String(cString: url), method: String(cString: method), upload: upload,
+        uploadSize: uploadSize, context: context
+    )
+}
+
+private let completedHandler: MHD_RequestCompletedCallback = { _, _, context, _ in
+    guard let context, let pending = context.pointee else { return }
+    Unmanaged<PendingRequest>.fromOpaque(pending).release()
+    context.pointee = nil
+}

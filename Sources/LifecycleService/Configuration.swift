@@ -15,6 +15,8 @@ public struct Configuration: Sendable {
     public var historyLimit = 10_000
     public var maxBodySize = 64 * 1024
     public var threads = ProcessInfo.processInfo.activeProcessorCount
+    /// Caps the database at this many pages, as a full disk would; no flag sets it.
+    public var maxDatabasePages: Int?
 
     public init() {}
 

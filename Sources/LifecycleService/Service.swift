@@ -36,7 +36,7 @@ public final class Service: Sendable {
         do {
             store = try SQLiteStore(
                 directory: configuration.dataDirectory,
-                options: .init(sync: configuration.sync, historyLimit: configuration.historyLimit)
+                options: .init(sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages)
             )
             registry = try InstanceRegistry(models: models, store: store, logger: logger)
         } catch {

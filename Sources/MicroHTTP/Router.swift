@@ -24,6 +24,9 @@ public struct Router: Sendable {
 
     public init() {}
 
+    /// The order methods are listed in an `Allow` header.
+    private static let methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
     public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
         let segments = pattern.utf8.split(separator: UInt8(ascii: "/")).map { bytes -> Segment in
             if bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") {
@@ -56,7 +59,7 @@ public struct Router: Sendable {
         }
         if allowed.isEmpty { return fallback(request) }
         if allowed.contains("GET") { allowed.append("HEAD") }
-        let allow = allowed.joined(separator: ", ")
+        let allow = Self.methodOrder.filter(allowed.contains).joined(separator: ", ")
         return .problem(
             Problem(status: 405, title: "Method Not Allowed", detail: "\(request.method) is not allowed on \(request.path); allowed: \(allow)"),
             headers: [("Allow", allow)]

@@ -108,33 +108,40 @@ public final class HTTPServer: @unchecked Sendable {
         uploadSize: UnsafeMutablePointer<Int>, context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard let existing = context.pointee else {
-            // First call: headers only. Queueing now would force `Connection: close`.
             let pending = PendingRequest(method: method, path: url, connection: connection, isTimed: logger.isLogging(.debug))
+            context.pointee = Unmanaged.passRetained(pending).toOpaque()
             if let length = pending.headers.first(where: { $0.name == "content-length" }).flatMap({ Int($0.value) }),
                length > configuration.maxBodySize {
+                // The one response queued on the first call: libmicrohttpd accepts a response
+                // only before the body starts or after it ends, and this body is never read, so
+                // the connection closes after the 413 anyway.
                 pending.isTooLarge = true
+                return queue(tooLarge(), on: connection, for: pending)
             }
-            context.pointee = Unmanaged.passRetained(pending).toOpaque()
+            // Otherwise wait: a response queued now would force `Connection: close`.
             return .YES
         }
         let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
         let size = uploadSize.pointee
         if size > 0 {
-            if pending.isTooLarge || pending.body.count + size > configuration.maxBodySize {
-                // Answer now and leave the rest unread; libmicrohttpd closes the connection after.
-                pending.isTooLarge = true
-                return queue(tooLarge(pending), on: connection, for: pending)
+            // A body without Content-Length (chunked) that outgrows the limit is drained
+            // without being kept, then answered with 413 below.
+            if pending.body.count + size > configuration.maxBodySize { pending.isTooLarge = true }
+            if !pending.isTooLarge, let upload {
+                pending.body.append(contentsOf: UnsafeRawBufferPointer(start: upload, count: size))
             }
-            upload.map { pending.body.append(contentsOf: UnsafeRawBufferPointer(start: $0, count: size)) }
             uploadSize.pointee = 0
             return .YES
         }
-        if pending.isTooLarge { return queue(tooLarge(pending), on: connection, for: pending) }
+        if pending.isTooLarge {
+            pending.body = []
+            return queue(tooLarge(), on: connection, for: pending)
+        }
         let request = Request(method: pending.method, path: pending.path, headers: pending.headers, query: pending.query, body: pending.body)
         return queue(handler(request), on: connection, for: pending)
     }
 
-    private func tooLarge(_ pending: PendingRequest) -> Response {
+    private func tooLarge() -> Response {
         .problem(Problem(
             status: 413, title: "Content Too Large",
             detail: "request body is larger than the limit of \(configuration.maxBodySize) bytes"

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+@testable import LifecycleService
+@testable import LifecycleStore
+
+@Suite("durability")
+struct DurabilityTests {
+    @Test("a restart restores every field of every instance, and sequence numbers continue")
+    func restartEquality() throws {
+        let server = try TestServer()
+        var c = try server.connect()
+        // One instance exercising every stored field: window, breadcrumb with scene, counters, buffered action.
+        try c.makeInstance("rich", events: ["didFinishLaunching", "willConnectToWindow"])
+        _ = try c.request("POST", "/v1/instances/rich/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#)
+        _ = try c.event("rich", #"{"event": "willEnterForeground"}"#)
+        _ = try c.event("rich", #"{"event": "willResignActive"}"#)
+        _ = try c.request("POST", "/v1/instances/rich/launches", body: [], contentType: nil)
+        _ = try c.event("rich", #"{"event": "didFinishLaunching"}"#)
+        try c.makeInstance("droid", model: "android-activity", events: [])
+        _ = try c.event("droid", #"{"event": "onCreate"}"#)
+        try c.makeInstance("bg", events: coldStart + ["didEnterBackground"])
+
+        let ids = ["bg", "droid", "rich"]
+        let before = try ids.map { try c.request("GET", "/v1/instances/\($0)").body }
+        let historyBefore = try ids.map { try c.request("GET", "/v1/instances/\($0)/history").body }
+        let rich = try c.request("GET", "/v1/instances/rich").json
+        #expect((rich["counters"] as? [String: Any])?["incompleteLaunches"] as? Int == 1)
+        #expect((rich["counters"] as? [String: Any])?["ignored"] as? Int == 1)
+        #expect((rich["counters"] as? [String: Any])?["unexpected"] as? Int == 1)
+        let lastSequence = server.service!.store.lastSequence
+
+        try server.restart()
+        c = try server.connect()
+        let after = try ids.map { try c.request("GET", "/v1/instances/\($0)").body }
+        let historyAfter = try ids.map { try c.request("GET", "/v1/instances/\($0)/history").body }
+        #expect(after == before)
+        #expect(historyAfter == historyBefore)
+        let next = try c.event("bg", #"{"event": "didBecomeActive"}"#)
+        #expect(next.json["sequence"] as? Int == Int(lastSequence) + 1)
+
+        // Deleting the instance with the newest records must not let their numbers be reused.
+        _ = try c.request("DELETE", "/v1/instances/bg")
+        try server.restart()
+        c = try server.connect()
+        let afterDelete = try c.event("rich", #"{"event": "willConnectToWindow", "window": "w"}"#)
+        #expect(afterDelete.json["sequence"] as? Int == Int(lastSequence) + 2)
+    }
+
+    @Test("Idempotency-Key: same request replays without applying twice; a different one is refused")
+    func idempotency() throws {
+        let server = try TestServer()
+        var c = try server.connect()
+        try c.makeInstance("app", events: coldStart)
+        let key = [("Idempotency-Key", "abc-123")]
+        let first = try c.event("app", #"{"event": "willResignActive"}"#, headers: key)
+        let again = try c.event("app", #"{"event": "willResignActive"}"#, headers: key)
+        #expect(first.status == 200 && again.status == 200)
+        #expect(again.body == first.body)
+        #expect(try c.request("GET", "/v1/instances/app").json["version"] as? Int == 4)
+        let different = try c.event("app", #"{"event": "didEnterBackground"}"#, headers: key)
+        #expect(different.status == 422)
+        #expect(try c.request("GET", "/v1/instances/app").json["version"] as? Int == 4)
+
+        // An unexpected event's 409 is replayed too, and recorded once.
+        let oops = [("Idempotency-Key", "oops-1")]
+        #expect(try c.event("app", #"{"event": "didFinishLaunching"}"#, headers: oops).status == 409)
+        #expect(try c.event("app", #"{"event": "didFinishLaunching"}"#, headers: oops).status == 409)
+        #expect(try c.request("GET", "/v1/instances/app").json["version"] as? Int == 5)
+
+        // Creation with a key, and keys survive a restart.
+        let create = [("Idempotency-Key", "create-1")]
+        let created = try c.request("POST", "/v1/instances", json: "{}", headers: create)
+        try server.restart()
+        c = try server.connect()
+        let replayed = try c.request("POST", "/v1/instances", json: "{}", headers: create)
+        #expect(created.status == 201 && replayed.status == 201 && replayed.body == created.body)
+        #expect(try c.request("GET", "/v1/instances").json["items"].map { ($0 as? [Any])?.count } == 2)
+        #expect(try c.event("app", #"{"event": "willResignActive"}"#, headers: key).body == first.body)
+        #expect(try c.event("app", #"{"event": "x"}"#, headers: [("Idempotency-Key", "")]).status == 400)
+    }
+
+    @Test("retention keeps the newest records and says older ones were dropped")
+    func retention() throws {
+        let server = try TestServer { $0.historyLimit = 5 }
+        let c = try server.connect()
+        try c.makeInstance("app", events: coldStart)
+        for i in 0..<9 { _ = try c.event("app", i % 2 == 0 ? #"{"event": "willResignActive"}"# : #"{"event": "didBecomeActive"}"#) }
+        let page = try c.request("GET", "/v1/instances/app/history").json
+        let versions = (page["items"] as? [[String: Any]])?.compactMap { $0["version"] as? Int }
+        #expect(versions == [8, 9, 10, 11, 12])
+        #expect(page["olderDropped"] as? Bool == true)
+        #expect(page["oldestRetainedVersion"] as? Int == 8)
+    }
+
+    @Test("a full disk answers 503 and changes nothing")
+    func fullDisk() throws {
+        let server = try TestServer { $0.maxDatabasePages = 12 }
+        let c = try server.connect()
+        try c.makeInstance("app", events: ["didFinishLaunching"])
+        var failure: HTTPResponse?
+        for i in 0..<2000 {
+            let response = try c.event("app", #"{"event": "willConnectToWindow", "window": "\#(String(repeating: "w", count: 200))-\#(i)"}"#)
+            if response.status != 200 {
+                failure = response
+                break
+            }
+        }
+        let refused = try #require(failure)
+        #expect(refused.status == 503 && refused.header("content-type") == "application/problem+json")
+        #expect(refused.json["detail"] as? String == "the disk is full; nothing was changed")
+        let instance = try c.request("GET", "/v1/instances/app").json
+        let version = try #require(instance["version"] as? Int)
+        let history = try c.fullHistory("app")
+        #expect(history.last?["version"] as? Int == version, "memory and disk agree after the failure")
+        try server.restart()
+        let reopened = try server.connect()
+        #expect(try reopened.request("GET", "/v1/instances/app").json["version"] as? Int == version)
+    }
+
+    @Test("a corrupt database or an unusable data folder stops start-up with a clear error")
+    func unusableStorage() throws {
+        let folder = TemporaryDirectory()
+        let corrupt = folder.path + "/corrupt"
+        try FileManager.default.createDirectory(atPath: corrupt, withIntermediateDirectories: true)
+        try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: corrupt + "/" + SQLiteStore.fileName))
+        var configuration = Configuration()
+        configuration.port = 0
+        configuration.dataDirectory = corrupt
+        #expect {
+            _ = try Service(configuration: configuration)
+        } throws: { error in
+            "\(error)".contains("file is not a database")
+        }
+        let notAFolder = folder.path + "/file"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: notAFolder))
+        configuration.dataDirectory = notAFolder
+        #expect {
+            _ = try Service(configuration: configuration)
+        } throws: { error in
+            "\(error)".contains("cannot create data folder")
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `lifecycled` executable built beside the tests.
+let lifecycledPath: String = {
+    let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lifecycled").path
+    if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return root.appendingPathComponent(".build/debug/lifecycled").path
+}()
+
+/// A free loopback port, found by binding port 0 and letting it go.
+func freePort() -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+/// `lifecycled` running as its own process.
+final class LifecycledProcess {
+    let process = Process()
+    let port: UInt16
+    private let errorPipe = Pipe()
+    private let outputPipe = Pipe()
+
+    init(arguments: [String], environment: [String: String] = [:], port: UInt16 = 0) throws {
+        self.port = port
+        process.executableURL = URL(fileURLWithPath: lifecycledPath)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { $1 }
+        process.environment = env
+        process.standardError = errorPipe
+        process.standardOutput = outputPipe
+        try process.run()
+    }
+
+    /// Starts a server on a free port and waits until it answers.
+    static func serving(dataDirectory: String, extra: [String] = []) throws -> LifecycledProcess {
+        let port = freePort()
+        let server = try LifecycledProcess(arguments: ["--port", String(port), "--data-dir", dataDirectory] + extra, port: port)
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if let c = try? HTTPConnection(port: port), (try? c.request("GET", "/healthz"))?.status == 200 { return server }
+            guard server.process.isRunning else { break }
+            usleep(20_000)
+        }
+        throw HTTPClientError(description: "lifecycled did not start: \(server.finish().stderr)")
+    }
+
+    /// Waits for the process to end; returns its status and output.
+    @discardableResult
+    func finish() -> (status: Int32, stdout: String, stderr: String) {
+        process.waitUntilExit()
+        let out = String(decoding: outputPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let err = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return (process.terminationStatus, out, err)
+    }
+
+    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+}

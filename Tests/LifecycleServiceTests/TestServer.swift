@@ -1,0 +1,85 @@
+import Foundation
+@testable import LifecycleService
+
+/// A folder under /tmp, removed when the value is dropped.
+final class TemporaryDirectory {
+    let path: String
+
+    init(_ label: String = "lifecycled-test") {
+        path = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// The real service on a free loopback port, with its own data folder and a small
+/// public folder (plus a secret beside it and a symlink pointing at it).
+final class TestServer {
+    let root: TemporaryDirectory
+    var service: Service?
+    var configuration: Configuration
+
+    var dataDirectory: String { configuration.dataDirectory }
+    var port: UInt16 { service!.port }
+
+    init(configure: (inout Configuration) -> Void = { _ in }) throws {
+        root = TemporaryDirectory()
+        let publicDirectory = root.path + "/Public"
+        try FileManager.default.createDirectory(atPath: publicDirectory + "/js", withIntermediateDirectories: true)
+        try "<!doctype html><title>test dashboard</title>".write(toFile: publicDirectory + "/index.html", atomically: true, encoding: .utf8)
+        try "console.log('hi')".write(toFile: publicDirectory + "/js/app.js", atomically: true, encoding: .utf8)
+        try "top secret".write(toFile: root.path + "/secret.txt", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: publicDirectory + "/leak.txt", withDestinationPath: root.path + "/secret.txt")
+
+        configuration = Configuration()
+        configuration.port = 0
+        configuration.dataDirectory = root.path + "/data"
+        configuration.publicDirectory = publicDirectory
+        configuration.logLevel = .warning
+        configure(&configuration)
+        service = try Service(configuration: configuration)
+    }
+
+    deinit { service?.stop() }
+
+    /// Stops the service and starts a new one on the same data folder.
+    func restart() throws {
+        service?.stop()
+        service = nil
+        service = try Service(configuration: configuration)
+    }
+
+    func connect() throws -> HTTPConnection { try HTTPConnection(port: port) }
+}
+
+extension HTTPConnection {
+    /// Creates an instance with PUT and walks it through the given events.
+    @discardableResult
+    func makeInstance(_ id: String, model: String = "ios-app", events: [String] = []) throws -> HTTPResponse {
+        var last = try request("PUT", "/v1/instances/\(id)", json: #"{"model": "\#(model)"}"#)
+        for event in events {
+            let body = event == "willConnectToWindow" ? #"{"event": "willConnectToWindow", "window": "main"}"# : #"{"event": "\#(event)"}"#
+            last = try request("POST", "/v1/instances/\(id)/events", json: body)
+        }
+        return last
+    }
+
+    func event(_ id: String, _ json: String, headers: [(String, String)] = []) throws -> HTTPResponse {
+        try request("POST", "/v1/instances/\(id)/events", json: json, headers: headers)
+    }
+
+    /// Every record of an instance, through all history pages.
+    func fullHistory(_ id: String, pageSize: Int = 1000) throws -> [[String: Any]] {
+        var records: [[String: Any]] = []
+        var after = 0
+        while true {
+            let page = try request("GET", "/v1/instances/\(id)/history?after=\(after)&limit=\(pageSize)").json
+            records += page["items"] as? [[String: Any]] ?? []
+            guard let next = page["nextAfter"] as? Int else { return records }
+            after = next
+        }
+    }
+}
+
+let coldStart = ["didFinishLaunching", "willConnectToWindow", "didBecomeActive"]

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+import LifecycleKit
+@testable import LifecycleStore
+
+final class Folder {
+    let path = NSTemporaryDirectory() + "lifecycled-store-\(UUID().uuidString.prefix(8))"
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+let t0 = Date(timeIntervalSince1970: 1_800_000_000.123)
+
+func encodeRecord(_ record: Record) -> EncodedRecord {
+    let encoder = JSONEncoder()
+    encoder.dateEncodingStrategy = .millisecondsSince1970
+    let json = Array(try! encoder.encode(record))
+    return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 200, contentType: "application/json", body: json))
+}
+
+func decodeRecord(_ bytes: [UInt8]) throws -> Record {
+    let decoder = JSONDecoder()
+    decoder.dateDecodingStrategy = .millisecondsSince1970
+    return try decoder.decode(Record.self, from: Data(bytes))
+}
+
+@Suite("SQLite store")
+struct SQLiteStoreTests {
+    @Test("a new folder gets the newest schema; an empty file is migrated too")
+    func migrations() throws {
+        let folder = Folder()
+        let store = try SQLiteStore(directory: folder.path)
+        #expect(store.schemaVersion == SQLiteStore.migrations.count)
+        #expect(try store.loadInstances().isEmpty)
+        #expect(store.lastSequence == 0)
+
+        let empty = Folder()
+        try FileManager.default.createDirectory(atPath: empty.path, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: empty.path + "/" + SQLiteStore.fileName, contents: Data())
+        #expect(try SQLiteStore(directory: empty.path).schemaVersion == SQLiteStore.migrations.count)
+    }
+
+    @Test("a database from a newer lifecycled is refused")
+    func newerSchema() throws {
+        let folder = Folder()
+        _ = try SQLiteStore(directory: folder.path)
+        let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
+        try database.execute("PRAGMA user_version = 99")
+        #expect {
+            _ = try SQLiteStore(directory: folder.path)
+        } throws: { error in
+            "\(error)".contains("schema version 99 is newer")
+        }
+    }
+
+    @Test("instances and records round-trip through a reopen, every field")
+    func roundTrip() throws {
+        let folder = Folder()
+        var machine = Machine(model: .iosApp)
+        var instance = StoredInstance(id: "app", model: "ios-app", createdAt: t0.roundedToMilliseconds, updatedAt: t0.roundedToMilliseconds, state: machine.snapshot)
+        var written: [Record] = []
+        do {
+            let store = try SQLiteStore(directory: folder.path)
+            try store.insert(instance, idempotency: nil)
+            let inputs: [Input] = [
+                .event("didFinishLaunching"), .event("willConnectToWindow", ["window": .string("main")]),
+                .action("openURL", ["url": .string("https://duckduckgo.com")]), .event("willEnterForeground"),
+                .relaunch, .event("didFinishLaunching"),
+            ]
+            for (i, input) in inputs.enumerated() {
+                let record = try machine.apply(input, at: t0.addingTimeInterval(Double(i)).roundedToMilliseconds)
+                instance.state = machine.snapshot
+                instance.updatedAt = record.time
+                let encoded = try store.append(record, updating: instance, idempotencyKey: nil, encode: encodeRecord)
+                #expect(encoded.sequence == Int64(i + 1))
+                written.append(try decodeRecord(encoded.recordJSON))
+            }
+        }
+        let reopened = try SQLiteStore(directory: folder.path)
+        let loaded = try reopened.loadInstances()
+        #expect(loaded == [instance])
+        #expect(loaded.first?.state.bufferedAction == nil && loaded.first?.state.launchCount == 2)
+        #expect(loaded.first?.state.counters.incompleteLaunches == 1)
+        #expect(reopened.lastSequence == 6)
+        let history = try reopened.history(instanceID: "app", after: 0, limit: 100)
+        #expect(try history.records.map(decodeRecord) == written)
+        #expect(try Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
+    }
+
+    @Test("idempotency keys replay, conflict on a different request, and expire")
+    func idempotencyKeys() throws {
+        let folder = Folder()
+        let store = try SQLiteStore(directory: folder.path, options: .init(idempotencyLifetime: 60))
+        let instance = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
+        let key = IdempotencyKey(key: "k1", fingerprint: Array("POST /v1/instances\n{}".utf8))
+        let response = StoredResponse(status: 201, contentType: "application/json", body: Array("{}".utf8))
+        #expect(try store.lookUp(key, now: Date()) == .unused)
+        try store.insert(instance, idempotency: (key, response))
+        #expect(try store.lookUp(key, now: Date()) == .replay(response))
+        #expect(try store.lookUp(IdempotencyKey(key: "k1", fingerprint: [1]), now: Date()) == .conflict)
+        #expect(try store.lookUp(key, now: Date().addingTimeInterval(61)) == .unused)
+    }
+
+    @Test("retention drops the oldest records of an instance as new ones arrive")
+    func retention() throws {
+        let folder = Folder()
+        let store = try SQLiteStore(directory: folder.path, options: .init(historyLimit: 3))
+        var machine = Machine(model: .androidActivity)
+        var instance = StoredInstance(id: "d", model: "android-activity", createdAt: t0, updatedAt: t0, state: machine.snapshot)
+        try store.insert(instance, idempotency: nil)
+        for event in ["onCreate", "onStart", "onResume", "onPause", "onStop", "onDestroy"] {
+            let record = try machine.apply(event: event, at: t0)
+            instance.state = machine.snapshot
+            _ = try store.append(record, updating: instance, idempotencyKey: nil, encode: encodeRecord)
+        }
+        let page = try store.history(instanceID: "d", after: 0, limit: 10)
+        #expect(try page.records.map { try decodeRecord($0).version } == [4, 5, 6])
+        #expect(page.oldestRetainedVersion == 4 && !page.hasMore)
+        let first = try store.history(instanceID: "d", after: 0, limit: 2)
+        #expect(first.hasMore && first.lastSequence == 5)
+        try store.delete(instanceID: "d")
+        #expect(try store.history(instanceID: "d", after: 0, limit: 10).records.isEmpty)
+        #expect(try store.loadInstances().isEmpty)
+    }
+}

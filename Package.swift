@@ -39,6 +39,7 @@ let package = Package(
         ),
 
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
+        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
         .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",

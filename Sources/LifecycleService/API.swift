@@ -14,14 +14,14 @@ struct API: Sendable {
         router.get("/healthz") { _ in .json(["status": "ok"]) }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}") { request in handle { () throws(Problem) in try model(request) } }
-        router.post("/v1/instances") { request in handle { () throws(Problem) in try createInstance(request) } }
+        router.addDeferred("POST", "/v1/instances", write(createInstance))
         router.get("/v1/instances") { request in handle { () throws(Problem) in try listInstances(request) } }
-        router.put("/v1/instances/{id}") { request in handle { () throws(Problem) in try putInstance(request) } }
+        router.addDeferred("PUT", "/v1/instances/{id}", write(putInstance))
         router.get("/v1/instances/{id}") { request in handle { () throws(Problem) in try getInstance(request) } }
-        router.delete("/v1/instances/{id}") { request in handle { () throws(Problem) in try deleteInstance(request) } }
-        router.post("/v1/instances/{id}/events") { request in handle { () throws(Problem) in try postEvent(request) } }
-        router.post("/v1/instances/{id}/actions") { request in handle { () throws(Problem) in try postAction(request) } }
-        router.post("/v1/instances/{id}/launches") { request in handle { () throws(Problem) in try postLaunch(request) } }
+        router.addDeferred("DELETE", "/v1/instances/{id}", write(deleteInstance))
+        router.addDeferred("POST", "/v1/instances/{id}/events", write(postEvent))
+        router.addDeferred("POST", "/v1/instances/{id}/actions", write(postAction))
+        router.addDeferred("POST", "/v1/instances/{id}/launches", write(postLaunch))
         router.get("/v1/instances/{id}/history") { request in handle { () throws(Problem) in try history(request) } }
         router.fallback = { [staticFiles] request in
             if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
@@ -40,6 +40,30 @@ struct API: Sendable {
         }
     }
 
+    /// A write: parsed here, on the HTTP thread, then queued for the committer, which
+    /// answers once the write is durable.
+    private func write(_ parse: @escaping @Sendable (Request) throws(Problem) -> InstanceRegistry.Write) -> DeferredHandler {
+        { [registry] request, respond in
+            let parsed = Result { () throws(Problem) in try parse(request) }
+            guard case .success(let write) = parsed else {
+                if case .failure(let problem) = parsed { respond(.problem(problem)) }
+                return
+            }
+            registry.submit(write) { result in
+                switch result {
+                case .success(let stored):
+                    var response = Response(stored)
+                    if case .create(let id, _, _, _) = write, stored.status == 200 || stored.status == 201 {
+                        response.headers.append(("Location", "/v1/instances/\(id)"))
+                    }
+                    respond(response)
+                case .failure(let problem):
+                    respond(.problem(problem))
+                }
+            }
+        }
+    }
+
     // MARK: models
 
     func listModels() -> Response {
@@ -54,7 +78,7 @@ struct API: Sendable {
 
     // MARK: instances
 
-    func createInstance(_ request: Request) throws(Problem) -> Response {
+    func createInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let body = try request.jsonObject(isRequired: false)
         for key in body.keys where key != "id" && key != "model" {
             throw .badRequest("unknown field \"\(key)\"; an instance takes \"id\" and \"model\"")
@@ -62,11 +86,10 @@ struct API: Sendable {
         let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
         guard isValidInstanceID(id) else { throw .unprocessable("instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -") }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        let stored = try registry.create(id: id, model: model, isPut: false, key: try request.idempotencyKey())
-        return Response(stored).adding(header: "Location", "/v1/instances/\(id)")
+        return .create(id: id, model: model, isPut: false, key: try request.idempotencyKey())
     }
 
-    func putInstance(_ request: Request) throws(Problem) -> Response {
+    func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let id = request.parameters["id"] ?? ""
         guard isValidInstanceID(id) else { throw .badRequest("instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -") }
         let body = try request.jsonObject(isRequired: false)
@@ -74,8 +97,7 @@ struct API: Sendable {
             throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\"")
         }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        let stored = try registry.create(id: id, model: model, isPut: true, key: nil)
-        return Response(stored).adding(header: "Location", "/v1/instances/\(id)")
+        return .create(id: id, model: model, isPut: true, key: nil)
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
@@ -83,9 +105,8 @@ struct API: Sendable {
         return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"\(version)\"")], body: json)
     }
 
-    func deleteInstance(_ request: Request) throws(Problem) -> Response {
-        try registry.delete(id: request.parameters["id"] ?? "")
-        return .noContent
+    func deleteInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
+        .delete(id: request.parameters["id"] ?? "")
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
@@ -99,26 +120,24 @@ struct API: Sendable {
 
     // MARK: inputs
 
-    func postEvent(_ request: Request) throws(Problem) -> Response {
+    func postEvent(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let (name, parameters) = try input(request, nameField: "event")
         return try apply(.event(name, parameters), request)
     }
 
-    func postAction(_ request: Request) throws(Problem) -> Response {
+    func postAction(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let (name, parameters) = try input(request, nameField: "action")
         return try apply(.action(name, parameters), request)
     }
 
-    func postLaunch(_ request: Request) throws(Problem) -> Response {
+    func postLaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let body = try request.jsonObject(isRequired: false)
         if let key = body.keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
         return try apply(.relaunch, request)
     }
 
-    private func apply(_ input: Input, _ request: Request) throws(Problem) -> Response {
-        let id = request.parameters["id"] ?? ""
-        let stored = try registry.apply(input, to: id, expectedVersion: try request.expectedVersion(), key: try request.idempotencyKey())
-        return Response(stored)
+    private func apply(_ input: Input, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
+        .apply(input, id: request.parameters["id"] ?? "", expectedVersion: try request.expectedVersion(), key: try request.idempotencyKey())
     }
 
     /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.
@@ -171,6 +190,6 @@ struct API: Sendable {
 
 extension Response {
     init(_ stored: StoredResponse) {
-        self.init(status: stored.status, headers: [("Content-Type", stored.contentType)], body: stored.body)
+        self.init(status: stored.status, headers: stored.contentType.isEmpty ? [] : [("Content-Type", stored.contentType)], body: stored.body)
     }
 }

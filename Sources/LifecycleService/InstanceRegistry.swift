@@ -3,41 +3,66 @@ import LifecycleKit
 import LifecycleStore
 import MicroHTTP
 
-/// Every live instance, its machine, and the rules for changing them.
+/// Every live instance, its machine, and the one path by which they change.
 ///
-/// Each instance has its own lock, held from reading its version to storing its next
-/// record, so one instance's requests apply in order while different instances
-/// proceed in parallel. A change reaches memory only after the store committed it.
+/// All writes (create, delete, event, action, relaunch) go through a single committer
+/// thread that takes whatever requests are waiting, applies them in arrival order and
+/// commits them in one SQLite transaction (group commit). Only after the commit are the
+/// new states published to readers and the requests answered, so an acknowledged write
+/// is always durable and a failed commit changes nothing anyone has seen.
 final class InstanceRegistry: @unchecked Sendable {
     let models: [String: Model]
     let store: any InstanceStore
     let logger: Logger
 
+    /// A change to make, in the order it arrived.
+    enum Write: Sendable {
+        case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?)
+        case delete(id: String)
+        case apply(Input, id: String, expectedVersion: Int64?, key: IdempotencyKey?)
+    }
+
+    typealias Completion = @Sendable (Result<StoredResponse, Problem>) -> Void
+
+    /// The most requests one transaction commits.
+    static let maxBatch = 512
+
     private final class Entry {
         let lock = NSLock()
         private(set) var instance: StoredInstance
         private(set) var machine: Machine
-        /// The instance's JSON, rendered once per change rather than once per read.
-        private(set) var rendered: [UInt8]
-        var isDeleted = false
+        /// The instance's JSON, rendered at the first read after a change rather than on
+        /// every read (and not at start-up, which must not grow with rendering work).
+        private var rendered: [UInt8]?
 
         init(instance: StoredInstance, machine: Machine) {
             self.instance = instance
             self.machine = machine
-            rendered = InstanceRegistry.render(instance)
         }
 
         func update(_ instance: StoredInstance, _ machine: Machine) {
             self.instance = instance
             self.machine = machine
-            rendered = InstanceRegistry.render(instance)
+            rendered = nil
+        }
+
+        /// Call with `lock` held.
+        var json: [UInt8] {
+            if let rendered { return rendered }
+            let fresh = InstanceRegistry.render(instance)
+            rendered = fresh
+            return fresh
         }
     }
 
+    /// Readers take this briefly; only the committer thread changes the dictionary.
     private let entriesLock = NSLock()
     private var entries: [String: Entry] = [:]
-    /// Serialises creation and deletion, so an id is never created twice.
-    private let membershipLock = NSLock()
+
+    private let queue = NSCondition()
+    private var pending: [(write: Write, completion: Completion)] = []
+    private var isStopping = false
+    private let stopped = DispatchSemaphore(value: 0)
 
     /// Rebuilds every stored instance; refuses to start if one names an unknown model or state.
     init(models: [String: Model], store: any InstanceStore, logger: Logger) throws(StoreError) {
@@ -53,81 +78,27 @@ final class InstanceRegistry: @unchecked Sendable {
             }
             entries[instance.id] = Entry(instance: instance, machine: machine)
         }
+        // The thread holds the registry until `stop()` ends it.
+        let thread = Thread { [self] in runCommitter() }
+        thread.name = "lifecycled-committer"
+        thread.start()
     }
 
     var count: Int { entriesLock.withLock { entries.count } }
 
-    private func now() -> Date { Date().roundedToMilliseconds }
-
     private func entry(_ id: String) -> Entry? { entriesLock.withLock { entries[id] } }
 
-    // MARK: membership
-
-    /// Creates an instance. With `replacingNothing` false (PUT), an existing instance
-    /// of the same model is returned as it is.
-    func create(id: String, model name: String, isPut: Bool, key: IdempotencyKey?) throws(Problem) -> StoredResponse {
-        guard let model = models[name] else {
-            throw .unprocessable("unknown model \"\(name)\"; known: \(models.keys.sorted().joined(separator: ", "))")
-        }
-        membershipLock.lock()
-        defer { membershipLock.unlock() }
-        if let key, let replayed = try replay(key) { return replayed }
-        if let existing = entry(id) {
-            let instance = existing.lock.withLock { existing.instance }
-            guard isPut, instance.model == name else {
-                throw .conflict(isPut
-                    ? "instance \"\(id)\" exists with model \"\(instance.model)\""
-                    : "instance \"\(id)\" exists; PUT it to fetch it idempotently")
-            }
-            return StoredResponse(status: 200, contentType: "application/json", body: Self.render(instance))
-        }
-        let time = now()
-        let machine = Machine(model: model)
-        let instance = StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot)
-        let response = StoredResponse(status: 201, contentType: "application/json", body: Self.render(instance))
-        do {
-            try store.insert(instance, idempotency: key.map { ($0, response) })
-        } catch {
-            throw storeFailure(error)
-        }
-        entriesLock.withLock { entries[id] = Entry(instance: instance, machine: machine) }
-        logger.info("instance created", ["id": id, "model": name])
-        return response
-    }
-
-    func delete(id: String) throws(Problem) {
-        membershipLock.lock()
-        defer { membershipLock.unlock() }
-        guard let entry = entry(id) else { throw .unknownInstance(id) }
-        entry.lock.lock()
-        defer { entry.lock.unlock() }
-        do {
-            try store.delete(instanceID: id)
-        } catch {
-            throw storeFailure(error)
-        }
-        entry.isDeleted = true
-        _ = entriesLock.withLock { entries.removeValue(forKey: id) }
-        logger.info("instance deleted", ["id": id])
-    }
-
-    // MARK: reading
+    // MARK: reading (any thread)
 
     func instance(_ id: String) throws(Problem) -> StoredInstance {
         guard let entry = entry(id) else { throw .unknownInstance(id) }
-        return try entry.lock.locked { () throws(Problem) in
-            guard !entry.isDeleted else { throw .unknownInstance(id) }
-            return entry.instance
-        }
+        return entry.lock.withLock { entry.instance }
     }
 
-    /// The instance's JSON and version, as last rendered.
+    /// The instance's JSON and version, as last committed.
     func renderedInstance(_ id: String) throws(Problem) -> (json: [UInt8], version: Int64) {
         guard let entry = entry(id) else { throw .unknownInstance(id) }
-        return try entry.lock.locked { () throws(Problem) in
-            guard !entry.isDeleted else { throw .unknownInstance(id) }
-            return (entry.rendered, entry.instance.state.version)
-        }
+        return entry.lock.withLock { (entry.json, entry.instance.state.version) }
     }
 
     /// Instances in id order after `cursor`, filtered by state and model.
@@ -155,52 +126,188 @@ final class InstanceRegistry: @unchecked Sendable {
         }
     }
 
-    // MARK: changing
+    // MARK: writing
 
-    /// Applies an event, action or relaunch: the heart of the service.
-    func apply(_ input: Input, to id: String, expectedVersion: Int64?, key: IdempotencyKey?) throws(Problem) -> StoredResponse {
-        guard let entry = entry(id) else { throw .unknownInstance(id) }
-        entry.lock.lock()
-        defer { entry.lock.unlock() }
-        guard !entry.isDeleted else { throw .unknownInstance(id) }
-        if let key, let replayed = try replay(key) { return replayed }
-        if let expectedVersion, expectedVersion != entry.instance.state.version {
-            throw .preconditionFailed("instance \"\(id)\" is at version \(entry.instance.state.version), not \(expectedVersion)")
+    /// Queues a write; `completion` runs on the committer thread once it is committed or refused.
+    func submit(_ write: Write, completion: @escaping Completion) {
+        queue.lock()
+        guard !isStopping else {
+            queue.unlock()
+            completion(.failure(.unavailable("lifecycled is stopping; nothing was changed")))
+            return
         }
+        pending.append((write, completion))
+        queue.signal()
+        queue.unlock()
+    }
 
-        var machine = entry.machine
-        let time = now()
-        let record: Record
+    /// Answers what is queued, then ends the committer thread.
+    func stop() {
+        queue.lock()
+        let wasStopping = isStopping
+        isStopping = true
+        queue.signal()
+        queue.unlock()
+        if !wasStopping { stopped.wait() }
+    }
+
+    private func runCommitter() {
+        while true {
+            queue.lock()
+            while pending.isEmpty, !isStopping { queue.wait() }
+            if pending.isEmpty {
+                queue.unlock()
+                stopped.signal()
+                return
+            }
+            let batch = Array(pending.prefix(Self.maxBatch))
+            pending.removeFirst(batch.count)
+            queue.unlock()
+            commit(batch)
+        }
+    }
+
+    /// Where an instance stands within the batch being built.
+    private enum Staged {
+        case present(StoredInstance, Machine)
+        case deleted
+    }
+
+    /// A line to log once the batch is committed.
+    private typealias Note = (message: String, fields: KeyValuePairs<String, String>)
+
+    private func commit(_ batch: [(write: Write, completion: Completion)]) {
+        var staged: [String: Staged] = [:]
+        var results: [Result<StoredResponse, Problem>?] = Array(repeating: nil, count: batch.count)
+        var notes: [Note] = []
         do {
-            record = try machine.apply(input, at: time)
+            try store.write { (transaction) throws(StoreError) in
+                var dirty: [String] = []
+                for (index, job) in batch.enumerated() {
+                    results[index] = try run(job.write, transaction, &staged, &dirty, &notes)
+                }
+                for id in Set(dirty) {
+                    if case .present(let instance, _)? = staged[id] { try transaction.update(instance) }
+                }
+            }
         } catch {
-            throw .unprocessable(error.description)
+            let failure = storeFailure(error)
+            for (index, job) in batch.enumerated() {
+                if case .failure(let problem)? = results[index] {
+                    job.completion(.failure(problem))  // refused before touching the store
+                } else {
+                    job.completion(.failure(failure))
+                }
+            }
+            return
         }
-        var instance = entry.instance
-        instance.state = machine.snapshot
-        instance.updatedAt = time
+        entriesLock.withLock {
+            for (id, change) in staged {
+                switch change {
+                case .present(let instance, let machine):
+                    if let entry = entries[id] {
+                        entry.lock.withLock { entry.update(instance, machine) }
+                    } else {
+                        entries[id] = Entry(instance: instance, machine: machine)
+                    }
+                case .deleted:
+                    entries.removeValue(forKey: id)
+                }
+            }
+        }
+        for (index, job) in batch.enumerated() { job.completion(results[index]!) }
+        for note in notes { logger.info(note.message, note.fields) }
+    }
 
-        let encoded: EncodedRecord
-        do {
-            encoded = try store.append(record, updating: instance, idempotencyKey: key, encode: Self.encode)
-        } catch {
-            throw storeFailure(error)
+    /// The instance as this batch has left it so far.
+    private func current(_ id: String, _ staged: [String: Staged]) -> (instance: StoredInstance, machine: Machine)? {
+        switch staged[id] {
+        case .present(let instance, let machine)?: return (instance, machine)
+        case .deleted?: return nil
+        case nil:
+            guard let entry = entry(id) else { return nil }
+            return entry.lock.withLock { (entry.instance, entry.machine) }
         }
-        entry.update(instance, machine)
+    }
 
-        if record.outcome == .unexpected {
-            logger.info("unexpected event", ["id": id, "event": record.name, "state": record.from, "seq": String(encoded.sequence)])
+    /// One write inside the batch's transaction. Refusals come back as values; only
+    /// store failures throw, and they fail the whole batch.
+    private func run(
+        _ write: Write, _ transaction: any StoreTransaction, _ staged: inout [String: Staged], _ dirty: inout [String], _ notes: inout [Note]
+    ) throws(StoreError) -> Result<StoredResponse, Problem> {
+        let time = Date().roundedToMilliseconds
+        switch write {
+        case .create(let id, let name, let isPut, let key):
+            guard let model = models[name] else {
+                return .failure(.unprocessable("unknown model \"\(name)\"; known: \(models.keys.sorted().joined(separator: ", "))"))
+            }
+            if let key, let replayed = try replay(key, transaction) { return replayed }
+            if let existing = current(id, staged)?.instance {
+                guard isPut, existing.model == name else {
+                    return .failure(.conflict(isPut
+                        ? "instance \"\(id)\" exists with model \"\(existing.model)\""
+                        : "instance \"\(id)\" exists; PUT it to fetch it idempotently"))
+                }
+                return .success(StoredResponse(status: 200, contentType: "application/json", body: Self.render(existing)))
+            }
+            let machine = Machine(model: model)
+            let instance = StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot)
+            let response = StoredResponse(status: 201, contentType: "application/json", body: Self.render(instance))
+            try transaction.insert(instance)
+            if let key { try transaction.remember(key, response) }
+            staged[id] = .present(instance, machine)
+            notes.append(("instance created", ["id": id, "model": name]))
+            return .success(response)
+
+        case .delete(let id):
+            guard current(id, staged) != nil else { return .failure(.unknownInstance(id)) }
+            try transaction.delete(instanceID: id)
+            staged[id] = .deleted
+            notes.append(("instance deleted", ["id": id]))
+            return .success(StoredResponse(status: 204, contentType: "", body: []))
+
+        case .apply(let input, let id, let expectedVersion, let key):
+            guard var (instance, machine) = current(id, staged) else { return .failure(.unknownInstance(id)) }
+            if let key, let replayed = try replay(key, transaction) { return replayed }
+            if let expectedVersion, expectedVersion != instance.state.version {
+                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), not \(expectedVersion)"))
+            }
+            let record: Record
+            do {
+                record = try machine.apply(input, at: time)
+            } catch {
+                return .failure(.unprocessable(error.description))
+            }
+            instance.state = machine.snapshot
+            instance.updatedAt = time
+            let encoded = try transaction.append(record, instanceID: id, encode: Self.encode)
+            if let key { try transaction.remember(key, encoded.response) }
+            staged[id] = .present(instance, machine)
+            dirty.append(id)
+            if record.outcome == .unexpected {
+                notes.append(("unexpected event", ["id": id, "event": record.name, "state": record.from, "seq": String(encoded.sequence)]))
+            }
+            if let incomplete = record.incompleteLaunch {
+                notes.append(("incomplete launch", ["id": id, "step": incomplete.step, "sceneConnected": String(incomplete.isSceneConnected)]))
+            }
+            return .success(encoded.response)
         }
-        if let incomplete = record.incompleteLaunch {
-            logger.info("incomplete launch", ["id": id, "step": incomplete.step, "sceneConnected": String(incomplete.isSceneConnected)])
+    }
+
+    /// A stored response for a reused key, a refusal for a key reused on another request,
+    /// or `nil` for a new key.
+    private func replay(_ key: IdempotencyKey, _ transaction: any StoreTransaction) throws(StoreError) -> Result<StoredResponse, Problem>? {
+        switch try transaction.lookUp(key, now: Date()) {
+        case .unused: nil
+        case .replay(let response): .success(response)
+        case .conflict: .failure(.unprocessable("Idempotency-Key \"\(key.key)\" was used for a different request"))
         }
-        return encoded.response
     }
 
     /// A numbered record as stored (its JSON) and as answered: 200 with the record,
     /// or 409 with a problem that carries it when the event was unexpected.
     private static func encode(_ record: Record) -> EncodedRecord {
-        let json = (try? JSON.encoder.encode(record)).map(Array.init) ?? []
+        let json = (try? JSON.encode(record)) ?? []
         guard record.outcome == .unexpected else {
             return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 200, contentType: "application/json", body: json))
         }
@@ -215,21 +322,7 @@ final class InstanceRegistry: @unchecked Sendable {
     }
 
     fileprivate static func render(_ instance: StoredInstance) -> [UInt8] {
-        (try? JSON.encoder.encode(InstanceView(instance))).map(Array.init) ?? []
-    }
-
-    private func replay(_ key: IdempotencyKey) throws(Problem) -> StoredResponse? {
-        let lookup: IdempotencyLookup
-        do {
-            lookup = try store.lookUp(key, now: Date())
-        } catch {
-            throw storeFailure(error)
-        }
-        switch lookup {
-        case .unused: return nil
-        case .replay(let response): return response
-        case .conflict: throw .unprocessable("Idempotency-Key \"\(key.key)\" was used for a different request")
-        }
+        (try? JSON.encode(InstanceView(instance))) ?? []
     }
 
     private func storeFailure(_ error: StoreError) -> Problem {

@@ -4,19 +4,19 @@ import LifecycleStore
 import MicroHTTP
 
 /// A member of a request body: a flat value, `null`, or something nested (which no parameter accepts).
-enum BodyValue: Decodable {
+enum BodyValue {
     case value(Value)
     case null
     case nested
 
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() {
-            self = .null
-        } else if let value = try? c.decode(Value.self) {
-            self = .value(value)
-        } else {
-            self = .nested
+    init(_ json: JSONValue) {
+        switch json {
+        case .string(let s): self = .value(.string(s))
+        case .integer(let i): self = .value(.integer(i))
+        case .number(let d): self = .value(.number(d))
+        case .bool(let b): self = .value(.bool(b))
+        case .null: self = .null
+        case .array, .object: self = .nested
         }
     }
 }
@@ -43,13 +43,14 @@ extension Request {
         guard mediaType == "application/json" else {
             throw .unsupportedMediaType("send the body as application/json (got \(header("content-type") ?? "no Content-Type"))")
         }
+        let parsed: JSONValue
         do {
-            return try JSON.decoder.decode([String: BodyValue].self, from: Data(body))
-        } catch DecodingError.typeMismatch {
-            throw .badRequest("the body must be a JSON object")
+            parsed = try JSONParser.parse(body)
         } catch {
-            throw .badRequest("the body is not valid JSON")
+            throw .badRequest("the body is not valid JSON: \(error)")
         }
+        guard case .object(let members) = parsed else { throw .badRequest("the body must be a JSON object") }
+        return members.mapValues(BodyValue.init)
     }
 
     /// A query argument as an integer within bounds, or the default when absent.

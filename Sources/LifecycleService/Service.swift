@@ -51,11 +51,12 @@ public final class Service: Sendable {
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize
             ),
             logger: logger,
-            handler: { router.respond(to: $0) }
+            handler: { router.reply(to: $0) }
         )
         do {
             try server.start()
         } catch {
+            registry.stop()
             throw StartError(description: error.description)
         }
         let millis = (DispatchTime.now().uptimeNanoseconds - started) / 1_000_000
@@ -69,6 +70,7 @@ public final class Service: Sendable {
     /// Stops serving; in-flight requests finish first.
     public func stop() {
         server.stop()
+        registry.stop()
         logger.info("lifecycled stopped", [:])
     }
 

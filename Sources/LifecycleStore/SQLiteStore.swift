@@ -71,20 +71,15 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
 
     public let path: String
     public let options: Options
-    private let lock = NSLock()
-    private let database: Database
+    /// Writes: one transaction at a time, on this connection.
+    private let writeLock = NSLock()
+    private let writer: Database
+    private let statements: WriteStatements
     private var sequence: Int64 = 0
     private var writesSincePurge = 0
-
-    private let insertInstance: Statement
-    private let updateInstance: Statement
-    private let deleteInstance: Statement
-    private let deleteRecords: Statement
-    private let insertRecord: Statement
-    private let dropOldRecords: Statement
-    private let insertKey: Statement
-    private let selectKey: Statement
-    private let purgeKeys: Statement
+    /// Reads of committed data (WAL lets them run beside a write).
+    private let readLock = NSLock()
+    private let reader: Database
     private let selectHistory: Statement
     private let selectOldestVersion: Statement
 
@@ -98,40 +93,20 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         }
         path = directory + "/" + Self.fileName
         do {
-            database = try Database(path: path)
-            try database.execute("PRAGMA journal_mode = WAL")
-            try database.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
-            if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }
-            try Self.migrate(database)
+            writer = try Database(path: path)
+            try writer.execute("PRAGMA journal_mode = WAL")
+            try writer.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+            if let pages = options.maxPageCount { try writer.execute("PRAGMA max_page_count = \(pages)") }
+            try Self.migrate(writer)
+            statements = try WriteStatements(writer)
+            sequence = try writer.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'records'").first { $0.integer(0) } ?? 0
+            try statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
 
-            insertInstance = try database.prepare("""
-                INSERT INTO instances (id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
-                  scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-                """)
-            updateInstance = try database.prepare("""
-                UPDATE instances SET model = ?2, state = ?3, version = ?4, launch_count = ?5, buffered_action = ?6, window = ?7,
-                  breadcrumb_step = ?8, scene_connected = ?9, unexpected = ?10, ignored = ?11, incomplete_launches = ?12,
-                  created_at = ?13, updated_at = ?14
-                WHERE id = ?1
-                """)
-            deleteInstance = try database.prepare("DELETE FROM instances WHERE id = ?1")
-            deleteRecords = try database.prepare("DELETE FROM records WHERE instance = ?1")
-            insertRecord = try database.prepare("INSERT INTO records (seq, instance, version, body) VALUES (?1, ?2, ?3, ?4)")
-            dropOldRecords = try database.prepare("DELETE FROM records WHERE instance = ?1 AND version <= ?2")
-            insertKey = try database.prepare("""
-                INSERT OR REPLACE INTO idempotency (key, fingerprint, status, content_type, body, created_at)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                """)
-            selectKey = try database.prepare("SELECT fingerprint, status, content_type, body, created_at FROM idempotency WHERE key = ?1")
-            purgeKeys = try database.prepare("DELETE FROM idempotency WHERE created_at < ?1")
-            selectHistory = try database.prepare("""
+            reader = try Database(path: path)
+            selectHistory = try reader.prepare("""
                 SELECT seq, body FROM records WHERE instance = ?1 AND seq > ?2 ORDER BY instance, version LIMIT ?3
                 """)
-            selectOldestVersion = try database.prepare("SELECT min(version) FROM records WHERE instance = ?1")
-
-            sequence = try database.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'records'").first { $0.integer(0) } ?? 0
-            try purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
+            selectOldestVersion = try reader.prepare("SELECT min(version) FROM records WHERE instance = ?1")
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
@@ -153,21 +128,24 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
 
     /// The schema version of the open database.
     public var schemaVersion: Int {
-        lock.withLock { (try? database.prepare("PRAGMA user_version").first { Int($0.integer(0)) }) ?? 0 } ?? 0
+        (try? read("cannot read the schema version") { () throws(SQLiteError) in
+            try reader.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        }) ?? 0
     }
 
-    public var lastSequence: Int64 { lock.withLock { sequence } }
+    public var lastSequence: Int64 { writeLock.withLock { sequence } }
 
     public func loadInstances() throws(StoreError) -> [StoredInstance] {
-        try locked("cannot load instances") { () throws(SQLiteError) in
+        try read("cannot load instances") { () throws(SQLiteError) in
             var instances: [StoredInstance] = []
-            let select = try database.prepare("""
+            let select = try reader.prepare("""
                 SELECT id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
                   scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at
                 FROM instances
                 """)
+            let decoder = JSONDecoder()
             try select.forEachRow { row in
-                let action = row.text(5).flatMap { try? JSONDecoder().decode(PendingAction.self, from: Data($0.utf8)) }
+                let action = row.text(5).flatMap { try? decoder.decode(PendingAction.self, from: Data($0.utf8)) }
                 let state = InstanceState(
                     state: row.text(2) ?? "", version: row.integer(3), launchCount: row.integer(4), bufferedAction: action,
                     window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.integer(8) != 0),
@@ -182,53 +160,37 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         }
     }
 
-    public func insert(_ instance: StoredInstance, idempotency: (IdempotencyKey, StoredResponse)?) throws(StoreError) {
-        try locked("cannot store instance \(instance.id)") { () throws(SQLiteError) in
-            try database.transaction { () throws(SQLiteError) in
-                try insertInstance.run(Self.bindings(instance))
-                if let (key, response) = idempotency { try remember(key, response) }
-            }
+    public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        let transaction = Transaction(store: self, sequence: sequence)
+        do {
+            try writer.execute("BEGIN IMMEDIATE")
+        } catch {
+            throw StoreError(error, doing: "cannot begin a transaction")
         }
-    }
-
-    public func delete(instanceID: String) throws(StoreError) {
-        try locked("cannot delete instance \(instanceID)") { () throws(SQLiteError) in
-            try database.transaction { () throws(SQLiteError) in
-                try deleteInstance.run([.text(instanceID)])
-                try deleteRecords.run([.text(instanceID)])
-            }
-        }
-    }
-
-    public func append(
-        _ record: Record, updating instance: StoredInstance, idempotencyKey: IdempotencyKey?,
-        encode: (Record) -> EncodedRecord
-    ) throws(StoreError) -> EncodedRecord {
-        try locked("cannot store a record of \(instance.id)") { () throws(SQLiteError) in
-            var numbered = record
-            numbered.sequence = sequence + 1
-            let encoded = encode(numbered)
-            try database.transaction { () throws(SQLiteError) in
-                try insertRecord.run([.integer(numbered.sequence), .text(instance.id), .integer(record.version), .blob(encoded.recordJSON)])
-                try updateInstance.run(Self.bindings(instance))
-                if record.version > Int64(options.historyLimit) {
-                    try dropOldRecords.run([.text(instance.id), .integer(record.version - Int64(options.historyLimit))])
-                }
-                if let idempotencyKey { try remember(idempotencyKey, encoded.response) }
-            }
-            sequence = numbered.sequence
+        do {
+            let result = try body(transaction)
+            try checked("cannot commit") { () throws(SQLiteError) in try writer.execute("COMMIT") }
+            sequence = transaction.sequence
             writesSincePurge += 1
-            if writesSincePurge >= 10_000 {
+            if writesSincePurge >= 1000 {
                 writesSincePurge = 0
-                try? purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
+                try? statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
             }
-            return encoded
+            return result
+        } catch {
+            try? writer.execute("ROLLBACK")
+            throw error
         }
     }
 
     public func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage {
-        try locked("cannot read history of \(instanceID)") { () throws(SQLiteError) in
+        try read("cannot read history of \(instanceID)") { () throws(SQLiteError) in
             var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil)
+            // One snapshot for both reads, so the page and its oldest version agree.
+            try reader.execute("BEGIN")
+            defer { try? reader.execute("COMMIT") }
             try selectHistory.forEachRow([.text(instanceID), .integer(after), .integer(Int64(limit) + 1)]) { row in
                 guard page.records.count < limit else {
                     page.hasMore = true
@@ -242,41 +204,124 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         }
     }
 
-    public func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
-        try locked("cannot read idempotency key") { () throws(SQLiteError) in
-            let found = try selectKey.first([.text(key.key)]) { row in
-                (fingerprint: row.blob(0), response: StoredResponse(status: Int(row.integer(1)), contentType: row.text(2) ?? "", body: row.blob(3)), created: row.integer(4))
+    /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
+    public func integrityCheck() throws(StoreError) -> String {
+        try read("cannot check integrity") { () throws(SQLiteError) in
+            try reader.prepare("PRAGMA integrity_check").first { $0.text(0) ?? "" } ?? ""
+        }
+    }
+
+    /// One write transaction's view of the store; valid only inside ``write(_:)``.
+    private final class Transaction: StoreTransaction {
+        let store: SQLiteStore
+        /// The last sequence number assigned in this transaction.
+        var sequence: Int64
+
+        init(store: SQLiteStore, sequence: Int64) {
+            self.store = store
+            self.sequence = sequence
+        }
+
+        var statements: WriteStatements { store.statements }
+
+        func insert(_ instance: StoredInstance) throws(StoreError) {
+            try checked("cannot store instance \(instance.id)") { () throws(SQLiteError) in
+                try statements.insertInstance.run(SQLiteStore.bindings(instance))
             }
-            guard let found, Self.date(found.created).addingTimeInterval(options.idempotencyLifetime) > now else { return .unused }
+        }
+
+        func update(_ instance: StoredInstance) throws(StoreError) {
+            try checked("cannot store instance \(instance.id)") { () throws(SQLiteError) in
+                try statements.updateInstance.run(SQLiteStore.bindings(instance))
+            }
+        }
+
+        func delete(instanceID: String) throws(StoreError) {
+            try checked("cannot delete instance \(instanceID)") { () throws(SQLiteError) in
+                try statements.deleteInstance.run([.text(instanceID)])
+                try statements.deleteRecords.run([.text(instanceID)])
+            }
+        }
+
+        func append(_ record: Record, instanceID: String, encode: (Record) -> EncodedRecord) throws(StoreError) -> EncodedRecord {
+            var numbered = record
+            numbered.sequence = sequence + 1
+            let encoded = encode(numbered)
+            let limit = Int64(store.options.historyLimit)
+            try checked("cannot store a record of \(instanceID)") { () throws(SQLiteError) in
+                try statements.insertRecord.run([.integer(numbered.sequence), .text(instanceID), .integer(record.version), .blob(encoded.recordJSON)])
+                if record.version > limit {
+                    try statements.dropOldRecords.run([.text(instanceID), .integer(record.version - limit)])
+                }
+            }
+            sequence = numbered.sequence
+            return encoded
+        }
+
+        func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(StoreError) {
+            try checked("cannot store an idempotency key") { () throws(SQLiteError) in
+                try statements.insertKey.run([
+                    .text(key.key), .blob(key.fingerprint), .integer(Int64(response.status)), .text(response.contentType),
+                    .blob(response.body), .integer(SQLiteStore.milliseconds(Date())),
+                ])
+            }
+        }
+
+        func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
+            let found = try checked("cannot read an idempotency key") { () throws(SQLiteError) in
+                try statements.selectKey.first([.text(key.key)]) { row in
+                    (fingerprint: row.blob(0), response: StoredResponse(status: Int(row.integer(1)), contentType: row.text(2) ?? "", body: row.blob(3)), created: row.integer(4))
+                }
+            }
+            guard let found, SQLiteStore.date(found.created).addingTimeInterval(store.options.idempotencyLifetime) > now else { return .unused }
             return found.fingerprint == key.fingerprint ? .replay(found.response) : .conflict
         }
     }
 
-    /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
-    public func integrityCheck() throws(StoreError) -> String {
-        try locked("cannot check integrity") { () throws(SQLiteError) in
-            try database.prepare("PRAGMA integrity_check").first { $0.text(0) ?? "" } ?? ""
+    /// The write connection's prepared statements, made once.
+    private struct WriteStatements {
+        let insertInstance: Statement
+        let updateInstance: Statement
+        let deleteInstance: Statement
+        let deleteRecords: Statement
+        let insertRecord: Statement
+        let dropOldRecords: Statement
+        let insertKey: Statement
+        let selectKey: Statement
+        let purgeKeys: Statement
+
+        init(_ database: Database) throws(SQLiteError) {
+            insertInstance = try database.prepare("""
+                INSERT INTO instances (id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
+                  scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                """)
+            updateInstance = try database.prepare("""
+                UPDATE instances SET model = ?2, state = ?3, version = ?4, launch_count = ?5, buffered_action = ?6, window = ?7,
+                  breadcrumb_step = ?8, scene_connected = ?9, unexpected = ?10, ignored = ?11, incomplete_launches = ?12,
+                  created_at = ?13, updated_at = ?14
+                WHERE id = ?1
+                """)
+            deleteInstance = try database.prepare("DELETE FROM instances WHERE id = ?1")
+            deleteRecords = try database.prepare("DELETE FROM records WHERE instance = ?1")
+            insertRecord = try database.prepare("INSERT INTO records (seq, instance, version, body) VALUES (?1, ?2, ?3, ?4)")
+            dropOldRecords = try database.prepare("DELETE FROM records WHERE instance = ?1 AND version <= ?2")
+            insertKey = try database.prepare("""
+                INSERT OR REPLACE INTO idempotency (key, fingerprint, status, content_type, body, created_at)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                """)
+            selectKey = try database.prepare("SELECT fingerprint, status, content_type, body, created_at FROM idempotency WHERE key = ?1")
+            purgeKeys = try database.prepare("DELETE FROM idempotency WHERE created_at < ?1")
         }
     }
 
-    private func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(SQLiteError) {
-        try insertKey.run([
-            .text(key.key), .blob(key.fingerprint), .integer(Int64(response.status)), .text(response.contentType),
-            .blob(response.body), .integer(Self.milliseconds(Date())),
-        ])
+    private func read<T>(_ what: String, _ body: () throws(SQLiteError) -> T) throws(StoreError) -> T {
+        readLock.lock()
+        defer { readLock.unlock() }
+        return try checked(what, body)
     }
 
-    private func locked<T>(_ what: String, _ body: () throws(SQLiteError) -> T) throws(StoreError) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        do {
-            return try body()
-        } catch {
-            throw StoreError(error, doing: what)
-        }
-    }
-
-    private static func bindings(_ instance: StoredInstance) -> [Statement.Binding] {
+    fileprivate static func bindings(_ instance: StoredInstance) -> [Statement.Binding] {
         let s = instance.state
         let action: Statement.Binding = s.bufferedAction.flatMap { try? JSONEncoder().encode($0) }.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null
         return [
@@ -290,4 +335,13 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     /// Times are kept in whole milliseconds; the service rounds its clock the same way.
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+}
+
+/// Runs SQLite work, turning its error into a ``StoreError`` that says what was being done.
+private func checked<T>(_ what: String, _ body: () throws(SQLiteError) -> T) throws(StoreError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw StoreError(error, doing: what)
+    }
 }

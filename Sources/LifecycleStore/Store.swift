@@ -100,25 +100,32 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
 /// Durable storage for instances, records and idempotency keys.
 ///
-/// Every method that writes does so in one transaction: when it returns the write
-/// is durable (to the configured sync level); when it throws nothing was written.
+/// All writes happen inside ``write(_:)``: one transaction, committed when the body
+/// returns (durable to the configured sync level) and rolled back when it throws.
+/// Reads outside a write see only committed data.
 public protocol InstanceStore: AnyObject, Sendable {
     /// Every instance's current state; start-up cost grows with instances, not records.
     func loadInstances() throws(StoreError) -> [StoredInstance]
-    /// The last sequence number ever assigned (0 for a new store).
+    /// The last sequence number ever committed (0 for a new store).
     var lastSequence: Int64 { get }
-    /// Creates an instance, keeping the response for its idempotency key if there is one.
-    func insert(_ instance: StoredInstance, idempotency: (IdempotencyKey, StoredResponse)?) throws(StoreError)
+    /// Runs `body` in one transaction. Writes are serialised.
+    func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
+    /// Committed records of one instance with sequence numbers after `after`, oldest first.
+    func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage
+}
+
+/// The writes one transaction can make. Reads through it see its own writes.
+public protocol StoreTransaction {
+    func insert(_ instance: StoredInstance) throws(StoreError)
+    /// Replaces the stored state of an existing instance.
+    func update(_ instance: StoredInstance) throws(StoreError)
     /// Deletes an instance and its history.
     func delete(instanceID: String) throws(StoreError)
-    /// Assigns the record its sequence number, then stores it, the instance's new state and
-    /// the idempotency key in one transaction. `encode` turns the numbered record into bytes.
-    func append(
-        _ record: Record, updating instance: StoredInstance, idempotencyKey: IdempotencyKey?,
-        encode: (Record) -> EncodedRecord
-    ) throws(StoreError) -> EncodedRecord
-    /// Records of one instance with sequence numbers after `after`, oldest first.
-    func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage
+    /// Numbers the record with the next sequence number, stores what `encode` makes of it,
+    /// and drops the instance's records beyond the history limit.
+    func append(_ record: Record, instanceID: String, encode: (Record) -> EncodedRecord) throws(StoreError) -> EncodedRecord
+    /// Keeps a response for an idempotency key.
+    func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(StoreError)
     /// What is known of an idempotency key younger than the retention period.
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup
 }

@@ -26,7 +26,7 @@ public struct Logger: Sendable {
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
         guard isLogging(level) else { return }
-        var line = "\(Date().formatted(JSON.timeFormat)) \(level) \(message)"
+        var line = "\(JSON.formatTime(Date())) \(level) \(message)"
         for (key, value) in fields {
             let needsQuotes = value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
             line += " \(key)=" + (needsQuotes ? "\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : value)

@@ -22,8 +22,7 @@ public struct Response: Sendable {
     /// A JSON body encoded from a value.
     public static func json<T: Encodable>(_ value: T, status: Int = 200, headers: [(name: String, value: String)] = []) -> Response {
         do {
-            let data = try JSON.encoder.encode(value)
-            return Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(data))
+            return Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: try JSON.encode(value))
         } catch {
             return .problem(Problem(status: 500, title: "Internal Server Error", detail: "response could not be encoded: \(error)"))
         }
@@ -31,8 +30,8 @@ public struct Response: Sendable {
 
     /// An RFC 9457 problem body.
     public static func problem(_ problem: Problem, headers: [(name: String, value: String)] = []) -> Response {
-        let data = (try? JSON.encoder.encode(problem)) ?? Data("{}".utf8)
-        return Response(status: problem.status, headers: [("Content-Type", "application/problem+json")] + headers, body: Array(data))
+        let body = (try? JSON.encode(problem)) ?? Array("{}".utf8)
+        return Response(status: problem.status, headers: [("Content-Type", "application/problem+json")] + headers, body: body)
     }
 
     public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8") -> Response {
@@ -42,33 +41,27 @@ public struct Response: Sendable {
     public static let noContent = Response(status: 204)
 }
 
-/// Shared JSON configuration, so every body in the service looks the same.
+/// The service's one way to write JSON, so every body looks the same.
 public enum JSON {
-    /// Times as ISO 8601 in UTC with milliseconds, for example `2026-11-30T00:06:49.637Z`.
-    public static let timeFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    /// A time as ISO 8601 in UTC, rounded to the millisecond: `2026-11-30T00:06:49.637Z`.
+    /// (Foundation's ISO 8601 style truncates, which shows 0.123 stored as 0.12299… as .122.)
+    public static func formatTime(_ date: Date) -> String {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        var seconds = time_t(milliseconds.floorDivided(by: 1000))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let fraction = milliseconds - Int64(seconds) * 1000
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let millis = fraction < 10 ? "00\(fraction)" : fraction < 100 ? "0\(fraction)" : "\(fraction)"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)Z"
+    }
 
-    /// Keys sorted, so the same value always gives the same bytes.
-    public static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.dateEncodingStrategy = .custom { date, encoder in
-            var c = encoder.singleValueContainer()
-            try c.encode(date.formatted(timeFormat))
-        }
-        e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
-        return e
-    }()
-
-    public static let decoder: JSONDecoder = {
-        let d = JSONDecoder()
-        d.dateDecodingStrategy = .custom { decoder in
-            let text = try decoder.singleValueContainer().decode(String.self)
-            guard let date = try? Date(text, strategy: timeFormat) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not an ISO 8601 time: \(text)"))
-            }
-            return date
-        }
-        return d
-    }()
+    /// The value as JSON bytes (see ``StreamingJSONEncoder`` for the layout).
+    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let encoder = StreamingJSONEncoder()
+        try encoder.encodeValue(value)
+        return encoder.output
+    }
 }
 
 /// An RFC 9457 problem detail. Extra members go in `extensions`.
@@ -116,4 +109,12 @@ public struct JSONFragment: Sendable, Encodable {
     }
 
     public func encode(to encoder: any Encoder) throws { try encodeValue(encoder) }
+}
+
+extension Int64 {
+    /// Division rounding toward negative infinity, so times before 1970 format correctly.
+    func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
 }

@@ -1,5 +1,41 @@
+import Foundation
+
 /// A request handler: a plain function, testable without a socket.
 public typealias Handler = @Sendable (Request) -> Response
+
+/// A handler that answers later, from any thread, by calling `respond` exactly once.
+/// The connection waits (suspended, holding no thread) until it does.
+public typealias DeferredHandler = @Sendable (Request, _ respond: @escaping @Sendable (Response) -> Void) -> Void
+
+/// What routing a request produced: a response now, or work that will respond later.
+public enum Reply: Sendable {
+    case now(Response)
+    case later(@Sendable (_ respond: @escaping @Sendable (Response) -> Void) -> Void)
+
+    /// Waits for the response; for callers without a connection to suspend, such as tests.
+    public func wait() -> Response {
+        switch self {
+        case .now(let response):
+            return response
+        case .later(let start):
+            let done = DispatchSemaphore(value: 0)
+            let box = ResponseBox()
+            start { response in
+                box.set(response)
+                done.signal()
+            }
+            done.wait()
+            return box.get()
+        }
+    }
+}
+
+private final class ResponseBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var response = Response(status: 500)
+    func set(_ r: Response) { lock.withLock { response = r } }
+    func get() -> Response { lock.withLock { response } }
+}
 
 /// Matches method and path to a handler. Paths are `/`-separated literals and
 /// `{name}` captures. An unmatched path is 404 (or the fallback); a matched path
@@ -8,7 +44,12 @@ public struct Router: Sendable {
     private struct Route: Sendable {
         var method: String
         var segments: [Segment]
-        var handler: Handler
+        var handler: Target
+    }
+
+    private enum Target: Sendable {
+        case now(Handler)
+        case later(DeferredHandler)
     }
 
     private enum Segment: Sendable {
@@ -28,13 +69,22 @@ public struct Router: Sendable {
     private static let methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
     public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
+        add(method, pattern, target: .now(handler))
+    }
+
+    /// Adds a route whose handler responds later (see ``DeferredHandler``).
+    public mutating func addDeferred(_ method: String, _ pattern: String, _ handler: @escaping DeferredHandler) {
+        add(method, pattern, target: .later(handler))
+    }
+
+    private mutating func add(_ method: String, _ pattern: String, target: Target) {
         let segments = pattern.utf8.split(separator: UInt8(ascii: "/")).map { bytes -> Segment in
             if bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") {
                 return .capture(String(decoding: bytes.dropFirst().dropLast(), as: UTF8.self))
             }
             return .literal(Array(bytes))
         }
-        routes.append(Route(method: method, segments: segments, handler: handler))
+        routes.append(Route(method: method, segments: segments, handler: target))
     }
 
     public mutating func get(_ pattern: String, _ handler: @escaping Handler) { add("GET", pattern, handler) }
@@ -42,8 +92,21 @@ public struct Router: Sendable {
     public mutating func put(_ pattern: String, _ handler: @escaping Handler) { add("PUT", pattern, handler) }
     public mutating func delete(_ pattern: String, _ handler: @escaping Handler) { add("DELETE", pattern, handler) }
 
-    /// Routes a request and runs its handler.
-    public func respond(to request: Request) -> Response {
+    /// Every route as (method, pattern), in the order added: for checking the API description.
+    public var routeList: [(method: String, pattern: String)] {
+        routes.map { route in
+            let path = route.segments.map { segment -> String in
+                switch segment {
+                case .literal(let bytes): String(decoding: bytes, as: UTF8.self)
+                case .capture(let name): "{\(name)}"
+                }
+            }
+            return (route.method, "/" + path.joined(separator: "/"))
+        }
+    }
+
+    /// Routes a request and runs (or, for a deferred handler, prepares) its handler.
+    public func reply(to request: Request) -> Reply {
         // Bytes, not Characters: routing runs on every request and paths are ASCII in practice.
         let segments = request.path.utf8.split(separator: UInt8(ascii: "/"))
         let method = request.method == "HEAD" ? "GET" : request.method
@@ -53,18 +116,24 @@ public struct Router: Sendable {
             if route.method == method {
                 var routed = request
                 routed.parameters = parameters
-                return route.handler(routed)
+                switch route.handler {
+                case .now(let handler): return .now(handler(routed))
+                case .later(let handler): return .later { [routed] respond in handler(routed, respond) }
+                }
             }
             allowed.append(route.method)
         }
-        if allowed.isEmpty { return fallback(request) }
+        if allowed.isEmpty { return .now(fallback(request)) }
         if allowed.contains("GET") { allowed.append("HEAD") }
         let allow = Self.methodOrder.filter(allowed.contains).joined(separator: ", ")
-        return .problem(
+        return .now(.problem(
             Problem(status: 405, title: "Method Not Allowed", detail: "\(request.method) is not allowed on \(request.path); allowed: \(allow)"),
             headers: [("Allow", allow)]
-        )
+        ))
     }
+
+    /// Routes a request and waits for its response.
+    public func respond(to request: Request) -> Response { reply(to: request).wait() }
 
     private static func match(_ pattern: [Segment], _ path: [Substring.UTF8View]) -> [String: String]? {
         guard pattern.count == path.count else { return nil }

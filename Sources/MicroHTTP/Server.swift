@@ -53,12 +53,16 @@ public final class HTTPServer: @unchecked Sendable {
     public let configuration: ServerConfiguration
     /// The port actually bound (useful when configured with 0).
     public private(set) var port: UInt16 = 0
-    let handler: Handler
+    let handler: @Sendable (Request) -> Reply
     let logger: Logger
     private var daemon: OpaquePointer?
     private let lock = NSLock()
+    /// Connections suspended for a deferred reply and not yet resumed; libmicrohttpd
+    /// requires all to be resumed before the daemon stops.
+    private let waiting = NSCondition()
+    private var waitingCount = 0
 
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(), handler: @escaping Handler) {
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(), handler: @escaping @Sendable (Request) -> Reply) {
         self.configuration = configuration
         self.logger = logger
         self.handler = handler
@@ -92,13 +96,23 @@ public final class HTTPServer: @unchecked Sendable {
         port = socket.port
     }
 
-    /// Stops accepting, finishes the daemon's threads and closes the listening socket.
-    public func stop() {
+    /// Stops accepting, lets deferred replies finish (up to `drainSeconds`), then stops
+    /// the daemon's threads.
+    public func stop(drainSeconds: Double = 10) {
         let running = lock.withLock { () -> OpaquePointer? in
             defer { daemon = nil }
             return daemon
         }
-        if let running { MHD_stop_daemon(running) }
+        guard let running else { return }
+        let listening = MHD_quiesce_daemon(running)
+        if listening >= 0 { close(listening) }
+        let deadline = Date().addingTimeInterval(drainSeconds)
+        waiting.lock()
+        while waitingCount > 0, waiting.wait(until: deadline) {}
+        let abandoned = waitingCount
+        waiting.unlock()
+        if abandoned > 0 { logger.error("stopping with deferred requests unanswered", ["count": String(abandoned)]) }
+        MHD_stop_daemon(running)
     }
 
     /// Called by libmicrohttpd once per request, several times: first with headers only,
@@ -122,6 +136,10 @@ public final class HTTPServer: @unchecked Sendable {
             return .YES
         }
         let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
+        if let deferred = pending.takeDeferredResponse() {
+            // Called again after a deferred reply resumed the connection.
+            return queue(deferred, on: connection, for: pending)
+        }
         let size = uploadSize.pointee
         if size > 0 {
             // A body without Content-Length (chunked) that outgrows the limit is drained
@@ -138,7 +156,26 @@ public final class HTTPServer: @unchecked Sendable {
             return queue(tooLarge(), on: connection, for: pending)
         }
         let request = Request(method: pending.method, path: pending.path, headers: pending.headers, query: pending.query, body: pending.body)
-        return queue(handler(request), on: connection, for: pending)
+        switch handler(request) {
+        case .now(let response):
+            return queue(response, on: connection, for: pending)
+        case .later(let start):
+            // Suspend before starting the work, so its reply can never arrive first.
+            waiting.withLock { waitingCount += 1 }
+            MHD_suspend_connection(connection)
+            let suspended = SuspendedConnection(connection)
+            start { [weak self] response in
+                pending.setDeferredResponse(response)
+                MHD_resume_connection(suspended.pointer)
+                self?.resumed()
+            }
+            return .YES
+        }
+    }
+
+    private func resumed() {
+        waiting.withLock { waitingCount -= 1 }
+        waiting.broadcast()
     }
 
     private func tooLarge() -> Response {
@@ -165,9 +202,16 @@ public final class HTTPServer: @unchecked Sendable {
     }
 }
 
+/// A suspended connection, carried to the thread that resumes it. libmicrohttpd keeps the
+/// connection alive while suspended, and resuming is safe from any thread.
+private struct SuspendedConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}
+
 /// A request being received: lives from the first call of the access handler to the
 /// completion callback, which releases it.
-private final class PendingRequest {
+private final class PendingRequest: @unchecked Sendable {
     let method: String
     let path: String
     /// Start time for the debug log line; 0 when not logging requests.
@@ -176,6 +220,18 @@ private final class PendingRequest {
     var query: [(name: String, value: String)] = []
     var body: [UInt8] = []
     var isTooLarge = false
+    /// Set from the thread that finished deferred work; read by the daemon after resume.
+    private let deferredLock = NSLock()
+    private var deferredResponse: Response?
+
+    func setDeferredResponse(_ response: Response) { deferredLock.withLock { deferredResponse = response } }
+
+    func takeDeferredResponse() -> Response? {
+        deferredLock.withLock {
+            defer { deferredResponse = nil }
+            return deferredResponse
+        }
+    }
 
     init(method: String, path: String, connection: OpaquePointer, isTimed: Bool) {
         self.method = method

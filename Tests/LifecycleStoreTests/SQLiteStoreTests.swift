@@ -60,7 +60,7 @@ struct SQLiteStoreTests {
         var written: [Record] = []
         do {
             let store = try SQLiteStore(directory: folder.path)
-            try store.insert(instance, idempotency: nil)
+            try store.write { (t) throws(StoreError) in try t.insert(instance) }
             let inputs: [Input] = [
                 .event("didFinishLaunching"), .event("willConnectToWindow", ["window": .string("main")]),
                 .action("openURL", ["url": .string("https://duckduckgo.com")]), .event("willEnterForeground"),
@@ -70,7 +70,11 @@ struct SQLiteStoreTests {
                 let record = try machine.apply(input, at: t0.addingTimeInterval(Double(i)).roundedToMilliseconds)
                 instance.state = machine.snapshot
                 instance.updatedAt = record.time
-                let encoded = try store.append(record, updating: instance, idempotencyKey: nil, encode: encodeRecord)
+                let encoded = try store.write { (t) throws(StoreError) in
+                    let encoded = try t.append(record, instanceID: "app", encode: encodeRecord)
+                    try t.update(instance)
+                    return encoded
+                }
                 #expect(encoded.sequence == Int64(i + 1))
                 written.append(try decodeRecord(encoded.recordJSON))
             }
@@ -93,11 +97,18 @@ struct SQLiteStoreTests {
         let instance = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
         let key = IdempotencyKey(key: "k1", fingerprint: Array("POST /v1/instances\n{}".utf8))
         let response = StoredResponse(status: 201, contentType: "application/json", body: Array("{}".utf8))
-        #expect(try store.lookUp(key, now: Date()) == .unused)
-        try store.insert(instance, idempotency: (key, response))
-        #expect(try store.lookUp(key, now: Date()) == .replay(response))
-        #expect(try store.lookUp(IdempotencyKey(key: "k1", fingerprint: [1]), now: Date()) == .conflict)
-        #expect(try store.lookUp(key, now: Date().addingTimeInterval(61)) == .unused)
+        func lookUp(_ key: IdempotencyKey, _ now: Date) throws -> IdempotencyLookup {
+            try store.write { (t) throws(StoreError) in try t.lookUp(key, now: now) }
+        }
+        #expect(try lookUp(key, Date()) == .unused)
+        try store.write { (t) throws(StoreError) in
+            try t.insert(instance)
+            try t.remember(key, response)
+            #expect(try t.lookUp(key, now: Date()) == .replay(response), "a transaction sees its own keys")
+        }
+        #expect(try lookUp(key, Date()) == .replay(response))
+        #expect(try lookUp(IdempotencyKey(key: "k1", fingerprint: [1]), Date()) == .conflict)
+        #expect(try lookUp(key, Date().addingTimeInterval(61)) == .unused)
     }
 
     @Test("retention drops the oldest records of an instance as new ones arrive")
@@ -106,19 +117,49 @@ struct SQLiteStoreTests {
         let store = try SQLiteStore(directory: folder.path, options: .init(historyLimit: 3))
         var machine = Machine(model: .androidActivity)
         var instance = StoredInstance(id: "d", model: "android-activity", createdAt: t0, updatedAt: t0, state: machine.snapshot)
-        try store.insert(instance, idempotency: nil)
-        for event in ["onCreate", "onStart", "onResume", "onPause", "onStop", "onDestroy"] {
-            let record = try machine.apply(event: event, at: t0)
-            instance.state = machine.snapshot
-            _ = try store.append(record, updating: instance, idempotencyKey: nil, encode: encodeRecord)
+        try store.write { (t) throws(StoreError) in try t.insert(instance) }
+        // All six in one transaction, as the committer batches them.
+        try store.write { (t) throws(StoreError) in
+            for event in ["onCreate", "onStart", "onResume", "onPause", "onStop", "onDestroy"] {
+                let record = try! machine.apply(event: event, at: t0)
+                instance.state = machine.snapshot
+                _ = try t.append(record, instanceID: "d", encode: encodeRecord)
+            }
+            try t.update(instance)
         }
         let page = try store.history(instanceID: "d", after: 0, limit: 10)
         #expect(try page.records.map { try decodeRecord($0).version } == [4, 5, 6])
         #expect(page.oldestRetainedVersion == 4 && !page.hasMore)
         let first = try store.history(instanceID: "d", after: 0, limit: 2)
         #expect(first.hasMore && first.lastSequence == 5)
-        try store.delete(instanceID: "d")
+        try store.write { (t) throws(StoreError) in try t.delete(instanceID: "d") }
         #expect(try store.history(instanceID: "d", after: 0, limit: 10).records.isEmpty)
         #expect(try store.loadInstances().isEmpty)
+    }
+}
+
+@Suite("SQLite store transactions")
+struct TransactionTests {
+    @Test("a transaction that fails leaves nothing behind, not even sequence numbers")
+    func rollback() throws {
+        let folder = Folder()
+        let store = try SQLiteStore(directory: folder.path)
+        let instance = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
+        let record = Record(version: 1, kind: .event, name: "didFinishLaunching", from: "initializing", to: "launching", outcome: .transitioned, time: t0)
+        #expect(throws: StoreError.self) {
+            try store.write { (t) throws(StoreError) in
+                try t.insert(instance)
+                _ = try t.append(record, instanceID: "a", encode: encodeRecord)
+                try t.insert(instance)  // the same id again: a constraint failure
+            }
+        }
+        #expect(try store.loadInstances().isEmpty)
+        #expect(store.lastSequence == 0)
+        #expect(try store.history(instanceID: "a", after: 0, limit: 10).records.isEmpty)
+        let numbered = try store.write { (t) throws(StoreError) in
+            try t.insert(instance)
+            return try t.append(record, instanceID: "a", encode: encodeRecord).sequence
+        }
+        #expect(numbered == 1)
     }
 }

@@ -1,0 +1,248 @@
+import Foundation
+
+/// Encodes `Encodable` values straight to JSON bytes, with no intermediate tree.
+///
+/// Members come out in the order `encode(to:)` writes them; dictionaries with string
+/// keys are sorted, so equal values give equal bytes. Dates are ISO 8601 in UTC with
+/// milliseconds. Encoding code is expected to write one member after another, as
+/// synthesized and hand-written conformances do.
+final class StreamingJSONEncoder: Encoder {
+    var output: [UInt8] = []
+    var codingPath: [any CodingKey] = []
+    var userInfo: [CodingUserInfoKey: Any] = [:]
+
+    /// Containers still open, innermost last.
+    fileprivate var frames: [(isObject: Bool, count: Int)] = []
+    /// Index of the first frame belonging to the value being encoded now.
+    fileprivate var valueBase = 0
+
+    init() {
+        output.reserveCapacity(512)
+    }
+
+    fileprivate func close(downTo level: Int) {
+        while frames.count > level {
+            output.append(frames.removeLast().isObject ? UInt8(ascii: "}") : UInt8(ascii: "]"))
+        }
+    }
+
+    /// Opens (or, for a value asking twice, reuses) the container of the current value.
+    private func open(isObject: Bool) -> Int {
+        if frames.count > valueBase, frames[valueBase].isObject == isObject {
+            close(downTo: valueBase + 1)
+            return valueBase
+        }
+        output.append(isObject ? UInt8(ascii: "{") : UInt8(ascii: "["))
+        frames.append((isObject, 0))
+        return frames.count - 1
+    }
+
+    /// Writes the separator before a member or element of the container at `level`.
+    fileprivate func beginItem(at level: Int) {
+        close(downTo: level + 1)
+        if frames[level].count > 0 { output.append(UInt8(ascii: ",")) }
+        frames[level].count += 1
+    }
+
+    fileprivate func writeKey(_ key: String) {
+        writeString(key)
+        output.append(UInt8(ascii: ":"))
+    }
+
+    func writeString(_ string: String) {
+        output.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0x0A: output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                output += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    fileprivate func writeDouble(_ value: Double) throws {
+        guard value.isFinite else {
+            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: "JSON has no \(value)"))
+        }
+        if value == value.rounded(), abs(value) < 1e15 {
+            output.append(contentsOf: String(Int64(value)).utf8)
+        } else {
+            output.append(contentsOf: value.description.utf8)
+        }
+    }
+
+    /// Writes one value where the current container expects it.
+    func encodeValue<T: Encodable>(_ value: T) throws {
+        switch value {
+        case let string as String: writeString(string)
+        case let bool as Bool: output.append(contentsOf: (bool ? "true" : "false").utf8)
+        case let integer as Int: output.append(contentsOf: String(integer).utf8)
+        case let integer as Int64: output.append(contentsOf: String(integer).utf8)
+        case let double as Double: try writeDouble(double)
+        case let date as Date: writeString(JSON.formatTime(date))
+        case let sorted as any SortedJSONObject: try sorted.encodeSorted(into: self)
+        default:
+            let savedBase = valueBase
+            let level = frames.count
+            valueBase = level
+            let start = output.count
+            try value.encode(to: self)
+            close(downTo: level)
+            if output.count == start { output.append(contentsOf: "{}".utf8) }
+            valueBase = savedBase
+        }
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(KeyedContainer<Key>(encoder: self, level: open(isObject: true)))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        UnkeyedContainer(encoder: self, level: open(isObject: false))
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleContainer(encoder: self)
+    }
+}
+
+/// Dictionaries keyed by strings encode with sorted keys, for stable bytes.
+protocol SortedJSONObject {
+    func encodeSorted(into encoder: StreamingJSONEncoder) throws
+}
+
+extension Dictionary: SortedJSONObject where Key == String, Value: Encodable {
+    func encodeSorted(into encoder: StreamingJSONEncoder) throws {
+        encoder.output.append(UInt8(ascii: "{"))
+        for (offset, key) in keys.sorted().enumerated() {
+            if offset > 0 { encoder.output.append(UInt8(ascii: ",")) }
+            encoder.writeString(key)
+            encoder.output.append(UInt8(ascii: ":"))
+            try encoder.encodeValue(self[key]!)
+        }
+        encoder.output.append(UInt8(ascii: "}"))
+    }
+}
+
+private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: StreamingJSONEncoder
+    let level: Int
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func member(_ key: Key) {
+        encoder.beginItem(at: level)
+        encoder.writeKey(key.stringValue)
+    }
+
+    mutating func encodeNil(forKey key: Key) throws {
+        member(key)
+        encoder.output.append(contentsOf: "null".utf8)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        member(key)
+        try encoder.encodeValue(value)
+    }
+
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        member(key)
+        encoder.output.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    mutating func encode(_ value: String, forKey key: Key) throws { member(key); encoder.writeString(value) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { member(key); try encoder.writeDouble(value) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { member(key); try encoder.writeDouble(Double(value)) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(value, key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try integer(value, key) }
+
+    private func integer<I: BinaryInteger>(_ value: I, _ key: Key) throws {
+        member(key)
+        encoder.output.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        member(key)
+        encoder.output.append(UInt8(ascii: "{"))
+        encoder.frames.append((true, 0))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.frames.count - 1))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        member(key)
+        encoder.output.append(UInt8(ascii: "["))
+        encoder.frames.append((false, 0))
+        return UnkeyedContainer(encoder: encoder, level: encoder.frames.count - 1)
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        member(Key(stringValue: "super")!)
+        encoder.valueBase = encoder.frames.count
+        return encoder
+    }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        member(key)
+        encoder.valueBase = encoder.frames.count
+        return encoder
+    }
+}
+
+private struct UnkeyedContainer: UnkeyedEncodingContainer {
+    let encoder: StreamingJSONEncoder
+    let level: Int
+    var codingPath: [any CodingKey] { encoder.codingPath }
+    var count: Int { encoder.frames.count > level ? encoder.frames[level].count : 0 }
+
+    mutating func encodeNil() throws {
+        encoder.beginItem(at: level)
+        encoder.output.append(contentsOf: "null".utf8)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        encoder.beginItem(at: level)
+        try encoder.encodeValue(value)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        encoder.beginItem(at: level)
+        encoder.output.append(UInt8(ascii: "{"))
+        encoder.frames.append((true, 0))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.frames.count - 1))
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        encoder.beginItem(at: level)
+        encoder.output.append(UInt8(ascii: "["))
+        encoder.frames.append((false, 0))
+        return UnkeyedContainer(encoder: encoder, level: encoder.frames.count - 1)
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        encoder.beginItem(at: level)
+        encoder.valueBase = encoder.frames.count
+        return encoder
+    }
+}
+
+private struct SingleContainer: SingleValueEncodingContainer {
+    let encoder: StreamingJSONEncoder
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    mutating func encodeNil() throws { encoder.output.append(contentsOf: "null".utf8) }
+    mutating func encode<T: Encodable>(_ value: T) throws { try encoder.encodeValue(value) }
+}

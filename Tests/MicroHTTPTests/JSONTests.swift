@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+@testable import MicroHTTP
+
+func parse(_ text: String) throws(JSONParseError) -> JSONValue { try JSONParser.parse(Array(text.utf8)) }
+
+@Suite("JSON parser")
+struct JSONParserTests {
+    @Test("values of every kind")
+    func values() throws {
+        #expect(try parse(#" {"a": "x", "b": true, "c": false, "d": null, "e": 12, "f": -1.5e2, "g": [1, {"h": []}], "i": {}} "#) == .object([
+            "a": .string("x"), "b": .bool(true), "c": .bool(false), "d": .null, "e": .integer(12), "f": .number(-150),
+            "g": .array([.integer(1), .object(["h": .array([])])]), "i": .object([:]),
+        ]))
+        #expect(try parse("0") == .integer(0))
+        #expect(try parse("-0.25") == .number(-0.25))
+        #expect(try parse("9223372036854775807") == .integer(Int64.max))
+        #expect(try parse("9223372036854775808") == .number(9223372036854775808))
+        #expect(try parse("1E3") == .number(1000))
+    }
+
+    @Test("string escapes, unicode and surrogate pairs")
+    func strings() throws {
+        #expect(try parse(#""a\"b\\c\/d\b\f\n\r\t""#) == .string("a\"b\\c/d\u{8}\u{c}\n\r\t"))
+        #expect(try parse(#""\u00e9\u4e2d\ud83e\udd86""#) == .string("é中🦆"))
+        #expect(try parse("\"é中🦆\"") == .string("é中🦆"))
+    }
+
+    @Test("malformed input is refused with a reason", arguments: [
+        "", "{", "}", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a: 1}", "'x'", "tru", "nul", "01", "1.", "-", "1e", ".5", "+1",
+        "\"abc", "\"\\x\"", "\"\\u12\"", "\"\\ud83e\"", "\"\\udd86\"", "\"a\u{1}b\"", "{\"a\": 1} x", "[1 2]", "NaN", "1e999",
+        "{\"a\": 1, \"a\": 2}",
+    ])
+    func malformed(text: String) {
+        #expect(throws: JSONParseError.self) { try parse(text) }
+    }
+
+    @Test("invalid UTF-8 and deep nesting are refused")
+    func hostile() throws {
+        #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]) }
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect(throws: JSONParseError(reason: "nesting deeper than 64", offset: 64)) { try parse(deep) }
+        #expect((try? parse(String(repeating: "[", count: 60) + String(repeating: "]", count: 60))) != nil)
+    }
+}
+
+struct Sample: Encodable {
+    var name: String
+    var count: Int
+    var ratio: Double
+    var flag: Bool
+    var missing: String?
+    var present: String?
+    var list: [Int]
+    var nested: Inner
+    var map: [String: Int]
+    var when: Date
+
+    struct Inner: Encodable {
+        var text: String
+        var empty: [String]
+    }
+}
+
+/// Encodes two containers onto one value, as ModelView.Row does.
+struct Merged: Encodable {
+    enum Keys: String, CodingKey { case id }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode("r1", forKey: .id)
+        try Sample.Inner(text: "t", empty: []).encode(to: encoder)
+    }
+}
+
+@Suite("JSON encoder")
+struct JSONEncoderTests {
+    @Test("layout: declaration order, sorted dictionaries, nulls omitted by encodeIfPresent, ISO dates")
+    func layout() throws {
+        let sample = Sample(
+            name: "a\"b\\c\nd\u{1}é", count: -3, ratio: 0.5, flag: true, missing: nil, present: "p", list: [1, 2, 3],
+            nested: .init(text: "x", empty: []), map: ["zeta": 1, "alpha": 2, "mid": 3], when: Date(timeIntervalSince1970: 1_700_000_000.123)
+        )
+        let text = String(decoding: try JSON.encode(sample), as: UTF8.self)
+        #expect(text == #"{"name":"a\"b\\c\nd\u0001é","count":-3,"ratio":0.5,"flag":true,"present":"p","list":[1,2,3],"nested":{"text":"x","empty":[]},"map":{"alpha":2,"mid":3,"zeta":1},"when":"2023-11-14T22:13:20.123Z"}"#)
+        // And it is what Foundation reads back.
+        let back = try JSONSerialization.jsonObject(with: Data(try JSON.encode(sample))) as? [String: Any]
+        #expect(back?["name"] as? String == sample.name)
+    }
+
+    @Test("two containers asked for by one value merge into one object")
+    func merged() throws {
+        #expect(String(decoding: try JSON.encode(Merged()), as: UTF8.self) == #"{"id":"r1","text":"t","empty":[]}"#)
+        #expect(String(decoding: try JSON.encode([Merged(), Merged()]), as: UTF8.self) == #"[{"id":"r1","text":"t","empty":[]},{"id":"r1","text":"t","empty":[]}]"#)
+    }
+
+    @Test("numbers and non-finite values")
+    func numbers() throws {
+        #expect(String(decoding: try JSON.encode([1.0, 2.5, -0.125, 1e20]), as: UTF8.self) == "[1,2.5,-0.125,1e+20]")
+        #expect(throws: EncodingError.self) { try JSON.encode([Double.nan]) }
+    }
+
+    @Test("a problem carries its members and extensions")
+    func problem() throws {
+        let problem = Problem(status: 409, title: "Conflict", detail: "d", extensions: ["record": JSONFragment(["k": 1])])
+        #expect(String(decoding: Response.problem(problem).body, as: UTF8.self) == #"{"type":"about:blank","title":"Conflict","status":409,"detail":"d","record":{"k":1}}"#)
+    }
+}
+
+@Suite("router")
+struct RouterTests {
+    @Test("path parameters, 404, 405 with Allow, HEAD as GET, deferred handlers")
+    func routing() {
+        var router = Router()
+        router.get("/v1/things/{id}") { .text("thing \($0.parameters["id"] ?? "")") }
+        router.addDeferred("POST", "/v1/things/{id}") { request, respond in respond(.text("posted \(request.parameters["id"] ?? "")", status: 201)) }
+        #expect(router.respond(to: Request(method: "GET", path: "/v1/things/42")).body == Array("thing 42".utf8))
+        #expect(router.respond(to: Request(method: "HEAD", path: "/v1/things/42")).status == 200)
+        let posted = router.respond(to: Request(method: "POST", path: "/v1/things/7"))
+        #expect(posted.status == 201 && posted.body == Array("posted 7".utf8))
+        let wrong = router.respond(to: Request(method: "DELETE", path: "/v1/things/7"))
+        #expect(wrong.status == 405)
+        #expect(wrong.headers.first { $0.name == "Allow" }?.value == "GET, HEAD, POST")
+        #expect(router.respond(to: Request(method: "GET", path: "/v1/things")).status == 404)
+        #expect(router.respond(to: Request(method: "GET", path: "/v1/things/1/2")).status == 404)
+    }
+}
+
+@Suite("time format")
+struct TimeFormatTests {
+    @Test("rounded to the millisecond, UTC, before and after 1970")
+    func times() {
+        #expect(JSON.formatTime(Date(timeIntervalSince1970: 1_700_000_000.123)) == "2023-11-14T22:13:20.123Z")
+        #expect(JSON.formatTime(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
+        #expect(JSON.formatTime(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
+        #expect(JSON.formatTime(Date(timeIntervalSince1970: 1_801_234_567.0996)) == "2027-01-29T14:56:07.100Z")
+    }
+}

@@ -24,12 +24,44 @@ func freePort() -> UInt16 {
     return UInt16(bigEndian: address.sin_port)
 }
 
+/// Collects what a pipe carries, read as it arrives so the writer never blocks on a full pipe.
+final class PipeCollector: @unchecked Sendable {
+    let pipe = Pipe()
+    private let lock = NSLock()
+    private var data = Data()
+    private let done = DispatchSemaphore(value: 0)
+
+    init() {
+        // Close-on-exec for both ends: otherwise a child spawned by a test running in
+        // parallel inherits this pipe's write end, and its end-of-file never comes while
+        // that other child lives (two tests can then wait on each other forever).
+        for fd in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        let handle = pipe.fileHandleForReading
+        Thread.detachNewThread { [self] in
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                lock.withLock { data.append(chunk) }
+            }
+            done.signal()
+        }
+    }
+
+    /// Everything written, once the writer has closed the pipe.
+    func finish() -> String {
+        done.wait()
+        return lock.withLock { String(decoding: data, as: UTF8.self) }
+    }
+}
+
 /// `lifecycled` running as its own process.
 final class LifecycledProcess {
     let process = Process()
     let port: UInt16
-    private let errorPipe = Pipe()
-    private let outputPipe = Pipe()
+    private let errors = PipeCollector()
+    private let output = PipeCollector()
 
     init(arguments: [String], environment: [String: String] = [:], port: UInt16 = 0) throws {
         self.port = port
@@ -38,9 +70,12 @@ final class LifecycledProcess {
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
         process.environment = env
-        process.standardError = errorPipe
-        process.standardOutput = outputPipe
+        process.standardError = errors.pipe
+        process.standardOutput = output.pipe
         try process.run()
+        // Only the child writes to these now.
+        try errors.pipe.fileHandleForWriting.close()
+        try output.pipe.fileHandleForWriting.close()
     }
 
     /// Starts a server on a free port and waits until it answers.
@@ -60,9 +95,7 @@ final class LifecycledProcess {
     @discardableResult
     func finish() -> (status: Int32, stdout: String, stderr: String) {
         process.waitUntilExit()
-        let out = String(decoding: outputPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let err = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (process.terminationStatus, out, err)
+        return (process.terminationStatus, output.finish(), errors.finish())
     }
 
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }

@@ -307,7 +307,7 @@ final class InstanceRegistry: @unchecked Sendable {
     /// A numbered record as stored (its JSON) and as answered: 200 with the record,
     /// or 409 with a problem that carries it when the event was unexpected.
     private static func encode(_ record: Record) -> EncodedRecord {
-        let json = (try? JSON.encode(record)) ?? []
+        let json = record.jsonBytes()
         guard record.outcome == .unexpected else {
             return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 200, contentType: "application/json", body: json))
         }

@@ -49,12 +49,16 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             updated_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         CREATE TABLE records (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            seq INTEGER PRIMARY KEY,
             instance TEXT NOT NULL,
             version INTEGER NOT NULL,
             body BLOB NOT NULL
         );
         CREATE UNIQUE INDEX records_by_instance ON records(instance, version);
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value INTEGER NOT NULL
+        ) WITHOUT ROWID;
         CREATE TABLE idempotency (
             key TEXT PRIMARY KEY,
             fingerprint BLOB NOT NULL,
@@ -99,7 +103,11 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             if let pages = options.maxPageCount { try writer.execute("PRAGMA max_page_count = \(pages)") }
             try Self.migrate(writer)
             statements = try WriteStatements(writer)
-            sequence = try writer.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'records'").first { $0.integer(0) } ?? 0
+            // The newest record is never dropped by retention, so the largest number in use is the
+            // last one assigned, unless a delete took it: deletes leave a floor in `meta`.
+            let newest = try writer.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
+            let floor = try writer.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
+            sequence = max(newest, floor)
             try statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
 
             reader = try Database(path: path)
@@ -240,6 +248,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             try checked("cannot delete instance \(instanceID)") { () throws(SQLiteError) in
                 try statements.deleteInstance.run([.text(instanceID)])
                 try statements.deleteRecords.run([.text(instanceID)])
+                // Its records may have held the largest sequence numbers: keep them from reuse.
+                try statements.raiseSequenceFloor.run([.integer(sequence)])
             }
         }
 
@@ -289,6 +299,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         let insertKey: Statement
         let selectKey: Statement
         let purgeKeys: Statement
+        let raiseSequenceFloor: Statement
 
         init(_ database: Database) throws(SQLiteError) {
             insertInstance = try database.prepare("""
@@ -312,6 +323,10 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                 """)
             selectKey = try database.prepare("SELECT fingerprint, status, content_type, body, created_at FROM idempotency WHERE key = ?1")
             purgeKeys = try database.prepare("DELETE FROM idempotency WHERE created_at < ?1")
+            raiseSequenceFloor = try database.prepare("""
+                INSERT INTO meta (key, value) VALUES ('sequence_floor', ?1)
+                ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)
+                """)
         }
     }
 

@@ -7,7 +7,7 @@ import Foundation
 /// milliseconds. Encoding code is expected to write one member after another, as
 /// synthesized and hand-written conformances do.
 final class StreamingJSONEncoder: Encoder {
-    var output: [UInt8] = []
+    var buffer = JSONBuffer(capacity: 512)
     var codingPath: [any CodingKey] = []
     var userInfo: [CodingUserInfoKey: Any] = [:]
 
@@ -16,13 +16,9 @@ final class StreamingJSONEncoder: Encoder {
     /// Index of the first frame belonging to the value being encoded now.
     fileprivate var valueBase = 0
 
-    init() {
-        output.reserveCapacity(512)
-    }
-
     fileprivate func close(downTo level: Int) {
         while frames.count > level {
-            output.append(frames.removeLast().isObject ? UInt8(ascii: "}") : UInt8(ascii: "]"))
+            buffer.bytes.append(frames.removeLast().isObject ? UInt8(ascii: "}") : UInt8(ascii: "]"))
         }
     }
 
@@ -32,7 +28,7 @@ final class StreamingJSONEncoder: Encoder {
             close(downTo: valueBase + 1)
             return valueBase
         }
-        output.append(isObject ? UInt8(ascii: "{") : UInt8(ascii: "["))
+        buffer.bytes.append(isObject ? UInt8(ascii: "{") : UInt8(ascii: "["))
         frames.append((isObject, 0))
         return frames.count - 1
     }
@@ -40,62 +36,34 @@ final class StreamingJSONEncoder: Encoder {
     /// Writes the separator before a member or element of the container at `level`.
     fileprivate func beginItem(at level: Int) {
         close(downTo: level + 1)
-        if frames[level].count > 0 { output.append(UInt8(ascii: ",")) }
+        if frames[level].count > 0 { buffer.bytes.append(UInt8(ascii: ",")) }
         frames[level].count += 1
     }
 
-    fileprivate func writeKey(_ key: String) {
-        writeString(key)
-        output.append(UInt8(ascii: ":"))
-    }
+    fileprivate func writeKey(_ key: String) { buffer.key(key) }
 
-    func writeString(_ string: String) {
-        output.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case 0x0A: output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                output += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
-    }
+    func writeString(_ string: String) { buffer.string(string) }
 
-    fileprivate func writeDouble(_ value: Double) throws {
-        guard value.isFinite else {
-            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: "JSON has no \(value)"))
-        }
-        if value == value.rounded(), abs(value) < 1e15 {
-            output.append(contentsOf: String(Int64(value)).utf8)
-        } else {
-            output.append(contentsOf: value.description.utf8)
-        }
-    }
+    fileprivate func writeDouble(_ value: Double) throws { try buffer.number(value) }
 
     /// Writes one value where the current container expects it.
     func encodeValue<T: Encodable>(_ value: T) throws {
         switch value {
-        case let string as String: writeString(string)
-        case let bool as Bool: output.append(contentsOf: (bool ? "true" : "false").utf8)
-        case let integer as Int: output.append(contentsOf: String(integer).utf8)
-        case let integer as Int64: output.append(contentsOf: String(integer).utf8)
-        case let double as Double: try writeDouble(double)
-        case let date as Date: writeString(JSON.formatTime(date))
+        case let string as String: buffer.string(string)
+        case let bool as Bool: buffer.bool(bool)
+        case let integer as Int: buffer.integer(integer)
+        case let integer as Int64: buffer.integer(integer)
+        case let double as Double: try buffer.number(double)
+        case let date as Date: buffer.time(date)
         case let sorted as any SortedJSONObject: try sorted.encodeSorted(into: self)
         default:
             let savedBase = valueBase
             let level = frames.count
             valueBase = level
-            let start = output.count
+            let start = buffer.bytes.count
             try value.encode(to: self)
             close(downTo: level)
-            if output.count == start { output.append(contentsOf: "{}".utf8) }
+            if buffer.bytes.count == start { buffer.bytes.append(contentsOf: "{}".utf8) }
             valueBase = savedBase
         }
     }
@@ -120,14 +88,14 @@ protocol SortedJSONObject {
 
 extension Dictionary: SortedJSONObject where Key == String, Value: Encodable {
     func encodeSorted(into encoder: StreamingJSONEncoder) throws {
-        encoder.output.append(UInt8(ascii: "{"))
+        encoder.buffer.bytes.append(UInt8(ascii: "{"))
         for (offset, key) in keys.sorted().enumerated() {
-            if offset > 0 { encoder.output.append(UInt8(ascii: ",")) }
+            if offset > 0 { encoder.buffer.bytes.append(UInt8(ascii: ",")) }
             encoder.writeString(key)
-            encoder.output.append(UInt8(ascii: ":"))
+            encoder.buffer.bytes.append(UInt8(ascii: ":"))
             try encoder.encodeValue(self[key]!)
         }
-        encoder.output.append(UInt8(ascii: "}"))
+        encoder.buffer.bytes.append(UInt8(ascii: "}"))
     }
 }
 
@@ -143,7 +111,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encodeNil(forKey key: Key) throws {
         member(key)
-        encoder.output.append(contentsOf: "null".utf8)
+        encoder.buffer.bytes.append(contentsOf: "null".utf8)
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
@@ -153,7 +121,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encode(_ value: Bool, forKey key: Key) throws {
         member(key)
-        encoder.output.append(contentsOf: (value ? "true" : "false").utf8)
+        encoder.buffer.bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
     mutating func encode(_ value: String, forKey key: Key) throws { member(key); encoder.writeString(value) }
@@ -172,19 +140,19 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     private func integer<I: BinaryInteger>(_ value: I, _ key: Key) throws {
         member(key)
-        encoder.output.append(contentsOf: String(value).utf8)
+        encoder.buffer.bytes.append(contentsOf: String(value).utf8)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         member(key)
-        encoder.output.append(UInt8(ascii: "{"))
+        encoder.buffer.bytes.append(UInt8(ascii: "{"))
         encoder.frames.append((true, 0))
         return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.frames.count - 1))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         member(key)
-        encoder.output.append(UInt8(ascii: "["))
+        encoder.buffer.bytes.append(UInt8(ascii: "["))
         encoder.frames.append((false, 0))
         return UnkeyedContainer(encoder: encoder, level: encoder.frames.count - 1)
     }
@@ -210,7 +178,7 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
 
     mutating func encodeNil() throws {
         encoder.beginItem(at: level)
-        encoder.output.append(contentsOf: "null".utf8)
+        encoder.buffer.bytes.append(contentsOf: "null".utf8)
     }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
@@ -220,14 +188,14 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         encoder.beginItem(at: level)
-        encoder.output.append(UInt8(ascii: "{"))
+        encoder.buffer.bytes.append(UInt8(ascii: "{"))
         encoder.frames.append((true, 0))
         return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.frames.count - 1))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         encoder.beginItem(at: level)
-        encoder.output.append(UInt8(ascii: "["))
+        encoder.buffer.bytes.append(UInt8(ascii: "["))
         encoder.frames.append((false, 0))
         return UnkeyedContainer(encoder: encoder, level: encoder.frames.count - 1)
     }
@@ -243,6 +211,6 @@ private struct SingleContainer: SingleValueEncodingContainer {
     let encoder: StreamingJSONEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    mutating func encodeNil() throws { encoder.output.append(contentsOf: "null".utf8) }
+    mutating func encodeNil() throws { encoder.buffer.bytes.append(contentsOf: "null".utf8) }
     mutating func encode<T: Encodable>(_ value: T) throws { try encoder.encodeValue(value) }
 }

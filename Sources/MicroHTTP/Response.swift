@@ -60,7 +60,7 @@ public enum JSON {
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
         let encoder = StreamingJSONEncoder()
         try encoder.encodeValue(value)
-        return encoder.output
+        return encoder.buffer.bytes
     }
 }
 

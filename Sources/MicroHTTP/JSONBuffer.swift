@@ -1,0 +1,79 @@
+import Foundation
+
+/// JSON bytes being written: the one place strings are escaped, numbers spelled and
+/// times formatted, for the streaming encoder and for hand-written hot paths alike.
+public struct JSONBuffer: Sendable {
+    public var bytes: [UInt8] = []
+
+    public init(capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    public mutating func raw(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    public mutating func byte(_ byte: UInt8) { bytes.append(byte) }
+
+    /// A quoted, escaped string.
+    public mutating func string(_ string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            var start = 0
+            for (index, byte) in utf8.enumerated() where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+                escape(byte)
+                start = index + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func escape(_ byte: UInt8) {
+        switch byte {
+        case UInt8(ascii: "\""): raw("\\\"")
+        case UInt8(ascii: "\\"): raw("\\\\")
+        case 0x0A: raw("\\n")
+        case 0x0D: raw("\\r")
+        case 0x09: raw("\\t")
+        default:
+            let hex = Array("0123456789abcdef".utf8)
+            raw("\\u00")
+            bytes.append(hex[Int(byte >> 4)])
+            bytes.append(hex[Int(byte & 0xF)])
+        }
+    }
+
+    /// `"name":`
+    public mutating func key(_ name: String) {
+        string(name)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    public mutating func integer<I: BinaryInteger>(_ value: I) {
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    public mutating func bool(_ value: Bool) {
+        if value { raw("true") } else { raw("false") }
+    }
+
+    /// A finite number; whole numbers are written without a fraction.
+    public mutating func number(_ value: Double) throws {
+        guard value.isFinite else {
+            throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "JSON has no \(value)"))
+        }
+        if value == value.rounded(), abs(value) < 1e15 {
+            integer(Int64(value))
+        } else {
+            bytes.append(contentsOf: value.description.utf8)
+        }
+    }
+
+    /// A time as a string: ISO 8601 in UTC, rounded to the millisecond.
+    public mutating func time(_ date: Date) {
+        string(JSON.formatTime(date))
+    }
+}

@@ -71,6 +71,7 @@ public final class Service: Sendable {
     public func stop() {
         server.stop()
         registry.stop()
+        store.close()
         logger.info("lifecycled stopped", [:])
     }
 

@@ -81,6 +81,10 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     private let statements: WriteStatements
     private var sequence: Int64 = 0
     private var writesSincePurge = 0
+    /// Copies the WAL back into the database file off the write path (see `checkpointLoop`).
+    private let checkpointer: Database
+    private let checkpointSignal = NSCondition()
+    private var isClosed = false
     /// Reads of committed data (WAL lets them run beside a write).
     private let readLock = NSLock()
     private let reader: Database
@@ -98,8 +102,17 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         path = directory + "/" + Self.fileName
         do {
             writer = try Database(path: path)
+            // Small pages for a new file: each record dirties its instance's last page of the
+            // (instance, version) index, so a commit writes about one page per record to the
+            // WAL; 1 KiB pages (records are 0.2-0.5 KiB) cut that write volume fourfold and
+            // raised durable writes from about 25k to 35k a second (see Benchmarks/RESULTS.md).
+            // Ignored for an existing file.
+            try writer.execute("PRAGMA page_size = 1024")
             try writer.execute("PRAGMA journal_mode = WAL")
             try writer.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+            // Commits never checkpoint: that work (and its fsyncs) would stall the one
+            // writer. The checkpointer thread does it instead.
+            try writer.execute("PRAGMA wal_autocheckpoint = 0")
             if let pages = options.maxPageCount { try writer.execute("PRAGMA max_page_count = \(pages)") }
             try Self.migrate(writer)
             statements = try WriteStatements(writer)
@@ -111,6 +124,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             try statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
 
             reader = try Database(path: path)
+            checkpointer = try Database(path: path)
+            try checkpointer.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
             selectHistory = try reader.prepare("""
                 SELECT seq, body FROM records WHERE instance = ?1 AND seq > ?2 ORDER BY instance, version LIMIT ?3
                 """)
@@ -118,6 +133,35 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
+        // The thread holds the store only for one round at a time, so dropping the store ends it.
+        let thread = Thread { [weak self] in
+            while let store = self, store.checkpointRound() {}
+        }
+        thread.name = "lifecycled-checkpoint"
+        thread.start()
+    }
+
+    /// Checkpoints the WAL, then waits a little; `false` once the store is closed.
+    /// PASSIVE never waits for the writer or readers, so it cannot slow a commit; what it
+    /// cannot copy now it copies next round.
+    private func checkpointRound() -> Bool {
+        checkpointSignal.lock()
+        defer { checkpointSignal.unlock() }
+        guard !isClosed else { return false }
+        try? checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        _ = checkpointSignal.wait(until: Date().addingTimeInterval(0.2))
+        return !isClosed
+    }
+
+    /// Ends checkpointing with a full checkpoint that empties the WAL. Call when done with
+    /// the store, after the last write.
+    public func close() {
+        checkpointSignal.lock()
+        defer { checkpointSignal.unlock() }
+        guard !isClosed else { return }
+        isClosed = true
+        checkpointSignal.signal()
+        try? checkpointer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
     /// Brings the schema up to the newest version, one transaction per migration.

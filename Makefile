@@ -6,7 +6,7 @@ PYTHON      ?= python3
 PORT        ?= 8080
 DATA_DIR    ?= data
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl
-BENCH_APT    = wrk gcc
+BENCH_APT    = wrk gcc sqlite3
 PY_PACKAGES  = openapi-spec-validator
 
 .PHONY: run test bench deps bench-deps build release openapi-check clean
@@ -48,7 +48,8 @@ openapi-check:
 
 bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench
-	.build/release/lifecycle-bench engine
+	$(SWIFT) build -c release --product lifecycled
+	bash Benchmarks/run-all.sh
 
 clean:
 	rm -rf .build

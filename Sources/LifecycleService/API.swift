@@ -101,8 +101,7 @@ struct API: Sendable {
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
-        let (json, version) = try registry.renderedInstance(request.parameters["id"] ?? "")
-        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"\(version)\"")], body: json)
+        try registry.renderedInstance(request.parameters["id"] ?? "")
     }
 
     func deleteInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {

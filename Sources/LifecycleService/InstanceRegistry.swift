@@ -31,9 +31,9 @@ final class InstanceRegistry: @unchecked Sendable {
         let lock = NSLock()
         private(set) var instance: StoredInstance
         private(set) var machine: Machine
-        /// The instance's JSON, rendered at the first read after a change rather than on
+        /// The GET response, rendered at the first read after a change rather than on
         /// every read (and not at start-up, which must not grow with rendering work).
-        private var rendered: [UInt8]?
+        private var rendered: Response?
 
         init(instance: StoredInstance, machine: Machine) {
             self.instance = instance
@@ -47,9 +47,13 @@ final class InstanceRegistry: @unchecked Sendable {
         }
 
         /// Call with `lock` held.
-        var json: [UInt8] {
+        var response: Response {
             if let rendered { return rendered }
-            let fresh = InstanceRegistry.render(instance)
+            let fresh = Response(
+                status: 200,
+                headers: [("Content-Type", "application/json"), ("ETag", "\"\(instance.state.version)\"")],
+                body: InstanceRegistry.render(instance)
+            )
             rendered = fresh
             return fresh
         }
@@ -95,10 +99,10 @@ final class InstanceRegistry: @unchecked Sendable {
         return entry.lock.withLock { entry.instance }
     }
 
-    /// The instance's JSON and version, as last committed.
-    func renderedInstance(_ id: String) throws(Problem) -> (json: [UInt8], version: Int64) {
+    /// The instance as last committed, as a GET answers it (with its version as ETag).
+    func renderedInstance(_ id: String) throws(Problem) -> Response {
         guard let entry = entry(id) else { throw .unknownInstance(id) }
-        return entry.lock.withLock { (entry.json, entry.instance.state.version) }
+        return entry.lock.withLock { entry.response }
     }
 
     /// Instances in id order after `cursor`, filtered by state and model.

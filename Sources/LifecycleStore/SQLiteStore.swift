@@ -67,6 +67,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             body BLOB NOT NULL,
             created_at INTEGER NOT NULL
         ) WITHOUT ROWID;
+        CREATE INDEX idempotency_by_age ON idempotency(created_at);
         """,
     ]
 

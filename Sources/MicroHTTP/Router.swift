@@ -107,24 +107,20 @@ public struct Router: Sendable {
 
     /// Routes a request and runs (or, for a deferred handler, prepares) its handler.
     public func reply(to request: Request) -> Reply {
-        // Bytes, not Characters: routing runs on every request and paths are ASCII in practice.
-        let segments = request.path.utf8.split(separator: UInt8(ascii: "/"))
         let method = request.method == "HEAD" ? "GET" : request.method
-        var allowed: [String] = []
-        for route in routes {
-            guard let parameters = Self.match(route.segments, segments) else { continue }
-            if route.method == method {
-                var routed = request
-                routed.parameters = parameters
-                switch route.handler {
-                case .now(let handler): return .now(handler(routed))
-                case .later(let handler): return .later { [routed] respond in handler(routed, respond) }
-                }
+        for route in routes where route.method == method {
+            guard let parameters = Self.match(route.segments, request.path) else { continue }
+            var routed = request
+            routed.parameters = parameters
+            switch route.handler {
+            case .now(let handler): return .now(handler(routed))
+            case .later(let handler): return .later { [routed] respond in handler(routed, respond) }
             }
-            allowed.append(route.method)
         }
+        // No route for this method: 405 if the path exists under another, else the fallback.
+        var allowed = Set(routes.filter { Self.match($0.segments, request.path) != nil }.map(\.method))
         if allowed.isEmpty { return .now(fallback(request)) }
-        if allowed.contains("GET") { allowed.append("HEAD") }
+        if allowed.contains("GET") { allowed.insert("HEAD") }
         let allow = Self.methodOrder.filter(allowed.contains).joined(separator: ", ")
         return .now(.problem(
             Problem(status: 405, title: "Method Not Allowed", detail: "\(request.method) is not allowed on \(request.path); allowed: \(allow)"),
@@ -135,15 +131,35 @@ public struct Router: Sendable {
     /// Routes a request and waits for its response.
     public func respond(to request: Request) -> Response { reply(to: request).wait() }
 
-    private static func match(_ pattern: [Segment], _ path: [Substring.UTF8View]) -> [String: String]? {
-        guard pattern.count == path.count else { return nil }
-        for (p, s) in zip(pattern, path) {
-            if case .literal(let bytes) = p, !bytes.elementsEqual(s) { return nil }
+    /// Matches a path against a route's segments, walking the path's bytes once without
+    /// splitting it (routing runs on every request). Empty segments are skipped, as `//`
+    /// means `/`. Returns the captured parameters, or `nil`.
+    private static func match(_ pattern: [Segment], _ path: String) -> [String: String]? {
+        var path = path
+        return path.withUTF8 { bytes -> [String: String]? in
+            var parameters: [String: String] = [:]
+            var segmentIndex = 0
+            var position = 0
+            let slash = UInt8(ascii: "/")
+            while position < bytes.count {
+                if bytes[position] == slash {
+                    position += 1
+                    continue
+                }
+                var end = position
+                while end < bytes.count, bytes[end] != slash { end += 1 }
+                guard segmentIndex < pattern.count else { return nil }
+                let segment = UnsafeBufferPointer(rebasing: bytes[position..<end])
+                switch pattern[segmentIndex] {
+                case .literal(let literal):
+                    guard literal.elementsEqual(segment) else { return nil }
+                case .capture(let name):
+                    parameters[name] = String(decoding: segment, as: UTF8.self)
+                }
+                segmentIndex += 1
+                position = end
+            }
+            return segmentIndex == pattern.count ? parameters : nil
         }
-        var parameters: [String: String] = [:]
-        for (p, s) in zip(pattern, path) {
-            if case .capture(let name) = p { parameters[name] = String(Substring(s)) }
-        }
-        return parameters
     }
 }

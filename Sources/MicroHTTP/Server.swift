@@ -237,6 +237,7 @@ private final class PendingRequest: @unchecked Sendable {
         self.method = method
         self.path = path
         started = isTimed ? DispatchTime.now().uptimeNanoseconds : 0
+        headers.reserveCapacity(8)
         let me = Unmanaged.passUnretained(self).toOpaque()
         MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
             let pending = Unmanaged<PendingRequest>.fromOpaque(cls!).takeUnretainedValue()

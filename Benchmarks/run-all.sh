@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, release build, results collected in Benchmarks/RESULTS.md.
+# Each benchmark compares against a baseline measured in the same run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== engine"
+engine=$(.build/release/lifecycle-bench engine)
+echo "$engine"
+echo "== HTTP"
+bash Benchmarks/http-bench.sh
+echo "== start-up"
+bash Benchmarks/startup-bench.sh
+
+{
+  echo "# Benchmark results"
+  echo
+  echo "Written by \`make bench\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo none),"
+  echo "on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'))."
+  echo
+  echo "## Engine ($(date -u +%Y-%m-%d))"
+  echo
+  echo "LifecycleKit applying a foreground/background cycle of valid events on one core, against a"
+  echo "hand-written switch machine producing the same records in the same run."
+  echo
+  echo '```'
+  echo "$engine"
+  echo '```'
+  echo
+  cat Benchmarks/.http-results.md
+  cat Benchmarks/.startup-results.md
+} >Benchmarks/RESULTS.md
+rm -f Benchmarks/.http-results.md Benchmarks/.startup-results.md
+echo "wrote Benchmarks/RESULTS.md"

@@ -38,13 +38,15 @@ run: release
 	mkdir -p $(DATA_DIR)
 	.build/release/lifecycled --port $(PORT) --data-dir $(DATA_DIR)
 
+# The executables are built too: the process, CLI and crash tests run lifecycled itself.
+# A hung test fails the run after 25 minutes rather than holding CI to its limit.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test
+	timeout 1500 $(SWIFT) test
 	$(MAKE) --no-print-directory openapi-check
 
 openapi-check:
-	@test -f openapi.yaml && $(PYTHON) -m openapi_spec_validator openapi.yaml || { test ! -f openapi.yaml && echo "openapi.yaml: not yet written"; }
+	$(PYTHON) -m openapi_spec_validator openapi.yaml
 
 bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench

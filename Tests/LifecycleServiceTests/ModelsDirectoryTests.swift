@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+@testable import LifecycleService
+
+let doorModel = """
+{"name": "door", "states": [{"name": "closed", "kind": "initial"}, {"name": "open", "kind": "permanent"}],
+ "events": [{"name": "push"}, {"name": "pull"}],
+ "transitions": [{"from": "closed", "event": "push", "to": "open", "hooks": ["Door.open"]},
+                 {"from": "open", "event": "pull", "to": "closed", "hooks": ["Door.close"]}]}
+"""
+
+@Suite("models from --models-dir")
+struct ModelsDirectoryTests {
+    @Test("a valid model file is served and runs instances")
+    func validModel() throws {
+        let models = TemporaryDirectory()
+        try doorModel.write(toFile: models.path + "/door.json", atomically: true, encoding: .utf8)
+        let server = try TestServer { $0.modelsDirectory = models.path }
+        let c = try server.connect()
+        let names = (try c.request("GET", "/v1/models").json["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
+        #expect(names == ["android-activity", "door", "ios-app"])
+        try c.makeInstance("front", model: "door")
+        let opened = try c.event("front", #"{"event": "push"}"#)
+        #expect(opened.json["to"] as? String == "open" && opened.json["hooks"] as? [String] == ["Door.open"])
+        #expect(try c.event("front", #"{"event": "push"}"#).status == 409)
+    }
+
+    @Test("an invalid model file stops start-up, naming the file and the problem")
+    func invalidModel() throws {
+        let models = TemporaryDirectory()
+        try doorModel.replacingOccurrences(of: #""to": "closed""#, with: #""to": "shut""#)
+            .write(toFile: models.path + "/door.json", atomically: true, encoding: .utf8)
+        var configuration = Configuration()
+        configuration.port = 0
+        configuration.dataDirectory = models.path + "/data"
+        configuration.modelsDirectory = models.path
+        #expect {
+            _ = try Service(configuration: configuration)
+        } throws: { error in
+            "\(error)" == "\(models.path)/door.json: row 2: unknown state \"shut\""
+        }
+        let run = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", models.path + "/data2", "--models-dir", models.path]).finish()
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("door.json: row 2: unknown state \"shut\""))
+    }
+
+    @Test("a model file may not redefine a built-in model")
+    func duplicateName() throws {
+        let models = TemporaryDirectory()
+        try doorModel.replacingOccurrences(of: #""name": "door""#, with: #""name": "ios-app""#)
+            .write(toFile: models.path + "/mine.json", atomically: true, encoding: .utf8)
+        var configuration = Configuration()
+        configuration.port = 0
+        configuration.dataDirectory = models.path + "/data"
+        configuration.modelsDirectory = models.path
+        #expect {
+            _ = try Service(configuration: configuration)
+        } throws: { error in
+            "\(error)".contains("model \"ios-app\" in \(models.path) is already defined")
+        }
+    }
+}

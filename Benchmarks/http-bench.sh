@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-5}
 WARMUP=${BENCH_WARMUP:-2}
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 CONNECTIONS=64
 THREADS=2
 LIFECYCLED=.build/release/lifecycled
@@ -56,33 +56,31 @@ curl -sf -XPOST -H 'Content-Type: application/json' -d '{"event":"willResignActi
 "$BARE" $PORT_B "$WORK/get-body.json" & PIDS+=($!)
 wait_for $PORT_B
 
-echo "GET /v1/instances/{id}: $ROUNDS rounds of ${DURATION}s each, alternating (wrk -t$THREADS -c$CONNECTIONS)"
-: >"$WORK/get-l"; : >"$WORK/get-b"
-for r in $(seq 1 "$ROUNDS"); do
-  l=$(run_wrk "http://127.0.0.1:$PORT_L/v1/instances/bench-1"); echo "$l" >>"$WORK/get-l"
-  b=$(run_wrk "http://127.0.0.1:$PORT_B/v1/instances/bench-1"); echo "$b" >>"$WORK/get-b"
-  echo "  round $r: lifecycled $l | bare $b (req/s p50 p99)"
-done
-read -r GL_RPS GL_P50 GL_P99 < <(median_line <"$WORK/get-l")
-read -r GB_RPS GB_P50 GB_P99 < <(median_line <"$WORK/get-b")
-GET_RATIO=$(awk -v a="$GL_RPS" -v b="$GB_RPS" 'BEGIN {printf "%.2f", a / b}')
-echo "GET median: lifecycled $GL_RPS req/s, bare $GB_RPS req/s, ratio $GET_RATIO (goal 0.85)"
+# compare NAME URL_PATH [wrk script] -> alternating rounds; sets L_* and B_* (median lines) and RATIO.
+compare() {
+  local name=$1 path=$2 script=${3:-} r l b
+  echo "$name: $ROUNDS rounds of ${DURATION}s each, alternating (wrk -t$THREADS -c$CONNECTIONS)"
+  : >"$WORK/l"; : >"$WORK/b"
+  for r in $(seq 1 "$ROUNDS"); do
+    l=$(run_wrk "http://127.0.0.1:$PORT_L$path" $script); echo "$l" >>"$WORK/l"
+    b=$(run_wrk "http://127.0.0.1:$PORT_B$path" $script); echo "$b" >>"$WORK/b"
+    echo "  round $r: lifecycled $l | bare $b (req/s p50 p99)"
+  done
+  read -r L_RPS L_P50 L_P99 < <(median_line <"$WORK/l")
+  read -r B_RPS B_P50 B_P99 < <(median_line <"$WORK/b")
+  RATIO=$(awk -v a="$L_RPS" -v b="$B_RPS" 'BEGIN {printf "%.2f", a / b}')
+  echo "$name median: lifecycled $L_RPS req/s, bare $B_RPS req/s, ratio $RATIO"
+}
+
+compare "GET /v1/instances/{id}" /v1/instances/bench-1
+GET_ROW="| GET /v1/instances/{id} | $L_RPS | $L_P50 | $L_P99 | $B_RPS | $B_P50 | $B_P99 | $RATIO | 0.85 |"
 
 # --- durable POST events, bare server restarted with the event response's size
 kill "${PIDS[1]}"; wait "${PIDS[1]}" 2>/dev/null || true
 "$BARE" $PORT_B "$WORK/post-body.json" & PIDS[1]=$!
 wait_for $PORT_B
-echo "POST /v1/instances/{id}/events (durable, sync normal, $CONNECTIONS instances)"
-: >"$WORK/post-l"; : >"$WORK/post-b"
-for r in $(seq 1 "$ROUNDS"); do
-  l=$(run_wrk "http://127.0.0.1:$PORT_L" Benchmarks/events.lua); echo "$l" >>"$WORK/post-l"
-  b=$(run_wrk "http://127.0.0.1:$PORT_B" Benchmarks/events.lua); echo "$b" >>"$WORK/post-b"
-  echo "  round $r: lifecycled $l | bare $b (req/s p50 p99)"
-done
-read -r PL_RPS PL_P50 PL_P99 < <(median_line <"$WORK/post-l")
-read -r PB_RPS PB_P50 PB_P99 < <(median_line <"$WORK/post-b")
-POST_RATIO=$(awk -v a="$PL_RPS" -v b="$PB_RPS" 'BEGIN {printf "%.2f", a / b}')
-echo "POST median: lifecycled $PL_RPS req/s, bare $PB_RPS req/s, ratio $POST_RATIO (goal 0.30)"
+compare "POST /v1/instances/{id}/events (durable, sync normal, $CONNECTIONS instances)" "" Benchmarks/events.lua
+POST_ROW="| POST events, durable (sync normal) | $L_RPS | $L_P50 | $L_P99 | $B_RPS | $B_P50 | $B_P99 | $RATIO | 0.30 |"
 unexpected=$(curl -sf "http://127.0.0.1:$PORT_L/v1/instances?limit=1000" | python3 -c 'import json,sys; print(sum(i["counters"]["unexpected"] for i in json.load(sys.stdin)["items"]))')
 [ "$unexpected" = 0 ] || { echo "benchmark events were unexpected: $unexpected" >&2; exit 1; }
 
@@ -93,8 +91,8 @@ unexpected=$(curl -sf "http://127.0.0.1:$PORT_L/v1/instances?limit=1000" | pytho
   echo
   echo "| benchmark | lifecycled req/s | p50 | p99 | bare libmicrohttpd req/s | p50 | p99 | ratio | goal |"
   echo "|---|---|---|---|---|---|---|---|---|"
-  echo "| GET /v1/instances/{id} | $GL_RPS | $GL_P50 | $GL_P99 | $GB_RPS | $GB_P50 | $GB_P99 | $GET_RATIO | 0.85 |"
-  echo "| POST events, durable (sync normal) | $PL_RPS | $PL_P50 | $PL_P99 | $PB_RPS | $PB_P50 | $PB_P99 | $POST_RATIO | 0.30 |"
+  echo "$GET_ROW"
+  echo "$POST_ROW"
   echo
 } >"$WORK/http.md"
 cp "$WORK/http.md" Benchmarks/.http-results.md

@@ -125,9 +125,6 @@ public final class Model: Sendable {
     /// The name of the state every instance starts in.
     public var initialStateName: String { definition.states[initialState].name }
 
-    /// Whether the model declares a state with this name.
-    public func hasState(_ name: String) -> Bool { stateIndex[name] != nil }
-
     /// Stable id of a transition row, used by the graph and in records.
     public static func rowID(_ index: Int) -> String { "r\(index + 1)" }
 

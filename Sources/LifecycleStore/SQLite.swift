@@ -9,8 +9,6 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     /// The primary result code (extended codes carry it in the low byte).
     public var primaryCode: Int32 { code & 0xFF }
 
-    /// Whether the database file is damaged or not a database at all.
-    public var isCorruption: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
     /// Whether the disk (or quota) is full.
     public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
 

@@ -80,19 +80,16 @@ public struct HistoryPage: Sendable {
 /// Why the store could not do what it was asked. Nothing was written.
 public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var message: String
-    /// Whether the database file is damaged.
-    public var isCorruption: Bool
     /// Whether the disk is full.
     public var isDiskFull: Bool
 
-    public init(_ message: String, isCorruption: Bool = false, isDiskFull: Bool = false) {
+    public init(_ message: String, isDiskFull: Bool = false) {
         self.message = message
-        self.isCorruption = isCorruption
         self.isDiskFull = isDiskFull
     }
 
     init(_ error: SQLiteError, doing what: String) {
-        self.init("\(what): \(error.message) (SQLite code \(error.code))", isCorruption: error.isCorruption, isDiskFull: error.isDiskFull)
+        self.init("\(what): \(error.message) (SQLite code \(error.code))", isDiskFull: error.isDiskFull)
     }
 
     public var description: String { message }

@@ -12,13 +12,6 @@ public struct Response: Sendable {
         self.body = body
     }
 
-    /// Adds a header, keeping any already there.
-    public func adding(header name: String, _ value: String) -> Response {
-        var copy = self
-        copy.headers.append((name, value))
-        return copy
-    }
-
     /// A JSON body encoded from a value.
     public static func json<T: Encodable>(_ value: T, status: Int = 200, headers: [(name: String, value: String)] = []) -> Response {
         do {
@@ -37,8 +30,6 @@ public struct Response: Sendable {
     public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8") -> Response {
         Response(status: status, headers: [("Content-Type", contentType)], body: Array(text.utf8))
     }
-
-    public static let noContent = Response(status: 204)
 }
 
 /// The service's one way to write JSON, so every body looks the same.

@@ -9,6 +9,15 @@ let doorModel = """
                  {"from": "open", "event": "pull", "to": "closed", "hooks": ["Door.close"]}]}
 """
 
+/// Starts the service in-process with `folder` as its models folder.
+func startService(modelsDirectory folder: String) throws -> Service {
+    var configuration = Configuration()
+    configuration.port = 0
+    configuration.dataDirectory = folder + "/data"
+    configuration.modelsDirectory = folder
+    return try Service(configuration: configuration)
+}
+
 @Suite("models from --models-dir")
 struct ModelsDirectoryTests {
     @Test("a valid model file is served and runs instances")
@@ -30,12 +39,8 @@ struct ModelsDirectoryTests {
         let models = TemporaryDirectory()
         try doorModel.replacingOccurrences(of: #""to": "closed""#, with: #""to": "shut""#)
             .write(toFile: models.path + "/door.json", atomically: true, encoding: .utf8)
-        var configuration = Configuration()
-        configuration.port = 0
-        configuration.dataDirectory = models.path + "/data"
-        configuration.modelsDirectory = models.path
         #expect {
-            _ = try Service(configuration: configuration)
+            _ = try startService(modelsDirectory: models.path)
         } throws: { error in
             "\(error)" == "\(models.path)/door.json: row 2: unknown state \"shut\""
         }
@@ -49,12 +54,8 @@ struct ModelsDirectoryTests {
         let models = TemporaryDirectory()
         try doorModel.replacingOccurrences(of: #""name": "door""#, with: #""name": "ios-app""#)
             .write(toFile: models.path + "/mine.json", atomically: true, encoding: .utf8)
-        var configuration = Configuration()
-        configuration.port = 0
-        configuration.dataDirectory = models.path + "/data"
-        configuration.modelsDirectory = models.path
         #expect {
-            _ = try Service(configuration: configuration)
+            _ = try startService(modelsDirectory: models.path)
         } throws: { error in
             "\(error)".contains("model \"ios-app\" in \(models.path) is already defined")
         }

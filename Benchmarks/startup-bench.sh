@@ -32,7 +32,7 @@ time_start "$WORK/empty" >/dev/null
 cp -r "$WORK/empty" "$WORK/full"
 
 echo "writing $INSTANCES instances and $RECORDS records ..."
-sqlite3 "$WORK/full/lifecycled.sqlite" <<SQL
+sqlite3 "$WORK/full/lifecycled.sqlite" >/dev/null <<SQL
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = OFF;
 BEGIN;

@@ -57,10 +57,13 @@ public final class HTTPServer: @unchecked Sendable {
     let logger: Logger
     private var daemon: OpaquePointer?
     private let lock = NSLock()
-    /// Connections suspended for a deferred reply and not yet resumed; libmicrohttpd
-    /// requires all to be resumed before the daemon stops.
-    private let waiting = NSCondition()
-    private var waitingCount = 0
+    /// Requests accepted and not yet completed, counted from the first call of the access
+    /// handler to libmicrohttpd's completion callback. `stop()` waits for them, so no
+    /// connection is still suspended (which libmicrohttpd forbids) when the daemon stops.
+    private let requests = NSCondition()
+    private var requestsInFlight = 0
+    /// Set by `stop()`: requests that arrive after it are refused, so the drain ends.
+    private var isStopping = false
 
     public init(configuration: ServerConfiguration, logger: Logger = Logger(), handler: @escaping @Sendable (Request) -> Reply) {
         self.configuration = configuration
@@ -86,7 +89,7 @@ public final class HTTPServer: @unchecked Sendable {
 
         let context = Unmanaged.passUnretained(self).toOpaque()
         let started = options.withUnsafeBufferPointer { items in
-            lc_mhd_start(UInt32(flags), accessHandler, context, completedHandler, nil, items.baseAddress)
+            lc_mhd_start(UInt32(flags), accessHandler, context, completedHandler, context, items.baseAddress)
         }
         guard let started else {
             close(socket.descriptor)
@@ -96,22 +99,23 @@ public final class HTTPServer: @unchecked Sendable {
         port = socket.port
     }
 
-    /// Stops accepting, lets deferred replies finish (up to `drainSeconds`), then stops
-    /// the daemon's threads.
+    /// Stops accepting connections and requests, lets requests in flight finish (up to
+    /// `drainSeconds`), then stops the daemon's threads.
     public func stop(drainSeconds: Double = 10) {
         let running = lock.withLock { () -> OpaquePointer? in
             defer { daemon = nil }
             return daemon
         }
         guard let running else { return }
+        requests.withLock { isStopping = true }
         let listening = MHD_quiesce_daemon(running)
         if listening >= 0 { close(listening) }
         let deadline = Date().addingTimeInterval(drainSeconds)
-        waiting.lock()
-        while waitingCount > 0, waiting.wait(until: deadline) {}
-        let abandoned = waitingCount
-        waiting.unlock()
-        if abandoned > 0 { logger.error("stopping with deferred requests unanswered", ["count": String(abandoned)]) }
+        requests.lock()
+        while requestsInFlight > 0, requests.wait(until: deadline) {}
+        let abandoned = requestsInFlight
+        requests.unlock()
+        if abandoned > 0 { logger.error("stopping with requests unfinished", ["count": String(abandoned)]) }
         MHD_stop_daemon(running)
     }
 
@@ -124,6 +128,15 @@ public final class HTTPServer: @unchecked Sendable {
         guard let existing = context.pointee else {
             let pending = PendingRequest(method: method, path: url, connection: connection, isTimed: logger.isLogging(.debug))
             context.pointee = Unmanaged.passRetained(pending).toOpaque()
+            pending.isCounted = requests.withLock {
+                if !isStopping { requestsInFlight += 1 }
+                return !isStopping
+            }
+            if !pending.isCounted {
+                // Answered at once (so without keep-alive): the server is going away.
+                let problem = Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")
+                return queue(Response.problem(problem, headers: [("Connection", "close")]), on: connection, for: pending)
+            }
             if let length = pending.headers.first(where: { $0.name == "content-length" }).flatMap({ Int($0.value) }),
                length > configuration.maxBodySize {
                 // The one response queued on the first call: libmicrohttpd accepts a response
@@ -136,6 +149,10 @@ public final class HTTPServer: @unchecked Sendable {
             return .YES
         }
         let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
+        if pending.isAnswered {
+            uploadSize.pointee = 0
+            return .YES
+        }
         if let deferred = pending.takeDeferredResponse() {
             // Called again after a deferred reply resumed the connection.
             return queue(deferred, on: connection, for: pending)
@@ -161,21 +178,20 @@ public final class HTTPServer: @unchecked Sendable {
             return queue(response, on: connection, for: pending)
         case .later(let start):
             // Suspend before starting the work, so its reply can never arrive first.
-            waiting.withLock { waitingCount += 1 }
             MHD_suspend_connection(connection)
             let suspended = SuspendedConnection(connection)
-            start { [weak self] response in
+            start { response in
                 pending.setDeferredResponse(response)
                 MHD_resume_connection(suspended.pointer)
-                self?.resumed()
             }
             return .YES
         }
     }
 
-    private func resumed() {
-        waiting.withLock { waitingCount -= 1 }
-        waiting.broadcast()
+    /// Called from the completion callback for every counted request.
+    fileprivate func requestEnded() {
+        requests.withLock { requestsInFlight -= 1 }
+        requests.broadcast()
     }
 
     private func tooLarge() -> Response {
@@ -186,6 +202,7 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func queue(_ response: Response, on connection: OpaquePointer, for pending: PendingRequest) -> MHD_Result {
+        pending.isAnswered = true
         let created = response.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
         }
@@ -220,6 +237,10 @@ private final class PendingRequest: @unchecked Sendable {
     var query: [(name: String, value: String)] = []
     var body: [UInt8] = []
     var isTooLarge = false
+    /// A response is queued; later calls for this request only drain what remains.
+    var isAnswered = false
+    /// Counted in the server's requests in flight until the completion callback.
+    var isCounted = false
     /// Set from the thread that finished deferred work; read by the daemon after resume.
     private let deferredLock = NSLock()
     private var deferredResponse: Response?
@@ -265,8 +286,12 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
     )
 }
 
-private let completedHandler: MHD_RequestCompletedCallback = { _, _, context, _ in
-    guard let context, let pending = context.pointee else { return }
-    Unmanaged<PendingRequest>.fromOpaque(pending).release()
+private let completedHandler: MHD_RequestCompletedCallback = { cls, _, context, _ in
+    guard let context, let opaque = context.pointee else { return }
+    let pending = Unmanaged<PendingRequest>.fromOpaque(opaque)
+    if pending.takeUnretainedValue().isCounted, let cls {
+        Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().requestEnded()
+    }
+    pending.release()
     context.pointee = nil
 }

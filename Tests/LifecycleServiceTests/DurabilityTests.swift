@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
@@ -138,6 +139,55 @@ struct DurabilityTests {
             _ = try Service(configuration: configuration)
         } throws: { error in
             "\(error)".contains("cannot create data folder")
+        }
+    }
+}
+
+@Suite("graceful stop")
+struct GracefulStopTests {
+    @Test("stopping under load answers or refuses every request, and keeps every acknowledged write")
+    func stopUnderLoad() throws {
+        let server = try TestServer()
+        let setup = try server.connect()
+        let writers = 4
+        for writer in 0..<writers { try setup.makeInstance("stop-\(writer)", events: coldStart) }
+        let port = server.port
+        let acknowledged = Mutex<[Acknowledged]>([])
+        let unexpectedStatuses = Mutex<[Int]>([])
+        let group = DispatchGroup()
+        for writer in 0..<writers {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                guard let c = try? HTTPConnection(port: port) else { return }
+                for i in 0..<100_000 {
+                    let event = i % 2 == 0 ? "willResignActive" : "didBecomeActive"
+                    guard let response = try? c.event("stop-\(writer)", #"{"event": "\#(event)"}"#) else { return }
+                    if response.status == 503 { return }
+                    guard response.status == 200, let version = response.json["version"] as? Int, let sequence = response.json["sequence"] as? Int else {
+                        unexpectedStatuses.withLock { $0.append(response.status) }
+                        return
+                    }
+                    acknowledged.withLock { $0.append(Acknowledged(instance: "stop-\(writer)", version: version, sequence: sequence)) }
+                }
+            }
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        let started = Date()
+        try server.restart()
+        #expect(Date().timeIntervalSince(started) < 5, "the stop drained promptly")
+        group.wait()
+        #expect(unexpectedStatuses.withLock { $0 } == [])
+        let acks = acknowledged.withLock { $0 }
+        #expect(acks.count > 50)
+        let c = try server.connect()
+        for writer in 0..<writers {
+            let history = try c.fullHistory("stop-\(writer)")
+            let stored = Dictionary(uniqueKeysWithValues: history.map { ($0["sequence"] as! Int, $0["version"] as! Int) })
+            for ack in acks where ack.instance == "stop-\(writer)" {
+                #expect(stored[ack.sequence] == ack.version)
+            }
+            #expect(history.map { $0["version"] as! Int } == Array(1...history.count))
         }
     }
 }

@@ -62,6 +62,8 @@ final class InstanceRegistry: @unchecked Sendable {
     /// Readers take this briefly; only the committer thread changes the dictionary.
     private let entriesLock = NSLock()
     private var entries: [String: Entry] = [:]
+    /// Every id in order, so a page of the list is a binary search and a short walk.
+    private var sortedIDs: [String] = []
 
     private let queue = NSCondition()
     private var pending: [(write: Write, completion: Completion)] = []
@@ -82,6 +84,7 @@ final class InstanceRegistry: @unchecked Sendable {
             }
             entries[instance.id] = Entry(instance: instance, machine: machine)
         }
+        sortedIDs = entries.keys.sorted()
         // The thread holds the registry until `stop()` ends it.
         let thread = Thread { [self] in runCommitter() }
         thread.name = "lifecycled-committer"
@@ -107,18 +110,31 @@ final class InstanceRegistry: @unchecked Sendable {
 
     /// Instances in id order after `cursor`, filtered by state and model.
     func list(state: String?, model: String?, after cursor: String?, limit: Int) -> (items: [StoredInstance], hasMore: Bool) {
-        let all = entriesLock.withLock { Array(entries.values) }
-        var matching: [StoredInstance] = []
-        matching.reserveCapacity(all.count)
-        for entry in all {
-            let instance = entry.lock.withLock { entry.instance }
-            if let cursor, instance.id <= cursor { continue }
-            if let state, instance.state.state != state { continue }
-            if let model, instance.model != model { continue }
-            matching.append(instance)
+        entriesLock.withLock {
+            var index = cursor.map { Self.firstIndex(after: $0, in: sortedIDs) } ?? 0
+            var items: [StoredInstance] = []
+            while index < sortedIDs.count {
+                let entry = entries[sortedIDs[index]]!
+                index += 1
+                let instance = entry.lock.withLock { entry.instance }
+                if let state, instance.state.state != state { continue }
+                if let model, instance.model != model { continue }
+                if items.count == limit { return (items, true) }
+                items.append(instance)
+            }
+            return (items, false)
         }
-        matching.sort { $0.id < $1.id }
-        return (Array(matching.prefix(limit)), matching.count > limit)
+    }
+
+    /// The index of the first id greater than `id` (binary search).
+    private static func firstIndex(after id: String, in ids: [String]) -> Int {
+        var low = 0
+        var high = ids.count
+        while low < high {
+            let middle = (low + high) / 2
+            if ids[middle] <= id { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     func history(of id: String, after: Int64, limit: Int) throws(Problem) -> HistoryPage {
@@ -213,9 +229,12 @@ final class InstanceRegistry: @unchecked Sendable {
                         entry.lock.withLock { entry.update(instance, machine) }
                     } else {
                         entries[id] = Entry(instance: instance, machine: machine)
+                        sortedIDs.insert(id, at: Self.firstIndex(after: id, in: sortedIDs))
                     }
                 case .deleted:
-                    entries.removeValue(forKey: id)
+                    if entries.removeValue(forKey: id) != nil {
+                        sortedIDs.remove(at: Self.firstIndex(after: id, in: sortedIDs) - 1)
+                    }
                 }
             }
         }

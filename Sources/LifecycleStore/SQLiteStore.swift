@@ -127,8 +127,15 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             reader = try Database(path: path)
             checkpointer = try Database(path: path)
             try checkpointer.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+            // A client pages with the last sequence number it saw, which belongs to this
+            // instance: start the index range right after that record's version instead of
+            // walking the instance's history from the beginning.
             selectHistory = try reader.prepare("""
-                SELECT seq, body FROM records WHERE instance = ?1 AND seq > ?2 ORDER BY instance, version LIMIT ?3
+                SELECT seq, body FROM records
+                WHERE instance = ?1
+                  AND version > coalesce((SELECT version FROM records WHERE seq = ?2 AND instance = ?1), 0)
+                  AND seq > ?2
+                ORDER BY instance, version LIMIT ?3
                 """)
             selectOldestVersion = try reader.prepare("SELECT min(version) FROM records WHERE instance = ?1")
         } catch {

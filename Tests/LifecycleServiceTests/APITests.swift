@@ -116,6 +116,14 @@ struct APITests {
             cursor = page["nextCursor"] as? String
         } while cursor != nil
         #expect(seen == seen.sorted() && seen.count == 10 && Set(seen).count == 10)
+
+        // Creations and deletions keep the order: a new first id, a deleted middle one.
+        _ = try c.request("DELETE", "/v1/instances/ios-03")
+        try c.makeInstance("aaa")
+        try c.makeInstance("zzz")
+        #expect(try ids("?limit=1000") == ["aaa", "droid-0", "droid-1", "droid-2", "ios-00", "ios-01", "ios-02", "ios-04", "ios-05", "ios-06", "zzz"])
+        #expect(try ids("?cursor=ios-02&limit=2") == ["ios-04", "ios-05"])
+        #expect(try ids("?cursor=ios-03&limit=1") == ["ios-04"], "a cursor need not exist any more")
         #expect(try c.request("GET", "/v1/instances?limit=0").status == 400)
         #expect(try c.request("GET", "/v1/instances?limit=abc").status == 400)
         #expect(try c.request("GET", "/v1/instances?colour=red").status == 400)
@@ -258,6 +266,15 @@ struct APITests {
         let page2 = try c.request("GET", "/v1/instances/app/history?after=\(next)&limit=2").json
         #expect((page2["items"] as? [[String: Any]])?.map { $0["version"] as? Int } == [3, 4])
         #expect(page2["nextAfter"] is NSNull)
+        // `after` may be any sequence number, also another instance's, between this one's records.
+        try c.makeInstance("other", events: ["didFinishLaunching"])
+        let otherSequence = try #require((try c.fullHistory("other")).first?["sequence"] as? Int)
+        _ = try c.event("app", #"{"event": "didFinishLaunching"}"#)
+        let afterOther = try c.request("GET", "/v1/instances/app/history?after=\(otherSequence)").json
+        #expect((afterOther["items"] as? [[String: Any]])?.map { $0["version"] as? Int } == [5])
+        #expect((afterOther["items"] as? [[String: Any]])?.first?["sequence"] as? Int == otherSequence + 1)
+        let afterSecond = try c.request("GET", "/v1/instances/app/history?after=\(items1[1]["sequence"] as! Int)").json
+        #expect((afterSecond["items"] as? [[String: Any]])?.map { $0["version"] as? Int } == [3, 4, 5])
         #expect(page2["olderDropped"] as? Bool == false)
         #expect(try c.request("GET", "/v1/instances/app/history?limit=5000").status == 400)
         #expect(try c.request("GET", "/v1/instances/app/history?after=-1").status == 400)

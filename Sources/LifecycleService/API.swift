@@ -13,16 +13,16 @@ struct API: Sendable {
         var router = Router()
         router.get("/healthz") { _ in .json(["status": "ok"]) }
         router.get("/v1/models") { _ in listModels() }
-        router.get("/v1/models/{model}") { request in handle { () throws(Problem) in try model(request) } }
+        router.get("/v1/models/{model}", read(model))
         router.addDeferred("POST", "/v1/instances", write(createInstance))
-        router.get("/v1/instances") { request in handle { () throws(Problem) in try listInstances(request) } }
+        router.get("/v1/instances", read(listInstances))
         router.addDeferred("PUT", "/v1/instances/{id}", write(putInstance))
-        router.get("/v1/instances/{id}") { request in handle { () throws(Problem) in try getInstance(request) } }
+        router.get("/v1/instances/{id}", read(getInstance))
         router.addDeferred("DELETE", "/v1/instances/{id}", write(deleteInstance))
         router.addDeferred("POST", "/v1/instances/{id}/events", write(postEvent))
         router.addDeferred("POST", "/v1/instances/{id}/actions", write(postAction))
         router.addDeferred("POST", "/v1/instances/{id}/launches", write(postLaunch))
-        router.get("/v1/instances/{id}/history") { request in handle { () throws(Problem) in try history(request) } }
+        router.get("/v1/instances/{id}/history", read(history))
         router.fallback = { [staticFiles] request in
             if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
                 return .problem(.notFound("no resource at \(request.path)"))
@@ -32,11 +32,13 @@ struct API: Sendable {
         return router
     }
 
-    private func handle(_ body: () throws(Problem) -> Response) -> Response {
-        do {
-            return try body()
-        } catch {
-            return .problem(error)
+    /// A read: answered on the HTTP thread; a thrown problem becomes its response.
+    private func read(_ answer: @escaping @Sendable (Request) throws(Problem) -> Response) -> Handler {
+        { request in
+            switch Result(catching: { () throws(Problem) in try answer(request) }) {
+            case .success(let response): response
+            case .failure(let problem): .problem(problem)
+            }
         }
     }
 
@@ -44,10 +46,10 @@ struct API: Sendable {
     /// answers once the write is durable.
     private func write(_ parse: @escaping @Sendable (Request) throws(Problem) -> InstanceRegistry.Write) -> DeferredHandler {
         { [registry] request, respond in
-            let parsed = Result { () throws(Problem) in try parse(request) }
-            guard case .success(let write) = parsed else {
-                if case .failure(let problem) = parsed { respond(.problem(problem)) }
-                return
+            let write: InstanceRegistry.Write
+            switch Result(catching: { () throws(Problem) in try parse(request) }) {
+            case .success(let parsed): write = parsed
+            case .failure(let problem): return respond(.problem(problem))
             }
             registry.submit(write) { result in
                 switch result {

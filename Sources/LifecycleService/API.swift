@@ -86,14 +86,14 @@ struct API: Sendable {
             throw .badRequest("unknown field \"\(key)\"; an instance takes \"id\" and \"model\"")
         }
         let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
-        guard isValidInstanceID(id) else { throw .unprocessable("instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -") }
+        guard isValidInstanceID(id) else { throw .unprocessable(invalidInstanceID) }
         let model = try stringField(body, "model") ?? Model.iosApp.name
         return .create(id: id, model: model, isPut: false, key: try request.idempotencyKey())
     }
 
     func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let id = request.parameters["id"] ?? ""
-        guard isValidInstanceID(id) else { throw .badRequest("instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -") }
+        guard isValidInstanceID(id) else { throw .badRequest(invalidInstanceID) }
         let body = try request.jsonObject(isRequired: false)
         for key in body.keys where key != "model" {
             throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\"")
@@ -111,9 +111,7 @@ struct API: Sendable {
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
-        for (name, _) in request.query where !["state", "model", "limit", "cursor"].contains(name) {
-            throw .badRequest("unknown query parameter \"\(name)\"; use state, model, limit, cursor")
-        }
+        try request.checkQuery(allowing: ["state", "model", "limit", "cursor"])
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
         let page = registry.list(state: request.query("state"), model: request.query("model"), after: request.query("cursor"), limit: limit)
         return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
@@ -169,23 +167,25 @@ struct API: Sendable {
     // MARK: history
 
     func history(_ request: Request) throws(Problem) -> Response {
-        for (name, _) in request.query where name != "after" && name != "limit" {
-            throw .badRequest("unknown query parameter \"\(name)\"; use after, limit")
-        }
+        try request.checkQuery(allowing: ["after", "limit"])
         let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
         let page = try registry.history(of: request.parameters["id"] ?? "", after: after, limit: limit)
         // Records are stored as JSON; the page is assembled around them without re-encoding.
-        var body = Array(#"{"items":["#.utf8)
+        var json = JSONBuffer(capacity: 64 + page.records.reduce(0) { $0 + $1.count + 1 })
+        json.raw("{\"items\":[")
         for (index, record) in page.records.enumerated() {
-            if index > 0 { body.append(UInt8(ascii: ",")) }
-            body += record
+            if index > 0 { json.byte(UInt8(ascii: ",")) }
+            json.bytes += record
         }
-        let next = page.hasMore ? page.lastSequence.map(String.init) ?? "null" : "null"
-        let oldest = page.oldestRetainedVersion.map(String.init) ?? "null"
-        let truncated = (page.oldestRetainedVersion ?? 1) > 1
-        body += Array(#"],"nextAfter":\#(next),"oldestRetainedVersion":\#(oldest),"olderDropped":\#(truncated)}"#.utf8)
-        return Response(status: 200, headers: [("Content-Type", "application/json")], body: body)
+        json.raw("],\"nextAfter\":")
+        if page.hasMore, let last = page.lastSequence { json.integer(last) } else { json.raw("null") }
+        json.raw(",\"oldestRetainedVersion\":")
+        if let oldest = page.oldestRetainedVersion { json.integer(oldest) } else { json.raw("null") }
+        json.raw(",\"olderDropped\":")
+        json.bool((page.oldestRetainedVersion ?? 1) > 1)
+        json.byte(UInt8(ascii: "}"))
+        return Response(status: 200, headers: [("Content-Type", "application/json")], body: json.bytes)
     }
 }
 

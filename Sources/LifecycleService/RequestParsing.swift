@@ -53,6 +53,13 @@ extension Request {
         return members.mapValues(BodyValue.init)
     }
 
+    /// Refuses query arguments other than `names`, so a typo is not silently ignored.
+    func checkQuery(allowing names: [String]) throws(Problem) {
+        for (name, _) in query where !names.contains(name) {
+            throw .badRequest("unknown query parameter \"\(name)\"; use \(names.joined(separator: ", "))")
+        }
+    }
+
     /// A query argument as an integer within bounds, or the default when absent.
     func integerQuery(_ name: String, default value: Int64, in range: ClosedRange<Int64>) throws(Problem) -> Int64 {
         guard let text = query(name) else { return value }
@@ -81,6 +88,8 @@ extension Request {
         return IdempotencyKey(key: key, fingerprint: Array("\(method) \(path)\n".utf8) + body)
     }
 }
+
+let invalidInstanceID = "instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -"
 
 /// Instance ids: 1 to 128 characters from `[A-Za-z0-9._-]`.
 func isValidInstanceID(_ id: String) -> Bool {

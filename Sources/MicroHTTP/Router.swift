@@ -105,8 +105,13 @@ public struct Router: Sendable {
     /// Routes a request and runs (or, for a deferred handler, prepares) its handler.
     public func reply(to request: Request) -> Reply {
         let method = request.method == "HEAD" ? "GET" : request.method
-        for route in routes where route.method == method {
-            guard let parameters = Self.match(route.segments, request.path) else { continue }
+        let found = Self.withBytes(of: request.path) { path -> (Route, [String: String])? in
+            for route in routes where route.method == method {
+                if let parameters = Self.match(route.segments, path) { return (route, parameters) }
+            }
+            return nil
+        }
+        if let (route, parameters) = found {
             var routed = request
             routed.parameters = parameters
             switch route.handler {
@@ -115,7 +120,7 @@ public struct Router: Sendable {
             }
         }
         // No route for this method: 405 if the path exists under another, else the fallback.
-        var allowed = Set(routes.filter { Self.match($0.segments, request.path) != nil }.map(\.method))
+        var allowed = Self.withBytes(of: request.path) { path in Set(routes.filter { Self.match($0.segments, path) != nil }.map(\.method)) }
         if allowed.isEmpty { return .now(fallback(request)) }
         if allowed.contains("GET") { allowed.insert("HEAD") }
         let allow = Self.methodOrder.filter(allowed.contains).joined(separator: ", ")
@@ -128,35 +133,38 @@ public struct Router: Sendable {
     /// Routes a request and waits for its response.
     public func respond(to request: Request) -> Response { reply(to: request).wait() }
 
-    /// Matches a path against a route's segments, walking the path's bytes once without
-    /// splitting it (routing runs on every request). Empty segments are skipped, as `//`
-    /// means `/`. Returns the captured parameters, or `nil`.
-    private static func match(_ pattern: [Segment], _ path: String) -> [String: String]? {
+    private static func withBytes<T>(of path: String, _ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
         var path = path
-        return path.withUTF8 { bytes -> [String: String]? in
-            var parameters: [String: String] = [:]
-            var segmentIndex = 0
-            var position = 0
-            let slash = UInt8(ascii: "/")
-            while position < bytes.count {
-                if bytes[position] == slash {
-                    position += 1
-                    continue
-                }
-                var end = position
-                while end < bytes.count, bytes[end] != slash { end += 1 }
-                guard segmentIndex < pattern.count else { return nil }
-                let segment = UnsafeBufferPointer(rebasing: bytes[position..<end])
-                switch pattern[segmentIndex] {
-                case .literal(let literal):
-                    guard literal.elementsEqual(segment) else { return nil }
-                case .capture(let name):
-                    parameters[name] = String(decoding: segment, as: UTF8.self)
-                }
-                segmentIndex += 1
-                position = end
+        return path.withUTF8(body)
+    }
+
+    /// Matches a path's bytes against a route's segments in one pass, without splitting
+    /// (routing runs on every request). Empty segments are skipped, as `//` means `/`.
+    /// Returns the captured parameters, or `nil`.
+    private static func match(_ pattern: [Segment], _ bytes: UnsafeBufferPointer<UInt8>) -> [String: String]? {
+        var parameters: [String: String] = [:]
+        var segmentIndex = 0
+        var position = 0
+        let slash = UInt8(ascii: "/")
+        while position < bytes.count {
+            if bytes[position] == slash {
+                position += 1
+                continue
             }
-            return segmentIndex == pattern.count ? parameters : nil
+            var end = position
+            while end < bytes.count, bytes[end] != slash { end += 1 }
+            guard segmentIndex < pattern.count else { return nil }
+            switch pattern[segmentIndex] {
+            case .literal(let literal):
+                let isEqual = literal.count == end - position
+                    && literal.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress! + position, literal.count) == 0 }
+                guard isEqual else { return nil }
+            case .capture(let name):
+                parameters[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[position..<end]), as: UTF8.self)
+            }
+            segmentIndex += 1
+            position = end
         }
+        return segmentIndex == pattern.count ? parameters : nil
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import LifecycleService
 
@@ -9,30 +10,36 @@ struct Acknowledged: Hashable {
     var sequence: Int
 }
 
-/// Runs `clients` threads at once, each with its own keep-alive connection.
-func runClients(_ clients: Int, port: UInt16, _ body: @escaping @Sendable (Int, HTTPConnection) throws -> [Acknowledged]) -> [[Acknowledged]] {
-    let results = Mutex<[Int: [Acknowledged]]>([:])
-    let errors = Mutex<[String]>([])
+/// Starts `count` threads, each running `body` with its index and its own keep-alive
+/// connection; the group is left as each returns (or fails to connect).
+func startClients(_ count: Int, port: UInt16, _ body: @escaping @Sendable (Int, HTTPConnection) -> Void) -> DispatchGroup {
     let group = DispatchGroup()
-    for client in 0..<clients {
+    for client in 0..<count {
         group.enter()
         Thread.detachNewThread {
             defer { group.leave() }
-            do {
-                let connection = try HTTPConnection(port: port)
-                let acknowledged = try body(client, connection)
-                results.withLock { $0[client] = acknowledged }
-            } catch {
-                errors.withLock { $0.append("client \(client): \(error)") }
-            }
+            guard let connection = try? HTTPConnection(port: port) else { return }
+            body(client, connection)
         }
     }
-    group.wait()
+    return group
+}
+
+/// Runs `clients` threads to completion and collects what each acknowledged.
+func runClients(_ clients: Int, port: UInt16, _ body: @escaping @Sendable (Int, HTTPConnection) throws -> [Acknowledged]) -> [[Acknowledged]] {
+    let results = Mutex<[Int: [Acknowledged]]>([:])
+    let errors = Mutex<[String]>([])
+    startClients(clients, port: port) { client, connection in
+        do {
+            let acknowledged = try body(client, connection)
+            results.withLock { $0[client] = acknowledged }
+        } catch {
+            errors.withLock { $0.append("client \(client): \(error)") }
+        }
+    }.wait()
     #expect(errors.withLock { $0 } == [])
     return results.withLock { r in (0..<clients).map { r[$0] ?? [] } }
 }
-
-import Synchronization
 
 @Suite("concurrency")
 struct ConcurrencyTests {

@@ -17,32 +17,25 @@ struct CrashTests {
         for writer in 0..<writers { try setup.makeInstance("crash-\(writer)", events: coldStart) }
 
         let acknowledged = Mutex<[Acknowledged]>([])
-        let port = server.port
-        let group = DispatchGroup()
-        for writer in 0..<writers {
-            group.enter()
-            Thread.detachNewThread {
-                defer { group.leave() }
-                guard let c = try? HTTPConnection(port: port) else { return }
-                var i = 0
-                while true {
-                    let id = "crash-\(writer)"
-                    // Every fifth request is an action, so two kinds of record are in flight.
-                    let response: HTTPResponse?
-                    if i % 5 == 4 {
-                        response = try? c.request("POST", "/v1/instances/\(id)/actions", json: #"{"action": "openURL", "url": "https://example.com/\#(i)"}"#)
-                    } else {
-                        response = try? c.event(id, #"{"event": "\#(Self.cycle[(i - i / 5) % 4])"}"#)
-                    }
-                    guard let response else { return }  // the server is gone
-                    if (200..<300).contains(response.status), let version = response.json["version"] as? Int, let sequence = response.json["sequence"] as? Int {
-                        acknowledged.withLock { $0.append(Acknowledged(instance: id, version: version, sequence: sequence)) }
-                    } else {
-                        Issue.record("writer \(writer) got \(response.status): \(response.text)")
-                        return
-                    }
-                    i += 1
+        let group = startClients(writers, port: server.port) { writer, c in
+            var i = 0
+            while true {
+                let id = "crash-\(writer)"
+                // Every fifth request is an action, so two kinds of record are in flight.
+                let response: HTTPResponse?
+                if i % 5 == 4 {
+                    response = try? c.request("POST", "/v1/instances/\(id)/actions", json: #"{"action": "openURL", "url": "https://example.com/\#(i)"}"#)
+                } else {
+                    response = try? c.event(id, #"{"event": "\#(Self.cycle[(i - i / 5) % 4])"}"#)
                 }
+                guard let response else { return }  // the server is gone
+                if (200..<300).contains(response.status), let version = response.json["version"] as? Int, let sequence = response.json["sequence"] as? Int {
+                    acknowledged.withLock { $0.append(Acknowledged(instance: id, version: version, sequence: sequence)) }
+                } else {
+                    Issue.record("writer \(writer) got \(response.status): \(response.text)")
+                    return
+                }
+                i += 1
             }
         }
         // Let the writers run, then kill the server in the middle of their work.

@@ -151,25 +151,18 @@ struct GracefulStopTests {
         let setup = try server.connect()
         let writers = 4
         for writer in 0..<writers { try setup.makeInstance("stop-\(writer)", events: coldStart) }
-        let port = server.port
         let acknowledged = Mutex<[Acknowledged]>([])
         let unexpectedStatuses = Mutex<[Int]>([])
-        let group = DispatchGroup()
-        for writer in 0..<writers {
-            group.enter()
-            Thread.detachNewThread {
-                defer { group.leave() }
-                guard let c = try? HTTPConnection(port: port) else { return }
-                for i in 0..<100_000 {
-                    let event = i % 2 == 0 ? "willResignActive" : "didBecomeActive"
-                    guard let response = try? c.event("stop-\(writer)", #"{"event": "\#(event)"}"#) else { return }
-                    if response.status == 503 { return }
-                    guard response.status == 200, let version = response.json["version"] as? Int, let sequence = response.json["sequence"] as? Int else {
-                        unexpectedStatuses.withLock { $0.append(response.status) }
-                        return
-                    }
-                    acknowledged.withLock { $0.append(Acknowledged(instance: "stop-\(writer)", version: version, sequence: sequence)) }
+        let group = startClients(writers, port: server.port) { writer, c in
+            for i in 0..<100_000 {
+                let event = i % 2 == 0 ? "willResignActive" : "didBecomeActive"
+                guard let response = try? c.event("stop-\(writer)", #"{"event": "\#(event)"}"#) else { return }
+                if response.status == 503 { return }
+                guard response.status == 200, let version = response.json["version"] as? Int, let sequence = response.json["sequence"] as? Int else {
+                    unexpectedStatuses.withLock { $0.append(response.status) }
+                    return
                 }
+                acknowledged.withLock { $0.append(Acknowledged(instance: "stop-\(writer)", version: version, sequence: sequence)) }
             }
         }
         Thread.sleep(forTimeInterval: 0.5)

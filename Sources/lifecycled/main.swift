@@ -4,6 +4,15 @@ import LifecycleService
 // Flags and environment, wiring, signals. Exit codes: 0 after a clean stop,
 // 1 when the service cannot start, 2 for a bad command line.
 
+// Block SIGINT and SIGTERM first, before any thread exists, so every thread inherits the
+// block and a stop signal stays pending until `sigwait` below takes it, however early it
+// arrives (a supervisor may send it the moment the port answers).
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+sigaddset(&stopSignals, SIGINT)
+sigaddset(&stopSignals, SIGTERM)
+pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+
 let configuration: Configuration
 do {
     configuration = try Configuration.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
@@ -23,15 +32,8 @@ do {
     exit(1)
 }
 
-let stopped = DispatchSemaphore(value: 0)
-var sources: [DispatchSourceSignal] = []
-for signalNumber in [SIGINT, SIGTERM] {
-    signal(signalNumber, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-    source.setEventHandler { stopped.signal() }
-    source.resume()
-    sources.append(source)
-}
-stopped.wait()
+var received: Int32 = 0
+sigwait(&stopSignals, &received)
+service.logger.info("stopping", ["signal": received == SIGINT ? "SIGINT" : "SIGTERM"])
 service.stop()
 exit(0)

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -79,21 +80,28 @@ final class LifecycledProcess {
     }
 
     /// Starts a server on a free port and waits until it answers.
-    static func serving(dataDirectory: String, extra: [String] = []) throws -> LifecycledProcess {
+    static func serving(dataDirectory: String, extra: [String] = [], pollMicroseconds: UInt32 = 20_000) throws -> LifecycledProcess {
         let port = freePort()
         let server = try LifecycledProcess(arguments: ["--port", String(port), "--data-dir", dataDirectory] + extra, port: port)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let c = try? HTTPConnection(port: port), (try? c.request("GET", "/healthz"))?.status == 200 { return server }
             guard server.process.isRunning else { break }
-            usleep(20_000)
+            usleep(pollMicroseconds)
         }
         throw HTTPClientError(description: "lifecycled did not start: \(server.finish().stderr)")
     }
 
-    /// Waits for the process to end; returns its status and output.
+    /// Waits (at most `seconds`) for the process to end; returns its status and output.
+    /// A process that does not end is killed and recorded as a failure, not waited on forever.
     @discardableResult
-    func finish() -> (status: Int32, stdout: String, stderr: String) {
+    func finish(within seconds: Double = 30) -> (status: Int32, stdout: String, stderr: String) {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            Issue.record("lifecycled (pid \(process.processIdentifier)) did not exit within \(seconds) s")
+            kill(process.processIdentifier, SIGKILL)
+        }
         process.waitUntilExit()
         return (process.terminationStatus, output.finish(), errors.finish())
     }

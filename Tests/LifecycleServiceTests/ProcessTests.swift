@@ -61,4 +61,17 @@ struct ProcessTests {
         #expect(run.stderr.contains("lifecycled stopped"))
         #expect(run.stderr.contains("debug request method=GET path=/healthz status=200"), "one line per request at debug")
     }
+
+    @Test("a stop signal sent the moment the port answers is never lost")
+    func earlySignal() throws {
+        let data = TemporaryDirectory()
+        for round in 0..<40 {
+            // Polling tightly sends the signal as close to the first answer as possible.
+            let server = try LifecycledProcess.serving(dataDirectory: data.path, pollMicroseconds: 500)
+            server.signal(SIGTERM)
+            let run = server.finish(within: 15)
+            #expect(run.status == 0, "round \(round): \(run.stderr)")
+            #expect(run.stderr.contains("lifecycled stopped"), "round \(round)")
+        }
+    }
 }

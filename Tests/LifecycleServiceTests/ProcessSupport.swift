@@ -27,22 +27,23 @@ func freePort() -> UInt16 {
 
 /// Collects what a pipe carries, read as it arrives so the writer never blocks on a full pipe.
 final class PipeCollector: @unchecked Sendable {
-    let pipe = Pipe()
+    /// The end the child writes to (its stdout or stderr).
+    let writeEnd: FileHandle
     private let lock = NSLock()
     private var data = Data()
     private let done = DispatchSemaphore(value: 0)
 
     init() {
-        // Close-on-exec for both ends: otherwise a child spawned by a test running in
-        // parallel inherits this pipe's write end, and its end-of-file never comes while
-        // that other child lives (two tests can then wait on each other forever).
-        for fd in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        }
-        let handle = pipe.fileHandleForReading
+        // Both ends close-on-exec from the start (pipe2, not pipe then fcntl): otherwise a
+        // child spawned meanwhile by a test running in parallel inherits the write end, and
+        // this pipe's end-of-file never comes while that other child lives.
+        var fds: [Int32] = [-1, -1]
+        precondition(pipe2(&fds, O_CLOEXEC) == 0, "pipe2 failed")
+        writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+        let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
         Thread.detachNewThread { [self] in
             while true {
-                let chunk = handle.availableData
+                let chunk = readEnd.availableData
                 if chunk.isEmpty { break }
                 lock.withLock { data.append(chunk) }
             }
@@ -50,7 +51,7 @@ final class PipeCollector: @unchecked Sendable {
         }
     }
 
-    /// Everything written, once the writer has closed the pipe.
+    /// Everything written, once every writer has closed the pipe.
     func finish() -> String {
         done.wait()
         return lock.withLock { String(decoding: data, as: UTF8.self) }
@@ -71,12 +72,12 @@ final class LifecycledProcess {
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
         process.environment = env
-        process.standardError = errors.pipe
-        process.standardOutput = output.pipe
+        process.standardError = errors.writeEnd
+        process.standardOutput = output.writeEnd
         try process.run()
         // Only the child writes to these now.
-        try errors.pipe.fileHandleForWriting.close()
-        try output.pipe.fileHandleForWriting.close()
+        try errors.writeEnd.close()
+        try output.writeEnd.close()
     }
 
     /// Starts a server on a free port and waits until it answers.

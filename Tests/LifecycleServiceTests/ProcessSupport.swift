@@ -34,11 +34,11 @@ final class PipeCollector: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init() {
-        // Both ends close-on-exec from the start (pipe2, not pipe then fcntl): otherwise a
-        // child spawned meanwhile by a test running in parallel inherits the write end, and
-        // this pipe's end-of-file never comes while that other child lives.
+        // Both ends close-on-exec from the start (a socket pair made with SOCK_CLOEXEC, not a
+        // pipe marked afterwards): otherwise a child spawned meanwhile by a test running in
+        // parallel inherits the write end, and end-of-file never comes while that child lives.
         var fds: [Int32] = [-1, -1]
-        precondition(pipe2(&fds, O_CLOEXEC) == 0, "pipe2 failed")
+        precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0, "socketpair failed")
         writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
         let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
         Thread.detachNewThread { [self] in

@@ -18,7 +18,7 @@ final class StreamingJSONEncoder: Encoder {
 
     fileprivate func close(downTo level: Int) {
         while frames.count > level {
-            buffer.bytes.append(frames.removeLast().isObject ? UInt8(ascii: "}") : UInt8(ascii: "]"))
+            buffer.byte(frames.removeLast().isObject ? UInt8(ascii: "}") : UInt8(ascii: "]"))
         }
     }
 
@@ -28,7 +28,12 @@ final class StreamingJSONEncoder: Encoder {
             close(downTo: valueBase + 1)
             return valueBase
         }
-        buffer.bytes.append(isObject ? UInt8(ascii: "{") : UInt8(ascii: "["))
+        return openNested(isObject: isObject)
+    }
+
+    /// Starts a new object or array where the writing stands; returns its level.
+    fileprivate func openNested(isObject: Bool) -> Int {
+        buffer.byte(isObject ? UInt8(ascii: "{") : UInt8(ascii: "["))
         frames.append((isObject, 0))
         return frames.count - 1
     }
@@ -36,15 +41,9 @@ final class StreamingJSONEncoder: Encoder {
     /// Writes the separator before a member or element of the container at `level`.
     fileprivate func beginItem(at level: Int) {
         close(downTo: level + 1)
-        if frames[level].count > 0 { buffer.bytes.append(UInt8(ascii: ",")) }
+        if frames[level].count > 0 { buffer.byte(UInt8(ascii: ",")) }
         frames[level].count += 1
     }
-
-    fileprivate func writeKey(_ key: String) { buffer.key(key) }
-
-    func writeString(_ string: String) { buffer.string(string) }
-
-    fileprivate func writeDouble(_ value: Double) throws { try buffer.number(value) }
 
     /// Writes one value where the current container expects it.
     func encodeValue<T: Encodable>(_ value: T) throws {
@@ -63,7 +62,7 @@ final class StreamingJSONEncoder: Encoder {
             let start = buffer.bytes.count
             try value.encode(to: self)
             close(downTo: level)
-            if buffer.bytes.count == start { buffer.bytes.append(contentsOf: "{}".utf8) }
+            if buffer.bytes.count == start { buffer.raw("{}") }
             valueBase = savedBase
         }
     }
@@ -88,14 +87,13 @@ protocol SortedJSONObject {
 
 extension Dictionary: SortedJSONObject where Key == String, Value: Encodable {
     func encodeSorted(into encoder: StreamingJSONEncoder) throws {
-        encoder.buffer.bytes.append(UInt8(ascii: "{"))
+        encoder.buffer.byte(UInt8(ascii: "{"))
         for (offset, key) in keys.sorted().enumerated() {
-            if offset > 0 { encoder.buffer.bytes.append(UInt8(ascii: ",")) }
-            encoder.writeString(key)
-            encoder.buffer.bytes.append(UInt8(ascii: ":"))
+            if offset > 0 { encoder.buffer.byte(UInt8(ascii: ",")) }
+            encoder.buffer.key(key)
             try encoder.encodeValue(self[key]!)
         }
-        encoder.buffer.bytes.append(UInt8(ascii: "}"))
+        encoder.buffer.byte(UInt8(ascii: "}"))
     }
 }
 
@@ -106,12 +104,12 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     private func member(_ key: Key) {
         encoder.beginItem(at: level)
-        encoder.writeKey(key.stringValue)
+        encoder.buffer.key(key.stringValue)
     }
 
     mutating func encodeNil(forKey key: Key) throws {
         member(key)
-        encoder.buffer.bytes.append(contentsOf: "null".utf8)
+        encoder.buffer.raw("null")
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
@@ -121,12 +119,12 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encode(_ value: Bool, forKey key: Key) throws {
         member(key)
-        encoder.buffer.bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        encoder.buffer.bool(value)
     }
 
-    mutating func encode(_ value: String, forKey key: Key) throws { member(key); encoder.writeString(value) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { member(key); try encoder.writeDouble(value) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { member(key); try encoder.writeDouble(Double(value)) }
+    mutating func encode(_ value: String, forKey key: Key) throws { member(key); encoder.buffer.string(value) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { member(key); try encoder.buffer.number(value) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { member(key); try encoder.buffer.number(Double(value)) }
     mutating func encode(_ value: Int, forKey key: Key) throws { try integer(value, key) }
     mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(value, key) }
     mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(value, key) }
@@ -140,21 +138,17 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     private func integer<I: BinaryInteger>(_ value: I, _ key: Key) throws {
         member(key)
-        encoder.buffer.bytes.append(contentsOf: String(value).utf8)
+        encoder.buffer.integer(value)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         member(key)
-        encoder.buffer.bytes.append(UInt8(ascii: "{"))
-        encoder.frames.append((true, 0))
-        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.frames.count - 1))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.openNested(isObject: true)))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         member(key)
-        encoder.buffer.bytes.append(UInt8(ascii: "["))
-        encoder.frames.append((false, 0))
-        return UnkeyedContainer(encoder: encoder, level: encoder.frames.count - 1)
+        return UnkeyedContainer(encoder: encoder, level: encoder.openNested(isObject: false))
     }
 
     mutating func superEncoder() -> any Encoder {
@@ -178,7 +172,7 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
 
     mutating func encodeNil() throws {
         encoder.beginItem(at: level)
-        encoder.buffer.bytes.append(contentsOf: "null".utf8)
+        encoder.buffer.raw("null")
     }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
@@ -188,16 +182,12 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         encoder.beginItem(at: level)
-        encoder.buffer.bytes.append(UInt8(ascii: "{"))
-        encoder.frames.append((true, 0))
-        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.frames.count - 1))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, level: encoder.openNested(isObject: true)))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         encoder.beginItem(at: level)
-        encoder.buffer.bytes.append(UInt8(ascii: "["))
-        encoder.frames.append((false, 0))
-        return UnkeyedContainer(encoder: encoder, level: encoder.frames.count - 1)
+        return UnkeyedContainer(encoder: encoder, level: encoder.openNested(isObject: false))
     }
 
     mutating func superEncoder() -> any Encoder {
@@ -211,6 +201,6 @@ private struct SingleContainer: SingleValueEncodingContainer {
     let encoder: StreamingJSONEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    mutating func encodeNil() throws { encoder.buffer.bytes.append(contentsOf: "null".utf8) }
+    mutating func encodeNil() throws { encoder.buffer.raw("null") }
     mutating func encode<T: Encodable>(_ value: T) throws { try encoder.encodeValue(value) }
 }

@@ -25,7 +25,7 @@ struct API: Sendable {
         router.get("/v1/instances/{id}/history", read(history))
         router.fallback = { [staticFiles] request in
             if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
-                return .problem(.notFound("no resource at \(request.path)"))
+                return .notFound(request)
             }
             return staticFiles!.respond(to: request)
         }

@@ -27,6 +27,19 @@ public struct Response: Sendable {
         return Response(status: problem.status, headers: [("Content-Type", "application/problem+json")] + headers, body: body)
     }
 
+    /// 404 for a path nothing serves.
+    public static func notFound(_ request: Request) -> Response {
+        .problem(Problem(status: 404, title: "Not Found", detail: "no resource at \(request.path)"))
+    }
+
+    /// 405 naming, in `Allow`, the methods the path does serve.
+    public static func methodNotAllowed(_ request: Request, allow: String) -> Response {
+        .problem(
+            Problem(status: 405, title: "Method Not Allowed", detail: "\(request.method) is not allowed on \(request.path); allowed: \(allow)"),
+            headers: [("Allow", allow)]
+        )
+    }
+
     public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8") -> Response {
         Response(status: status, headers: [("Content-Type", contentType)], body: Array(text.utf8))
     }

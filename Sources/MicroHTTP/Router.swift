@@ -60,7 +60,7 @@ public struct Router: Sendable {
     private var routes: [Route] = []
     /// Answers paths no route matches (static files, for instance).
     public var fallback: Handler = { request in
-        .problem(Problem(status: 404, title: "Not Found", detail: "no resource at \(request.path)"))
+        .notFound(request)
     }
 
     public init() {}
@@ -124,10 +124,7 @@ public struct Router: Sendable {
         if allowed.isEmpty { return .now(fallback(request)) }
         if allowed.contains("GET") { allowed.insert("HEAD") }
         let allow = Self.methodOrder.filter(allowed.contains).joined(separator: ", ")
-        return .now(.problem(
-            Problem(status: 405, title: "Method Not Allowed", detail: "\(request.method) is not allowed on \(request.path); allowed: \(allow)"),
-            headers: [("Allow", allow)]
-        ))
+        return .now(.methodNotAllowed(request, allow: allow))
     }
 
     /// Routes a request and waits for its response.

@@ -18,12 +18,9 @@ public struct StaticFiles: Sendable {
 
     public func respond(to request: Request) -> Response {
         guard request.method == "GET" || request.method == "HEAD" else {
-            return .problem(
-                Problem(status: 405, title: "Method Not Allowed", detail: "\(request.method) is not allowed on \(request.path); allowed: GET, HEAD"),
-                headers: [("Allow", "GET, HEAD")]
-            )
+            return .methodNotAllowed(request, allow: "GET, HEAD")
         }
-        let notFound = Response.problem(Problem(status: 404, title: "Not Found", detail: "no resource at \(request.path)"))
+        let notFound = Response.notFound(request)
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true)
         guard !segments.contains(where: { $0 == "." || $0 == ".." || $0.contains("\0") || $0.contains("\\") }) else {
             return notFound

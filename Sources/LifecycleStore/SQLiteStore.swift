@@ -110,7 +110,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             // Ignored for an existing file.
             try writer.execute("PRAGMA page_size = 1024")
             try writer.execute("PRAGMA journal_mode = WAL")
-            try writer.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+            let synchronous = "PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")"
+            try writer.execute(synchronous)
             // Commits never checkpoint: that work (and its fsyncs) would stall the one
             // writer. The checkpointer thread does it instead.
             try writer.execute("PRAGMA wal_autocheckpoint = 0")
@@ -122,11 +123,10 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             let newest = try writer.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
             let floor = try writer.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
-            try statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
 
             reader = try Database(path: path)
             checkpointer = try Database(path: path)
-            try checkpointer.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+            try checkpointer.execute(synchronous)
             // A client pages with the last sequence number it saw, which belongs to this
             // instance: start the index range right after that record's version instead of
             // walking the instance's history from the beginning.
@@ -138,6 +138,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                 ORDER BY instance, version LIMIT ?3
                 """)
             selectOldestVersion = try reader.prepare("SELECT min(version) FROM records WHERE instance = ?1")
+            try purgeExpiredKeys()
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
@@ -147,6 +148,11 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         }
         thread.name = "lifecycled-checkpoint"
         thread.start()
+    }
+
+    /// Drops idempotency keys older than their lifetime (on the write connection).
+    private func purgeExpiredKeys() throws(SQLiteError) {
+        try statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
     }
 
     /// Checkpoints the WAL, then waits a little; `false` once the store is closed.
@@ -236,7 +242,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             writesSincePurge += 1
             if writesSincePurge >= 1000 {
                 writesSincePurge = 0
-                try? statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
+                try? purgeExpiredKeys()
             }
             return result
         } catch {

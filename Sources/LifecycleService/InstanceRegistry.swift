@@ -202,11 +202,12 @@ final class InstanceRegistry: @unchecked Sendable {
         var notes: [Note] = []
         do {
             try store.write { (transaction) throws(StoreError) in
-                var dirty: [String] = []
+                // Instances whose state changed: stored once per batch, however many records.
+                var dirty: Set<String> = []
                 for (index, job) in batch.enumerated() {
                     results[index] = try run(job.write, transaction, &staged, &dirty, &notes)
                 }
-                for id in Set(dirty) {
+                for id in dirty {
                     if case .present(let instance, _)? = staged[id] { try transaction.update(instance) }
                 }
             }
@@ -256,7 +257,7 @@ final class InstanceRegistry: @unchecked Sendable {
     /// One write inside the batch's transaction. Refusals come back as values; only
     /// store failures throw, and they fail the whole batch.
     private func run(
-        _ write: Write, _ transaction: any StoreTransaction, _ staged: inout [String: Staged], _ dirty: inout [String], _ notes: inout [Note]
+        _ write: Write, _ transaction: any StoreTransaction, _ staged: inout [String: Staged], _ dirty: inout Set<String>, _ notes: inout [Note]
     ) throws(StoreError) -> Result<StoredResponse, Problem> {
         let time = Date().roundedToMilliseconds
         switch write {
@@ -306,7 +307,7 @@ final class InstanceRegistry: @unchecked Sendable {
             let encoded = try transaction.append(record, instanceID: id, encode: Self.encode)
             if let key { try transaction.remember(key, encoded.response) }
             staged[id] = .present(instance, machine)
-            dirty.append(id)
+            dirty.insert(id)
             if record.outcome == .unexpected {
                 notes.append(("unexpected event", ["id": id, "event": record.name, "state": record.from, "seq": String(encoded.sequence)]))
             }

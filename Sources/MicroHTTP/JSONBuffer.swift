@@ -72,6 +72,14 @@ public struct JSONBuffer: Sendable {
         }
     }
 
+    /// A decimal with all its digits (a conversion to `Double` would round them).
+    public mutating func decimal(_ value: Decimal) throws {
+        guard !value.isNaN else {
+            throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "JSON has no NaN"))
+        }
+        bytes.append(contentsOf: value.description.utf8)
+    }
+
     /// A time as a string: ISO 8601 in UTC, rounded to the millisecond.
     public mutating func time(_ date: Date) {
         string(JSON.formatTime(date))

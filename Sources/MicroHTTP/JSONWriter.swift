@@ -55,6 +55,14 @@ final class StreamingJSONEncoder: Encoder {
         case let double as Double: try buffer.number(double)
         case let date as Date: buffer.time(date)
         case let sorted as any SortedJSONObject: try sorted.encodeSorted(into: self)
+        // The other standard numbers. They must be caught here: their `encode(to:)` asks a
+        // single-value container to encode themselves, which lands back in this function.
+        case let integer as any BinaryInteger: buffer.integer(integer)
+        case let float as Float: try buffer.number(Double(float))
+        #if !(os(macOS) && arch(x86_64))
+        case let half as Float16: try buffer.number(Double(half))
+        #endif
+        case let decimal as Decimal: try buffer.decimal(decimal)
         default:
             let savedBase = valueBase
             let level = frames.count

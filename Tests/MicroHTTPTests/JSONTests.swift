@@ -99,6 +99,30 @@ struct JSONEncoderTests {
         #expect(throws: EncodingError.self) { try JSON.encode([Double.nan]) }
     }
 
+    /// Every standard number type, alone, in arrays and as members: each once recursed
+    /// forever (`JSON.encode([UInt32(1), 2])` crashed the process).
+    @Test("every standard number type, as a value, in an array and as a member")
+    func everyNumberType() throws {
+        func text<T: Encodable>(_ value: T) throws -> String { String(decoding: try JSON.encode(value), as: UTF8.self) }
+        #expect(try text([UInt32(1), 2]) == "[1,2]")
+        #expect(try text(UInt64.max) == "18446744073709551615")
+        #expect(try text([UInt64.max]) == "[18446744073709551615]")
+        #expect(try text(Int8.min) == "-128")
+        #expect(try text([Int16(-3), 4]) == "[-3,4]")
+        #expect(try text([Int32.min]) == "[-2147483648]")
+        #expect(try text([UInt8(255)]) == "[255]")
+        #expect(try text([UInt16.max]) == "[65535]")
+        #expect(try text([UInt(7)]) == "[7]")
+        #expect(try text(Float(1.5)) == "1.5")
+        #expect(try text([Float(0.25), 3]) == "[0.25,3]")
+        #expect(try text(Float16(2.5)) == "2.5")
+        #expect(try text([Decimal(string: "12345678901234567890.125")!]) == "[12345678901234567890.125]")
+        #expect(try text(["b": UInt32(2), "a": UInt32(1)]) == #"{"a":1,"b":2}"#)
+        #expect(try text(Data([1, 2])) == "[1,2]")
+        #expect(throws: EncodingError.self) { try JSON.encode([Float.infinity]) }
+        #expect(throws: EncodingError.self) { try JSON.encode(Decimal.nan) }
+    }
+
     @Test("a problem carries its members and extensions")
     func problem() throws {
         let problem = Problem(status: 409, title: "Conflict", detail: "d", extensions: ["record": JSONFragment(["k": 1])])

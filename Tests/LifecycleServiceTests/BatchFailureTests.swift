@@ -106,12 +106,30 @@ struct BatchFailureTests {
         #expect(try state() == before, "what was answered is what was stored")
     }
 
-    @Test("a create that failed does not turn later writes to its id into 409 or success")
+    // Items of the same batch as a failing write used to keep refusals decided against writes
+    // the failure rolled back. Each test below has two batches: [write W, request R that W
+    // decides, failing write on another instance], where W must commit and R's refusal must
+    // match it; and [failing W, R], where R must be decided against what is stored without W.
+
+    @Test("after a failed batch, a create's refusals and answers match whether the create is stored")
     func failedCreate() throws {
         let server = try TestServer()
         var c = try server.connect()
-        try poison(server, "poison", "BEFORE INSERT ON instances WHEN NEW.id = 'ghost'")
-        let answers = try commitAsOneBatch(server.service!.registry, [
+        try c.makeInstance("bad", events: coldStart)
+        try poison(server, "poison_records", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
+        try poison(server, "poison_instances", "BEFORE INSERT ON instances WHEN NEW.id = 'ghost'")
+        let registry = server.service!.registry
+
+        let rolledBack = try commitAsOneBatch(registry, [
+            .create(id: "made", model: "ios-app", isPut: false, key: nil),
+            .create(id: "made", model: "ios-app", isPut: false, key: nil),
+            .create(id: "made", model: "ios-app", isPut: true, key: nil),
+            event("willResignActive", on: "bad"),
+        ])
+        // The second create's 409 says "made" exists: so it must be stored.
+        #expect(rolledBack.map(\.status) == [201, 409, 200, 503])
+
+        let failed = try commitAsOneBatch(registry, [
             .create(id: "ghost", model: "ios-app", isPut: false, key: nil),
             .create(id: "ghost", model: "ios-app", isPut: false, key: nil),
             .create(id: "ghost", model: "ios-app", isPut: true, key: nil),
@@ -119,51 +137,77 @@ struct BatchFailureTests {
             .create(id: "other", model: "ios-app", isPut: false, key: nil),
         ])
         // Each create of "ghost" tried to store it and failed; nothing exists to apply an event to.
-        #expect(answers.map(\.status) == [503, 503, 503, 404, 201])
-        #expect(try c.request("GET", "/v1/instances/ghost").status == 404)
+        #expect(failed.map(\.status) == [503, 503, 503, 404, 201])
         try server.restart()
         c = try server.connect()
+        #expect(try c.request("GET", "/v1/instances/made").status == 200)
         #expect(try c.request("GET", "/v1/instances/ghost").status == 404)
         #expect(try c.request("GET", "/v1/instances/other").status == 200)
     }
 
-    @Test("a delete that failed does not turn later writes to the instance into 404")
+    @Test("after a failed batch, a delete's 404s and answers match whether the delete is stored")
     func failedDelete() throws {
         let server = try TestServer()
         var c = try server.connect()
-        try c.makeInstance("keeper", events: coldStart)
-        try poison(server, "poison", "BEFORE DELETE ON instances WHEN OLD.id = 'keeper'")
-        let answers = try commitAsOneBatch(server.service!.registry, [
+        for id in ["bad", "gone", "keeper"] { try c.makeInstance(id, events: coldStart) }
+        try poison(server, "poison_records", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
+        try poison(server, "poison_delete", "BEFORE DELETE ON instances WHEN OLD.id = 'keeper'")
+        let registry = server.service!.registry
+
+        let rolledBack = try commitAsOneBatch(registry, [
+            .delete(id: "gone"),
+            event("willResignActive", on: "gone"),
+            event("willResignActive", on: "bad"),
+        ])
+        // The event's 404 says "gone" is gone: so its delete must be stored.
+        #expect(rolledBack.map(\.status) == [204, 404, 503])
+
+        let failed = try commitAsOneBatch(registry, [
             .delete(id: "keeper"),
             event("willResignActive", on: "keeper"),
             .delete(id: "keeper"),
             event("didEnterBackground", on: "keeper"),
         ])
-        #expect(answers.map(\.status) == [503, 200, 503, 200])
-        #expect(answers[1].json["version"] as? Int == 4 && answers[3].json["version"] as? Int == 5)
+        #expect(failed.map(\.status) == [503, 200, 503, 200])
+        #expect(failed[1].json["version"] as? Int == 4 && failed[3].json["version"] as? Int == 5)
         try server.restart()
         c = try server.connect()
+        #expect(try c.request("GET", "/v1/instances/gone").status == 404)
         let keeper = try c.request("GET", "/v1/instances/keeper").json
         #expect(keeper["version"] as? Int == 5 && keeper["state"] as? String == "background")
         #expect(try c.fullHistory("keeper").map { $0["version"] as? Int } == [1, 2, 3, 4, 5])
     }
 
-    @Test("an event that failed does not make If-Match against the stored version a 412")
+    @Test("after a failed batch, If-Match is decided against the version actually stored")
     func failedEventThenIfMatch() throws {
         let server = try TestServer()
         var c = try server.connect()
-        try c.makeInstance("app", events: coldStart)
-        try poison(server, "poison", #"BEFORE INSERT ON records WHEN NEW.instance = 'app' AND CAST(NEW.body AS TEXT) LIKE '%"willResignActive"%'"#)
-        let answers = try commitAsOneBatch(server.service!.registry, [
+        for id in ["bad", "app", "tv"] { try c.makeInstance(id, events: coldStart) }
+        try poison(server, "poison_records", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
+        try poison(server, "poison_resign", #"BEFORE INSERT ON records WHEN NEW.instance = 'app' AND CAST(NEW.body AS TEXT) LIKE '%"willResignActive"%'"#)
+        let registry = server.service!.registry
+
+        let rolledBack = try commitAsOneBatch(registry, [
+            event("didEnterBackground", on: "tv"),
+            event("didBecomeActive", on: "tv", ifMatch: 3),
+            event("willResignActive", on: "bad"),
+        ])
+        // The 412 says "tv" is at version 4: so the first event must be stored.
+        #expect(rolledBack.map(\.status) == [200, 412, 503])
+        #expect(rolledBack[1].detail == "instance \"tv\" is at version 4, not 3")
+
+        let failed = try commitAsOneBatch(registry, [
             event("willResignActive", on: "app"),
             event("didEnterBackground", on: "app", ifMatch: 3),
             event("didBecomeActive", on: "app", ifMatch: 4),
             event("didEnterBackground", on: "app", ifMatch: 4),
         ])
-        #expect(answers.map(\.status) == [503, 200, 200, 412])
-        #expect(answers[3].detail == "instance \"app\" is at version 5, not 4")
+        #expect(failed.map(\.status) == [503, 200, 200, 412])
+        #expect(failed[3].detail == "instance \"app\" is at version 5, not 4")
         try server.restart()
         c = try server.connect()
+        let tv = try c.request("GET", "/v1/instances/tv").json
+        #expect(tv["version"] as? Int == 4 && tv["state"] as? String == "background")
         let app = try c.request("GET", "/v1/instances/app").json
         #expect(app["version"] as? Int == 5 && app["state"] as? String == "foreground")
         let history = try c.fullHistory("app")

@@ -254,7 +254,7 @@ final class InstanceRegistry: @unchecked Sendable {
         do {
             attempt = try self.attempt(batch[...])
         } catch {
-            guard batch.count > 1 else { return fail(batch[0], error) }
+            guard error.isSpecificToWrite, batch.count > 1 else { return fail(batch[...], error) }
             logger.warning("group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message])
             commitInHalves(batch[...])
             return
@@ -263,18 +263,21 @@ final class InstanceRegistry: @unchecked Sendable {
     }
 
     /// After a failed transaction every answer it would have given is void: each was decided
-    /// against writes that are now rolled back (a refused create of an id whose creation
-    /// failed, a 404 after a failed delete, a 412 against a version never stored). So the
-    /// writes are committed again in two halves, in order, each half decided against what the
-    /// halves before it committed, down to single writes. Only a write that fails on its own
-    /// is answered 503; one failing write costs its batch about 2·log2(n) transactions, not n.
+    /// against writes that are now rolled back (a refused create of an id whose creation was
+    /// undone, a 404 after an undone delete, a 412 against a version never stored). When
+    /// the failure lies in one write's data, the writes are committed again in two halves, in
+    /// order, each half decided against what the halves before it committed, down to single
+    /// writes; only the write that fails on its own is answered 503, and it costs its batch
+    /// about 2·log2(n) transactions, not n. A failure of the store itself (a full disk, an I/O
+    /// error, a lock held elsewhere) would fail every part the same way, after as long a wait
+    /// each time, so the group is answered 503 at once.
     private func commitInHalves(_ jobs: ArraySlice<Job>) {
         let middle = jobs.startIndex + jobs.count / 2
         for half in [jobs[..<middle], jobs[middle...]] {
             do {
                 finish(half, try attempt(half))
             } catch {
-                if half.count == 1 { fail(half.first!, error) } else { commitInHalves(half) }
+                if error.isSpecificToWrite, half.count > 1 { commitInHalves(half) } else { fail(half, error) }
             }
         }
     }
@@ -303,11 +306,16 @@ final class InstanceRegistry: @unchecked Sendable {
         for note in attempt.notes { logger.info(note.message, note.fields) }
     }
 
-    /// Answers a write that failed in a transaction of its own.
-    private func fail(_ job: Job, _ error: StoreError) {
-        logger.error("write failed", ["id": job.write.instanceID, "write": job.write.summary, "error": error.message])
+    /// Answers writes whose transaction failed: none of them changed anything.
+    private func fail(_ jobs: ArraySlice<Job>, _ error: StoreError) {
+        if jobs.count == 1 {
+            logger.error("write failed", ["id": jobs.first!.write.instanceID, "write": jobs.first!.write.summary, "error": error.message])
+        } else {
+            logger.error("writes failed", ["writes": String(jobs.count), "error": error.message])
+        }
         if !error.isSpecificToWrite { storageFailed(error) }
-        job.completion(.failure(.unavailable(error.isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")))
+        let problem = Problem.unavailable(error.isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
+        for job in jobs { job.completion(.failure(problem)) }
     }
 
     private func storageFailed(_ error: StoreError) {
@@ -456,9 +464,11 @@ final class InstanceRegistry: @unchecked Sendable {
     ///
     /// The id comes from the stored body, not from this request: a POST without an id draws
     /// a fresh one each time it is sent, and only the first was created. Once that instance
-    /// is deleted (even if another has since been made with its id), a 201 would claim
-    /// something that is gone, so the replay is refused with 409 naming the instance;
-    /// creating it again would undo a delete the client may have made on purpose.
+    /// is deleted (even if another has since been made with its id: one with another model
+    /// or creation time), a 201 would claim something that is gone, so the replay is refused
+    /// with 409 naming the instance; creating it again would undo a delete the client may have
+    /// made on purpose. (One re-made in the same millisecond with the same model is in every
+    /// way what the 201 describes, and is answered as such.)
     private func replayedCreation(_ response: StoredResponse, key: IdempotencyKey, _ staged: [String: Staged]) -> Result<Reply, Problem> {
         let parsed: JSONValue
         do {
@@ -466,11 +476,16 @@ final class InstanceRegistry: @unchecked Sendable {
         } catch {
             return .failure(unreplayable(key, response, why: error.description))
         }
-        guard case .object(let members) = parsed, case .string(let id)? = members["id"], case .string(let createdAt)? = members["createdAt"] else {
+        guard case .object(let members) = parsed, case .string(let id)? = members["id"], case .string(let model)? = members["model"],
+              case .string(let createdAt)? = members["createdAt"]
+        else {
             return .failure(unreplayable(key, response, why: "it names no instance"))
         }
-        let stored = (id: id, createdAt: createdAt)
-        guard let existing = current(stored.id, staged)?.instance, JSON.formatTime(existing.createdAt) == stored.createdAt else {
+        let stored = (id: id, model: model, createdAt: createdAt)
+        // The same id, model and creation time (to the millisecond): the instance this key made.
+        guard let existing = current(stored.id, staged)?.instance, existing.model == stored.model,
+              JSON.formatTime(existing.createdAt) == stored.createdAt
+        else {
             return .failure(Problem(
                 status: 409, title: "Conflict",
                 detail: "instance \"\(stored.id)\", created by the first request with Idempotency-Key \"\(key.key)\", has since been deleted; nothing was created",

@@ -238,6 +238,16 @@ struct BatchFailureTests {
         // Refusals and reads commit nothing, so they do not show the store works again.
         #expect(try c.event("nobody", #"{"event": "didBecomeActive"}"#).status == 404)
         #expect(try c.request("GET", "/healthz").status == 503)
+        // A full store fails a whole batch alike: no write in it is its own cause, none is retried.
+        let version = try #require(try c.request("GET", "/v1/instances/app").json["version"] as? Int)
+        let window = String(repeating: "w", count: 200)
+        let batch = try commitAsOneBatch(server.service!.registry, (0..<4).map { i in
+            .apply(.event("willConnectToWindow", ["window": .string("\(window)-batch-\(i)")]), id: "app", expectedVersion: nil, key: nil)
+        } + [.delete(id: "nobody")])
+        #expect(batch.map(\.status) == [503, 503, 503, 503, 503])
+        #expect(batch.allSatisfy { $0.detail == "the disk is full; nothing was changed" })
+        #expect(try c.request("GET", "/v1/instances/app").json["version"] as? Int == version)
+        #expect(try c.request("GET", "/healthz").status == 503)
 
         // Deleting the instance frees its pages; the next write commits and health returns.
         #expect(try c.request("DELETE", "/v1/instances/app").status == 204)

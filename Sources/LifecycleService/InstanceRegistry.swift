@@ -53,7 +53,7 @@ final class InstanceRegistry: @unchecked Sendable {
     typealias Completion = @Sendable (Result<Reply, Problem>) -> Void
 
     /// Why the store could not commit, while it cannot.
-    struct StorageFailure: Sendable, Equatable {
+    struct StorageFailure: Sendable {
         var reason: String
         var since: Date
     }
@@ -108,8 +108,8 @@ final class InstanceRegistry: @unchecked Sendable {
     private var isStopping = false
     private let stopped = DispatchSemaphore(value: 0)
 
-    /// Set when a write fails on its own for a reason that is the store's, not the write's;
-    /// cleared by the next commit that writes.
+    /// Set when writes fail for a reason that is the store's (not their own data's);
+    /// cleared by the next commit that writes something.
     private let storageFailure = Mutex<StorageFailure?>(nil)
 
     /// Rebuilds every stored instance; refuses to start if one names an unknown model or state.
@@ -338,23 +338,22 @@ final class InstanceRegistry: @unchecked Sendable {
         guard !staged.isEmpty else { return }
         entriesLock.withLock {
             for (id, change) in staged {
-                let entry = entries[id]
-                let before = entry.map { entry in entry.lock.withLock { (model: entry.instance.model, state: entry.instance.state.state) } }
                 switch change {
                 case .present(let instance, let machine):
-                    let after = (model: instance.model, state: instance.state.state)
-                    if let entry, let before {
-                        entry.lock.withLock { entry.update(instance, machine) }
-                        index.update(id, from: before, to: after)
-                    } else {
+                    guard let entry = entries[id] else {
                         entries[id] = Entry(instance: instance, machine: machine)
-                        index.insert(id, model: after.model, state: after.state)
+                        index.insert(id, model: instance.model, state: instance.state.state)
+                        continue
                     }
+                    let before = entry.lock.withLock {
+                        defer { entry.update(instance, machine) }
+                        return (model: entry.instance.model, state: entry.instance.state.state)
+                    }
+                    index.update(id, from: before, to: (model: instance.model, state: instance.state.state))
                 case .deleted:
-                    if let before {
-                        entries[id] = nil
-                        index.remove(id, model: before.model, state: before.state)
-                    }
+                    guard let entry = entries.removeValue(forKey: id) else { continue }
+                    let before = entry.lock.withLock { entry.instance }
+                    index.remove(id, model: before.model, state: before.state.state)
                 }
             }
         }

@@ -128,3 +128,44 @@ struct ListIndexTests {
         #expect(try c.request("GET", "/v1/instances/app").json["version"] as? Int == 2, "nothing was applied")
     }
 }
+
+@Suite("sorted id chunks")
+struct SortedIDsTests {
+    @Test("inserts, removals and pages agree with a plain sorted array across many chunks")
+    func matchesSortedArray() {
+        var ids = SortedIDs()
+        var reference: [String] = []
+        // A fixed linear congruential sequence: the same operations on every run.
+        var seed: UInt64 = 42
+        func next(_ bound: Int) -> Int {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            return Int((seed >> 33) % UInt64(bound))
+        }
+        var largest = 0
+        for step in 0..<20_000 {
+            let id = String(format: "id-%05d", next(4000))
+            let position = reference.firstIndex { $0 >= id } ?? reference.count
+            let present = position < reference.count && reference[position] == id
+            // Mostly inserts at first, mostly removals later, so chunks split and then empty.
+            if next(100) < (step < 12_000 ? 75 : 20) {
+                #expect(ids.insert(id) == !present)
+                if !present { reference.insert(id, at: position) }
+                largest = max(largest, reference.count)
+            } else {
+                #expect(ids.remove(id) == present)
+                if present { reference.remove(at: position) }
+            }
+            if step % 1000 == 999 {
+                #expect(ids.count == reference.count)
+                #expect(ids.page(after: nil, limit: Int.max).ids == reference)
+                let cursor = String(format: "id-%05d", next(4000))
+                let limit = 1 + next(700)
+                let expected = reference.filter { $0 > cursor }
+                let page = ids.page(after: cursor, limit: limit)
+                #expect(page.ids == Array(expected.prefix(limit)) && page.hasMore == (expected.count > limit))
+            }
+        }
+        #expect(largest > 4 * SortedIDs.chunkCapacity, "the ids spanned several chunks")
+        #expect(reference.count < largest / 2, "and many were removed again")
+    }
+}

@@ -12,6 +12,16 @@ struct SortedIDs {
 
     var isEmpty: Bool { count == 0 }
 
+    init() {}
+
+    /// Ids already ascending and without repeats (as start-up has them), in half-full chunks
+    /// so that the first inserts do not split at once; no search per id.
+    init(sorted ids: [String]) {
+        let size = Self.chunkCapacity / 2
+        chunks = stride(from: 0, to: ids.count, by: size).map { Array(ids[$0..<min($0 + size, ids.count)]) }
+        count = ids.count
+    }
+
     /// Adds `id`; `false` if it was already there.
     @discardableResult
     mutating func insert(_ id: String) -> Bool {
@@ -126,6 +136,25 @@ struct InstanceIndex {
     private var byState: [String: SortedIDs] = [:]
     private var byModel: [String: SortedIDs] = [:]
     private var byModelAndState: [ModelAndState: SortedIDs] = [:]
+
+    init() {}
+
+    /// The index of instances given in ascending id order, built in one pass: start-up
+    /// time grows with instances, so it pays for an append per list rather than a search.
+    init(sortedByID instances: [(id: String, model: String, state: String)]) {
+        var byState: [String: [String]] = [:]
+        var byModel: [String: [String]] = [:]
+        var byModelAndState: [ModelAndState: [String]] = [:]
+        for instance in instances {
+            byState[instance.state, default: []].append(instance.id)
+            byModel[instance.model, default: []].append(instance.id)
+            byModelAndState[ModelAndState(model: instance.model, state: instance.state), default: []].append(instance.id)
+        }
+        all = SortedIDs(sorted: instances.map(\.id))
+        self.byState = byState.mapValues { SortedIDs(sorted: $0) }
+        self.byModel = byModel.mapValues { SortedIDs(sorted: $0) }
+        self.byModelAndState = byModelAndState.mapValues { SortedIDs(sorted: $0) }
+    }
 
     mutating func insert(_ id: String, model: String, state: String) {
         all.insert(id)

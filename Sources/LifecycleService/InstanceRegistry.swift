@@ -118,7 +118,8 @@ final class InstanceRegistry: @unchecked Sendable {
         self.stateNames = Set(models.values.flatMap { $0.definition.states.map(\.name) }).sorted()
         self.store = store
         self.logger = logger
-        for instance in try store.loadInstances().sorted(by: { $0.id < $1.id }) {
+        let instances = try store.loadInstances().sorted { $0.id < $1.id }
+        for instance in instances {
             guard let model = models[instance.model] else {
                 throw StoreError("instance \"\(instance.id)\" uses model \"\(instance.model)\", which is not loaded")
             }
@@ -126,8 +127,8 @@ final class InstanceRegistry: @unchecked Sendable {
                 throw StoreError("instance \"\(instance.id)\" is in state \"\(instance.state.state)\", which model \"\(model.name)\" does not have")
             }
             entries[instance.id] = Entry(instance: instance, machine: machine)
-            index.insert(instance.id, model: instance.model, state: instance.state.state)
         }
+        index = InstanceIndex(sortedByID: instances.map { (id: $0.id, model: $0.model, state: $0.state.state) })
         // The thread holds the registry until `stop()` ends it.
         let thread = Thread { [self] in runCommitter() }
         thread.name = "lifecycled-committer"

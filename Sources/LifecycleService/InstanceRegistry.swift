@@ -380,7 +380,7 @@ final class InstanceRegistry: @unchecked Sendable {
         switch write {
         case .create(let id, let name, let isPut, let key):
             guard let model = models[name] else {
-                return .failure(.unprocessable("unknown model \"\(name)\"; known: \(models.keys.sorted().joined(separator: ", "))"))
+                return .failure(.unprocessable("unknown model \"\(name)\"; \(suggestion(for: name, among: models.keys.sorted(), kind: "model"))"))
             }
             if let key, let replayed = try replay(key, transaction) {
                 return replayed.flatMap { replayedCreation($0, key: key, attempt.staged) }

@@ -53,7 +53,7 @@ public struct Machine: Sendable {
     /// Applies an event. Unknown events and bad parameters throw and change nothing;
     /// an event the state does not expect is returned as an `unexpected` record.
     public mutating func apply(event name: String, parameters: [String: Value] = [:], at time: Date) throws(InputError) -> Record {
-        guard let event = model.eventIndex[name] else { throw .unknownEvent(name, model: model.name) }
+        guard let event = model.eventIndex[name] else { throw .unknownEvent(name, model: model.name, known: model.definition.events.map(\.name)) }
         let definition = model.definition.events[event]
         try Self.validate(parameters, against: definition.parameters, input: name)
 
@@ -90,7 +90,7 @@ public struct Machine: Sendable {
     /// Performs an action: handled at once where the state has an action hook, buffered elsewhere.
     /// Only the latest buffered action is kept; the record names the one it replaced.
     public mutating func perform(action name: String, parameters: [String: Value] = [:], at time: Date) throws(InputError) -> Record {
-        guard let action = model.actionIndex[name] else { throw .unknownAction(name, model: model.name) }
+        guard let action = model.actionIndex[name] else { throw .unknownAction(name, model: model.name, known: model.definition.actions.map(\.name)) }
         try Self.validate(parameters, against: model.definition.actions[action].parameters, input: name)
 
         let here = stateName

@@ -69,18 +69,20 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Why an input was refused before it touched the machine. Nothing changes.
 public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
-    case unknownEvent(String, model: String)
-    case unknownAction(String, model: String)
+    /// `known` lists the model's events, to suggest the one meant.
+    case unknownEvent(String, model: String, known: [String])
+    /// `known` lists the model's actions, to suggest the one meant.
+    case unknownAction(String, model: String, known: [String])
     case unknownParameter(input: String, parameter: String)
     case missingParameter(input: String, parameter: String)
     case wrongParameterType(input: String, parameter: String, expected: ParameterType, got: String)
 
     public var description: String {
         switch self {
-        case .unknownEvent(let e, let m):
-            "model \"\(m)\" has no event \"\(e)\""
-        case .unknownAction(let a, let m):
-            "model \"\(m)\" has no action \"\(a)\""
+        case .unknownEvent(let e, let m, let known):
+            "model \"\(m)\" has no event \"\(e)\"; \(suggestion(for: e, among: known, kind: "event"))"
+        case .unknownAction(let a, let m, let known):
+            "model \"\(m)\" has no action \"\(a)\"; \(suggestion(for: a, among: known, kind: "action"))"
         case .unknownParameter(let i, let p):
             "\"\(i)\" has no parameter \"\(p)\""
         case .missingParameter(let i, let p):

@@ -11,7 +11,7 @@ struct API: Sendable {
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
         var router = Router()
-        router.get("/healthz") { _ in .json(["status": "ok"]) }
+        router.get("/healthz") { _ in health() }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
         router.addDeferred("POST", "/v1/instances", write(createInstance))
@@ -53,17 +53,30 @@ struct API: Sendable {
             }
             registry.submit(write) { result in
                 switch result {
-                case .success(let stored):
-                    var response = Response(stored)
-                    if case .create(let id, _, _, _) = write, stored.status == 200 || stored.status == 201 {
-                        response.headers.append(("Location", "/v1/instances/\(id)"))
-                    }
+                case .success(let reply):
+                    var response = Response(reply.response)
+                    if let id = reply.createdID { response.headers.append(("Location", "/v1/instances/\(id)")) }
                     respond(response)
                 case .failure(let problem):
                     respond(.problem(problem))
                 }
             }
         }
+    }
+
+    /// 200 while the service can commit writes; 503 with the store's reason from the moment a
+    /// write fails for a reason that is the store's (a full disk, an I/O error) until a write
+    /// commits again. A write refused for its own data (which other writes survive) does not
+    /// count. There is no separate readiness check: the port opens only once every instance
+    /// is loaded, so a listening service is ready unless its storage fails, which this reports.
+    func health() -> Response {
+        guard let failure = registry.storageProblem else { return .json(["status": "ok"]) }
+        return .problem(Problem(
+            status: 503, title: "Service Unavailable",
+            detail: "storage cannot commit writes: \(failure.reason)",
+            type: "https://lifecycled.dev/problems/storage-failing",
+            extensions: ["failingSince": JSONFragment(JSON.formatTime(failure.since))]
+        ))
     }
 
     // MARK: models
@@ -113,7 +126,15 @@ struct API: Sendable {
     func listInstances(_ request: Request) throws(Problem) -> Response {
         try request.checkQuery(allowing: ["state", "model", "limit", "cursor"])
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
-        let page = registry.list(state: request.query("state"), model: request.query("model"), after: request.query("cursor"), limit: limit)
+        let state = request.query("state")
+        let model = request.query("model")
+        if let state, !registry.stateNames.contains(state) {
+            throw .badRequest("no loaded model has a state \"\(state)\"; \(suggestion(for: state, among: registry.stateNames, kind: "state"))")
+        }
+        if let model, registry.models[model] == nil {
+            throw .badRequest("no model \"\(model)\" is loaded; \(suggestion(for: model, among: registry.models.keys.sorted(), kind: "model"))")
+        }
+        let page = registry.list(state: state, model: model, after: request.query("cursor"), limit: limit)
         return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
     }
 

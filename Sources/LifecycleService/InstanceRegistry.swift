@@ -2,6 +2,7 @@ import Foundation
 import LifecycleKit
 import LifecycleStore
 import MicroHTTP
+import Synchronization
 
 /// Every live instance, its machine, and the one path by which they change.
 ///
@@ -12,6 +13,8 @@ import MicroHTTP
 /// is always durable and a failed commit changes nothing anyone has seen.
 final class InstanceRegistry: @unchecked Sendable {
     let models: [String: Model]
+    /// Every state of every loaded model, sorted and without repeats: what a `state` filter may name.
+    let stateNames: [String]
     let store: any InstanceStore
     let logger: Logger
 
@@ -20,9 +23,40 @@ final class InstanceRegistry: @unchecked Sendable {
         case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?)
         case delete(id: String)
         case apply(Input, id: String, expectedVersion: Int64?, key: IdempotencyKey?)
+
+        var instanceID: String {
+            switch self {
+            case .create(let id, _, _, _), .delete(let id), .apply(_, let id, _, _): id
+            }
+        }
+
+        /// What the write is, for logs.
+        var summary: String {
+            switch self {
+            case .create(_, _, let isPut, _): isPut ? "put" : "create"
+            case .delete: "delete"
+            case .apply(.event(let name, _), _, _, _): "event \(name)"
+            case .apply(.action(let name, _), _, _, _): "action \(name)"
+            case .apply(.relaunch, _, _, _): "relaunch"
+            }
+        }
     }
 
-    typealias Completion = @Sendable (Result<StoredResponse, Problem>) -> Void
+    /// How a write is answered once it is committed or refused.
+    struct Reply: Sendable {
+        var response: StoredResponse
+        /// The instance a create made, or found for PUT, or made when first sent (a replay):
+        /// where `Location` points.
+        var createdID: String?
+    }
+
+    typealias Completion = @Sendable (Result<Reply, Problem>) -> Void
+
+    /// Why the store could not commit, while it cannot.
+    struct StorageFailure: Sendable {
+        var reason: String
+        var since: Date
+    }
 
     /// The most requests one transaction commits.
     static let maxBatch = 512
@@ -46,36 +80,46 @@ final class InstanceRegistry: @unchecked Sendable {
             rendered = nil
         }
 
-        /// Call with `lock` held.
-        var response: Response {
+        /// Call with `lock` held. A render that fails is not kept, so the next read tries again.
+        func response(_ render: (StoredInstance) throws(Problem) -> [UInt8]) throws(Problem) -> Response {
             if let rendered { return rendered }
             let fresh = Response(
                 status: 200,
                 headers: [("Content-Type", "application/json"), ("ETag", "\"\(instance.state.version)\"")],
-                body: InstanceRegistry.render(instance)
+                body: try render(instance)
             )
             rendered = fresh
             return fresh
         }
     }
 
-    /// Readers take this briefly; only the committer thread changes the dictionary.
+    /// Readers take this for one look-up or one page; only the committer thread changes what it guards.
     private let entriesLock = NSLock()
     private var entries: [String: Entry] = [:]
-    /// Every id in order, so a page of the list is a binary search and a short walk.
-    private var sortedIDs: [String] = []
+    /// The ids, sorted, overall and per state and model: a page of the list is a binary
+    /// search and a walk over matching ids only.
+    private var index = InstanceIndex()
+    /// Instances read by list pages since start-up: a page reads those it returns, never the
+    /// rest of the registry (a test holds it to that).
+    private let listReads = Atomic<Int>(0)
 
     private let queue = NSCondition()
-    private var pending: [(write: Write, completion: Completion)] = []
+    private var pending: [Job] = []
     private var isStopping = false
     private let stopped = DispatchSemaphore(value: 0)
+
+    /// Set when writes fail for a reason that is the store's (not their own data's);
+    /// cleared by the next commit that writes something.
+    private let storageFailure = Mutex<StorageFailure?>(nil)
 
     /// Rebuilds every stored instance; refuses to start if one names an unknown model or state.
     init(models: [String: Model], store: any InstanceStore, logger: Logger) throws(StoreError) {
         self.models = models
+        self.stateNames = Set(models.values.flatMap { $0.definition.states.map(\.name) }).sorted()
         self.store = store
         self.logger = logger
-        for instance in try store.loadInstances() {
+        let instances = try store.loadInstances().sorted { $0.id < $1.id }
+        for instance in instances {
             guard let model = models[instance.model] else {
                 throw StoreError("instance \"\(instance.id)\" uses model \"\(instance.model)\", which is not loaded")
             }
@@ -84,7 +128,7 @@ final class InstanceRegistry: @unchecked Sendable {
             }
             entries[instance.id] = Entry(instance: instance, machine: machine)
         }
-        sortedIDs = entries.keys.sorted()
+        index = InstanceIndex(sortedByID: instances.map { (id: $0.id, model: $0.model, state: $0.state.state) })
         // The thread holds the registry until `stop()` ends it.
         let thread = Thread { [self] in runCommitter() }
         thread.name = "lifecycled-committer"
@@ -105,46 +149,44 @@ final class InstanceRegistry: @unchecked Sendable {
     /// The instance as last committed, as a GET answers it (with its version as ETag).
     func renderedInstance(_ id: String) throws(Problem) -> Response {
         guard let entry = entry(id) else { throw .unknownInstance(id) }
-        return entry.lock.withLock { entry.response }
+        entry.lock.lock()
+        defer { entry.lock.unlock() }
+        return try entry.response(render)
     }
 
     /// Instances in id order after `cursor`, filtered by state and model.
+    ///
+    /// The index holds only matching ids, so the registry lock is held while one page is
+    /// read, however many instances there are and however few match; the committer, which
+    /// needs that lock to publish, waits at most that long.
     func list(state: String?, model: String?, after cursor: String?, limit: Int) -> (items: [StoredInstance], hasMore: Bool) {
-        entriesLock.withLock {
-            var index = cursor.map { Self.firstIndex(after: $0, in: sortedIDs) } ?? 0
-            var items: [StoredInstance] = []
-            while index < sortedIDs.count {
-                let entry = entries[sortedIDs[index]]!
-                index += 1
-                let instance = entry.lock.withLock { entry.instance }
-                if let state, instance.state.state != state { continue }
-                if let model, instance.model != model { continue }
-                if items.count == limit { return (items, true) }
-                items.append(instance)
+        let page = entriesLock.withLock {
+            let page = index.page(state: state, model: model, after: cursor, limit: limit)
+            let items = page.ids.map { id in
+                let entry = entries[id]!
+                return entry.lock.withLock { entry.instance }
             }
-            return (items, false)
+            return (items: items, hasMore: page.hasMore)
         }
+        listReads.add(page.items.count, ordering: .relaxed)
+        return page
     }
 
-    /// The index of the first id greater than `id` (binary search).
-    private static func firstIndex(after id: String, in ids: [String]) -> Int {
-        var low = 0
-        var high = ids.count
-        while low < high {
-            let middle = (low + high) / 2
-            if ids[middle] <= id { low = middle + 1 } else { high = middle }
-        }
-        return low
-    }
+    /// Instances read by all list pages so far.
+    var instancesReadByLists: Int { listReads.load(ordering: .relaxed) }
 
     func history(of id: String, after: Int64, limit: Int) throws(Problem) -> HistoryPage {
         _ = try instance(id)
         do {
             return try store.history(instanceID: id, after: after, limit: limit)
         } catch {
-            throw storeFailure(error)
+            logger.error("cannot read history", ["id": id, "error": error.message])
+            throw .unavailable("storage failed; the history could not be read")
         }
     }
+
+    /// Why the store cannot commit, while it cannot: `nil` once a write has committed since.
+    var storageProblem: StorageFailure? { storageFailure.withLock { $0 } }
 
     // MARK: writing
 
@@ -171,6 +213,8 @@ final class InstanceRegistry: @unchecked Sendable {
         if !wasStopping { stopped.wait() }
     }
 
+    private typealias Job = (write: Write, completion: Completion)
+
     private func runCommitter() {
         while true {
             queue.lock()
@@ -187,63 +231,136 @@ final class InstanceRegistry: @unchecked Sendable {
         }
     }
 
-    /// Where an instance stands within the batch being built.
+    /// Where an instance stands within the transaction being built.
     private enum Staged {
         case present(StoredInstance, Machine)
         case deleted
     }
 
-    /// A line to log once the batch is committed.
+    /// A line to log once the transaction is committed.
     private typealias Note = (message: String, fields: KeyValuePairs<String, String>)
 
-    private func commit(_ batch: [(write: Write, completion: Completion)]) {
+    /// What some writes did inside one transaction: to publish, answer and log once it commits.
+    private struct Attempt {
         var staged: [String: Staged] = [:]
-        var results: [Result<StoredResponse, Problem>?] = Array(repeating: nil, count: batch.count)
+        var results: [Result<Reply, Problem>] = []
         var notes: [Note] = []
+        /// Whether anything was written (a commit of only refusals shows nothing about the store).
+        var didWrite = false
+    }
+
+    /// Commits a batch in one transaction; that is all a batch costs while the store works.
+    private func commit(_ batch: [Job]) {
+        let attempt: Attempt
         do {
-            try store.write { (transaction) throws(StoreError) in
-                // Instances whose state changed: stored once per batch, however many records.
-                var dirty: Set<String> = []
-                for (index, job) in batch.enumerated() {
-                    results[index] = try run(job.write, transaction, &staged, &dirty, &notes)
-                }
-                for id in dirty {
-                    if case .present(let instance, _)? = staged[id] { try transaction.update(instance) }
-                }
-            }
+            attempt = try self.attempt(batch[...])
         } catch {
-            let failure = storeFailure(error)
-            for (index, job) in batch.enumerated() {
-                if case .failure(let problem)? = results[index] {
-                    job.completion(.failure(problem))  // refused before touching the store
-                } else {
-                    job.completion(.failure(failure))
-                }
-            }
+            guard error.isSpecificToWrite, batch.count > 1 else { return fail(batch[...], error) }
+            logger.warning("group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message])
+            commitInHalves(batch[...])
             return
         }
+        finish(batch[...], attempt)
+    }
+
+    /// After a failed transaction every answer it would have given is void: each was decided
+    /// against writes that are now rolled back (a refused create of an id whose creation was
+    /// undone, a 404 after an undone delete, a 412 against a version never stored). When
+    /// the failure lies in one write's data, the writes are committed again in two halves, in
+    /// order, each half decided against what the halves before it committed, down to single
+    /// writes; only the write that fails on its own is answered 503, and it costs its batch
+    /// about 2·log2(n) transactions, not n. A failure of the store itself (a full disk, an I/O
+    /// error, a lock held elsewhere) would fail every part the same way, after as long a wait
+    /// each time, so the group is answered 503 at once.
+    private func commitInHalves(_ jobs: ArraySlice<Job>) {
+        let middle = jobs.startIndex + jobs.count / 2
+        for half in [jobs[..<middle], jobs[middle...]] {
+            do {
+                finish(half, try attempt(half))
+            } catch {
+                if error.isSpecificToWrite, half.count > 1 { commitInHalves(half) } else { fail(half, error) }
+            }
+        }
+    }
+
+    /// Runs `jobs` in one transaction, in order, and commits it.
+    private func attempt(_ jobs: ArraySlice<Job>) throws(StoreError) -> Attempt {
+        var attempt = Attempt()
+        try store.write { (transaction) throws(StoreError) in
+            // Instances whose state changed: stored once per transaction, however many records.
+            var dirty: Set<String> = []
+            for job in jobs {
+                attempt.results.append(try run(job.write, transaction, &attempt, &dirty))
+            }
+            for id in dirty {
+                if case .present(let instance, _)? = attempt.staged[id] { try transaction.update(instance) }
+            }
+        }
+        return attempt
+    }
+
+    /// Publishes what a committed transaction changed, then answers its writes.
+    private func finish(_ jobs: ArraySlice<Job>, _ attempt: Attempt) {
+        publish(attempt.staged)
+        if attempt.didWrite { storageCommitted() }
+        for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
+        for note in attempt.notes { logger.info(note.message, note.fields) }
+    }
+
+    /// Answers writes whose transaction failed: none of them changed anything.
+    private func fail(_ jobs: ArraySlice<Job>, _ error: StoreError) {
+        if jobs.count == 1 {
+            logger.error("write failed", ["id": jobs.first!.write.instanceID, "write": jobs.first!.write.summary, "error": error.message])
+        } else {
+            logger.error("writes failed", ["writes": String(jobs.count), "error": error.message])
+        }
+        if !error.isSpecificToWrite { storageFailed(error) }
+        let problem = Problem.unavailable(error.isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
+        for job in jobs { job.completion(.failure(problem)) }
+    }
+
+    private func storageFailed(_ error: StoreError) {
+        let isNew = storageFailure.withLock { failure in
+            defer { failure = StorageFailure(reason: error.message, since: failure?.since ?? Date()) }
+            return failure == nil
+        }
+        if isNew { logger.error("storage cannot commit", ["error": error.message]) }
+    }
+
+    private func storageCommitted() {
+        let recovered = storageFailure.withLock { failure in
+            defer { failure = nil }
+            return failure
+        }
+        if let recovered { logger.info("storage commits again", ["failingSince": JSON.formatTime(recovered.since)]) }
+    }
+
+    private func publish(_ staged: [String: Staged]) {
+        guard !staged.isEmpty else { return }
         entriesLock.withLock {
             for (id, change) in staged {
                 switch change {
                 case .present(let instance, let machine):
-                    if let entry = entries[id] {
-                        entry.lock.withLock { entry.update(instance, machine) }
-                    } else {
+                    guard let entry = entries[id] else {
                         entries[id] = Entry(instance: instance, machine: machine)
-                        sortedIDs.insert(id, at: Self.firstIndex(after: id, in: sortedIDs))
+                        index.insert(id, model: instance.model, state: instance.state.state)
+                        continue
                     }
+                    let before = entry.lock.withLock {
+                        defer { entry.update(instance, machine) }
+                        return (model: entry.instance.model, state: entry.instance.state.state)
+                    }
+                    index.update(id, from: before, to: (model: instance.model, state: instance.state.state))
                 case .deleted:
-                    if entries.removeValue(forKey: id) != nil {
-                        sortedIDs.remove(at: Self.firstIndex(after: id, in: sortedIDs) - 1)
-                    }
+                    guard let entry = entries.removeValue(forKey: id) else { continue }
+                    let before = entry.lock.withLock { entry.instance }
+                    index.remove(id, model: before.model, state: before.state.state)
                 }
             }
         }
-        for (index, job) in batch.enumerated() { job.completion(results[index]!) }
-        for note in notes { logger.info(note.message, note.fields) }
     }
 
-    /// The instance as this batch has left it so far.
+    /// The instance as this transaction has left it so far.
     private func current(_ id: String, _ staged: [String: Staged]) -> (instance: StoredInstance, machine: Machine)? {
         switch staged[id] {
         case .present(let instance, let machine)?: return (instance, machine)
@@ -254,45 +371,59 @@ final class InstanceRegistry: @unchecked Sendable {
         }
     }
 
-    /// One write inside the batch's transaction. Refusals come back as values; only
-    /// store failures throw, and they fail the whole batch.
+    /// One write inside a transaction. Refusals come back as values; only store failures
+    /// throw, and they roll back the whole transaction.
     private func run(
-        _ write: Write, _ transaction: any StoreTransaction, _ staged: inout [String: Staged], _ dirty: inout Set<String>, _ notes: inout [Note]
-    ) throws(StoreError) -> Result<StoredResponse, Problem> {
+        _ write: Write, _ transaction: any StoreTransaction, _ attempt: inout Attempt, _ dirty: inout Set<String>
+    ) throws(StoreError) -> Result<Reply, Problem> {
         let time = Date().roundedToMilliseconds
         switch write {
         case .create(let id, let name, let isPut, let key):
             guard let model = models[name] else {
-                return .failure(.unprocessable("unknown model \"\(name)\"; known: \(models.keys.sorted().joined(separator: ", "))"))
+                return .failure(.unprocessable("unknown model \"\(name)\"; \(suggestion(for: name, among: models.keys.sorted(), kind: "model"))"))
             }
-            if let key, let replayed = try replay(key, transaction) { return replayed }
-            if let existing = current(id, staged)?.instance {
+            if let key, let replayed = try replay(key, transaction) {
+                return replayed.flatMap { replayedCreation($0, key: key, attempt.staged) }
+            }
+            if let existing = current(id, attempt.staged)?.instance {
                 guard isPut, existing.model == name else {
                     return .failure(.conflict(isPut
                         ? "instance \"\(id)\" exists with model \"\(existing.model)\""
                         : "instance \"\(id)\" exists; PUT it to fetch it idempotently"))
                 }
-                return .success(StoredResponse(status: 200, contentType: "application/json", body: Self.render(existing)))
+                return Result { () throws(Problem) in
+                    Reply(response: StoredResponse(status: 200, contentType: "application/json", body: try render(existing)), createdID: id)
+                }
             }
             let machine = Machine(model: model)
             let instance = StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot)
-            let response = StoredResponse(status: 201, contentType: "application/json", body: Self.render(instance))
+            let body: [UInt8]
+            do {
+                body = try render(instance)
+            } catch {
+                return .failure(error)
+            }
+            let response = StoredResponse(status: 201, contentType: "application/json", body: body)
             try transaction.insert(instance)
             if let key { try transaction.remember(key, response) }
-            staged[id] = .present(instance, machine)
-            notes.append(("instance created", ["id": id, "model": name]))
-            return .success(response)
+            attempt.didWrite = true
+            attempt.staged[id] = .present(instance, machine)
+            attempt.notes.append(("instance created", ["id": id, "model": name]))
+            return .success(Reply(response: response, createdID: id))
 
         case .delete(let id):
-            guard current(id, staged) != nil else { return .failure(.unknownInstance(id)) }
+            guard current(id, attempt.staged) != nil else { return .failure(.unknownInstance(id)) }
             try transaction.delete(instanceID: id)
-            staged[id] = .deleted
-            notes.append(("instance deleted", ["id": id]))
-            return .success(StoredResponse(status: 204, contentType: "", body: []))
+            attempt.didWrite = true
+            attempt.staged[id] = .deleted
+            attempt.notes.append(("instance deleted", ["id": id]))
+            return .success(Reply(response: StoredResponse(status: 204, contentType: "", body: []), createdID: nil))
 
         case .apply(let input, let id, let expectedVersion, let key):
-            guard var (instance, machine) = current(id, staged) else { return .failure(.unknownInstance(id)) }
-            if let key, let replayed = try replay(key, transaction) { return replayed }
+            guard var (instance, machine) = current(id, attempt.staged) else { return .failure(.unknownInstance(id)) }
+            if let key, let replayed = try replay(key, transaction) {
+                return replayed.map { Reply(response: $0, createdID: nil) }
+            }
             if let expectedVersion, expectedVersion != instance.state.version {
                 return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), not \(expectedVersion)"))
             }
@@ -306,15 +437,16 @@ final class InstanceRegistry: @unchecked Sendable {
             instance.updatedAt = time
             let encoded = try transaction.append(record, instanceID: id, encode: Self.encode)
             if let key { try transaction.remember(key, encoded.response) }
-            staged[id] = .present(instance, machine)
+            attempt.didWrite = true
+            attempt.staged[id] = .present(instance, machine)
             dirty.insert(id)
             if record.outcome == .unexpected {
-                notes.append(("unexpected event", ["id": id, "event": record.name, "state": record.from, "seq": String(encoded.sequence)]))
+                attempt.notes.append(("unexpected event", ["id": id, "event": record.name, "state": record.from, "seq": String(encoded.sequence)]))
             }
             if let incomplete = record.incompleteLaunch {
-                notes.append(("incomplete launch", ["id": id, "step": incomplete.step, "sceneConnected": String(incomplete.isSceneConnected)]))
+                attempt.notes.append(("incomplete launch", ["id": id, "step": incomplete.step, "sceneConnected": String(incomplete.isSceneConnected)]))
             }
-            return .success(encoded.response)
+            return .success(Reply(response: encoded.response, createdID: nil))
         }
     }
 
@@ -326,6 +458,48 @@ final class InstanceRegistry: @unchecked Sendable {
         case .replay(let response): .success(response)
         case .conflict: .failure(.unprocessable("Idempotency-Key \"\(key.key)\" was used for a different request"))
         }
+    }
+
+    /// A create's stored 201, replayed while the instance it made still exists.
+    ///
+    /// The id comes from the stored body, not from this request: a POST without an id draws
+    /// a fresh one each time it is sent, and only the first was created. Once that instance
+    /// is deleted (even if another has since been made with its id: one with another model
+    /// or creation time), a 201 would claim something that is gone, so the replay is refused
+    /// with 409 naming the instance; creating it again would undo a delete the client may have
+    /// made on purpose. (One re-made in the same millisecond with the same model is in every
+    /// way what the 201 describes, and is answered as such.)
+    private func replayedCreation(_ response: StoredResponse, key: IdempotencyKey, _ staged: [String: Staged]) -> Result<Reply, Problem> {
+        let parsed: JSONValue
+        do {
+            parsed = try JSONParser.parse(response.body)
+        } catch {
+            return .failure(unreplayable(key, response, why: error.description))
+        }
+        guard case .object(let members) = parsed, case .string(let id)? = members["id"], case .string(let model)? = members["model"],
+              case .string(let createdAt)? = members["createdAt"]
+        else {
+            return .failure(unreplayable(key, response, why: "it names no instance"))
+        }
+        let stored = (id: id, model: model, createdAt: createdAt)
+        // The same id, model and creation time (to the millisecond): the instance this key made.
+        guard let existing = current(stored.id, staged)?.instance, existing.model == stored.model,
+              JSON.formatTime(existing.createdAt) == stored.createdAt
+        else {
+            return .failure(Problem(
+                status: 409, title: "Conflict",
+                detail: "instance \"\(stored.id)\", created by the first request with Idempotency-Key \"\(key.key)\", has since been deleted; nothing was created",
+                type: "https://lifecycled.dev/problems/created-instance-deleted",
+                extensions: ["instance": JSONFragment(stored.id)]
+            ))
+        }
+        return .success(Reply(response: response, createdID: stored.id))
+    }
+
+    /// A stored create response that is not an instance: a bug to log, not to hide.
+    private func unreplayable(_ key: IdempotencyKey, _ response: StoredResponse, why: String) -> Problem {
+        logger.error("stored create response cannot be replayed", ["key": key.key, "status": String(response.status), "error": why])
+        return .internalError("the response stored for Idempotency-Key \"\(key.key)\" cannot be replayed; see the service log")
     }
 
     /// A numbered record as stored (its JSON) and as answered: 200 with the record,
@@ -345,13 +519,14 @@ final class InstanceRegistry: @unchecked Sendable {
         return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 409, contentType: "application/problem+json", body: body))
     }
 
-    fileprivate static func render(_ instance: StoredInstance) -> [UInt8] {
-        (try? JSON.encode(InstanceView(instance))) ?? []
-    }
-
-    private func storeFailure(_ error: StoreError) -> Problem {
-        logger.error("store failure", ["error": error.message])
-        let detail = error.isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed"
-        return .unavailable(detail)
+    /// The instance's JSON. Encoding fails only on a value JSON cannot hold (a number that is
+    /// not finite); that is logged with the instance and answered 500, never an empty body.
+    func render(_ instance: StoredInstance) throws(Problem) -> [UInt8] {
+        do {
+            return try JSON.encode(InstanceView(instance))
+        } catch {
+            logger.error("cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"])
+            throw .internalError("instance \"\(instance.id)\" could not be written as JSON; see the service log")
+        }
     }
 }

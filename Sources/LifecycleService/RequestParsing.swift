@@ -29,6 +29,7 @@ extension Problem {
     static func unsupportedMediaType(_ detail: String) -> Problem { Problem(status: 415, title: "Unsupported Media Type", detail: detail) }
     static func unprocessable(_ detail: String) -> Problem { Problem(status: 422, title: "Unprocessable Content", detail: detail) }
     static func unavailable(_ detail: String) -> Problem { Problem(status: 503, title: "Service Unavailable", detail: detail) }
+    static func internalError(_ detail: String) -> Problem { Problem(status: 500, title: "Internal Server Error", detail: detail) }
 
     static func unknownInstance(_ id: String) -> Problem { .notFound("no instance \"\(id)\"") }
 }

@@ -12,6 +12,10 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     /// Whether the disk (or quota) is full.
     public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
 
+    /// Whether the statement's own data was refused (a constraint or trigger, a value too big
+    /// or of the wrong type), as opposed to the database failing for every statement.
+    public var isSpecificToWrite: Bool { [SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH].contains(primaryCode) }
+
     public var description: String { "SQLite error \(code): \(message)" }
 }
 

@@ -82,14 +82,21 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// Whether the disk is full.
     public var isDiskFull: Bool
+    /// Whether the failure lies in what was being written (a constraint, a value too big)
+    /// rather than in the store, so that other writes can still commit.
+    public var isSpecificToWrite: Bool
 
-    public init(_ message: String, isDiskFull: Bool = false) {
+    public init(_ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false) {
         self.message = message
         self.isDiskFull = isDiskFull
+        self.isSpecificToWrite = isSpecificToWrite
     }
 
     init(_ error: SQLiteError, doing what: String) {
-        self.init("\(what): \(error.message) (SQLite code \(error.code))", isDiskFull: error.isDiskFull)
+        self.init(
+            "\(what): \(error.message) (SQLite code \(error.code))", isDiskFull: error.isDiskFull,
+            isSpecificToWrite: error.isSpecificToWrite
+        )
     }
 
     public var description: String { message }

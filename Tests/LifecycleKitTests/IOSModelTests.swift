@@ -102,7 +102,7 @@ struct IOSModelTests {
     func badInput() throws {
         var m = try iosMachine(in: "launching")
         let before = m.snapshot
-        #expect(throws: InputError.unknownEvent("didExplode", model: "ios-app")) {
+        #expect(throws: InputError.unknownEvent("didExplode", model: "ios-app", known: Model.iosApp.definition.events.map(\.name))) {
             try m.apply(event: "didExplode", at: t0)
         }
         #expect(throws: InputError.missingParameter(input: "willConnectToWindow", parameter: "window")) {
@@ -114,12 +114,29 @@ struct IOSModelTests {
         #expect(throws: InputError.unknownParameter(input: "didBecomeActive", parameter: "force")) {
             try m.apply(event: "didBecomeActive", parameters: ["force": .bool(true)], at: t0)
         }
-        #expect(throws: InputError.unknownAction("openDoor", model: "ios-app")) {
+        #expect(throws: InputError.unknownAction("openDoor", model: "ios-app", known: Model.iosApp.definition.actions.map(\.name))) {
             try m.perform(action: "openDoor", at: t0)
         }
         #expect(m.snapshot == before)
         #expect(InputError.missingParameter(input: "willConnectToWindow", parameter: "window").description
             == "\"willConnectToWindow\" requires parameter \"window\"")
+    }
+
+    @Test("an unknown event or action names the closest valid one, or lists them all")
+    func unknownNameSuggestions() throws {
+        var m = try iosMachine(in: "connected")
+        let events = Model.iosApp.definition.events.map(\.name).joined(separator: ", ")
+        let typo = #expect(throws: InputError.self) { try m.apply(event: "didBecomeActiv", at: t0) }
+        #expect(typo?.description == "model \"ios-app\" has no event \"didBecomeActiv\"; did you mean \"didBecomeActive\"? valid events: \(events)")
+        let lowercase = #expect(throws: InputError.self) { try m.perform(action: "openurl", at: t0) }
+        #expect(lowercase?.description.hasPrefix("model \"ios-app\" has no action \"openurl\"; did you mean \"openURL\"?") == true)
+        let farOff = #expect(throws: InputError.self) { try m.apply(event: "didExplode", at: t0) }
+        #expect(farOff?.description == "model \"ios-app\" has no event \"didExplode\"; valid events: \(events)")
+        #expect(closestName(to: "willEnterBackground", among: ["willEnterForeground", "didEnterBackground"]) == "didEnterBackground")
+        #expect(closestName(to: "x", among: ["didBecomeActive"]) == nil)
+        var droid = Machine(model: .androidActivity)
+        let noActions = #expect(throws: InputError.self) { try droid.perform(action: "openURL", at: t0) }
+        #expect(noActions?.description == "model \"android-activity\" has no action \"openURL\"; there are no actions")
     }
 
     @Test("every scenario of the lifecycle rule", arguments: Scenario.iosApp.map(\.name))

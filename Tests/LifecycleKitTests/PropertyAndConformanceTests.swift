@@ -111,7 +111,7 @@ struct ConformanceTests {
     @Test("invalid input is a problem, not a crash")
     func invalidInput() {
         let report = Conformance.check([.init(.event("onCreate"))], against: .iosApp)
-        #expect(report.firstProblem == .invalidInput(step: 0, error: .unknownEvent("onCreate", model: "ios-app")))
+        #expect(report.firstProblem == .invalidInput(step: 0, error: .unknownEvent("onCreate", model: "ios-app", known: Model.iosApp.definition.events.map(\.name))))
         #expect(report.finalState == "initializing")
     }
 }

@@ -1,0 +1,177 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import LifecycleService
+
+@Suite("list index and names")
+struct ListIndexTests {
+    @Test("a filtered page reads only matching instances, however many others there are")
+    func filteredPageIsBounded() throws {
+        let server = try TestServer()
+        let registry = server.service!.registry
+        let count = 20_000
+        let ids = (0..<count).map { String(format: "i-%05d", $0) }
+        let group = DispatchGroup()
+        let created = Atomic<Int>(0)
+        for id in ids {
+            group.enter()
+            registry.submit(.create(id: id, model: "ios-app", isPut: true, key: nil)) { answer in
+                if case .success(let reply) = answer, reply.response.status == 201 { created.add(1, ordering: .relaxed) }
+                group.leave()
+            }
+        }
+        #expect(group.wait(timeout: .now() + 120) == .success)
+        #expect(created.load(ordering: .relaxed) == count)
+        let c = try server.connect()
+        #expect(try c.event("i-19999", #"{"event": "didFinishLaunching"}"#).status == 200)
+
+        let before = registry.instancesReadByLists
+        #expect(registry.list(state: "launching", model: nil, after: nil, limit: 100).items.map(\.id) == ["i-19999"])
+        #expect(registry.list(state: "foreground", model: nil, after: nil, limit: 100).items.isEmpty)
+        #expect(registry.list(state: nil, model: "android-activity", after: nil, limit: 100).items.isEmpty)
+        #expect(registry.list(state: "launching", model: "ios-app", after: nil, limit: 100).items.map(\.id) == ["i-19999"])
+        #expect(registry.list(state: "initializing", model: "android-activity", after: nil, limit: 100).items.isEmpty)
+        let page = registry.list(state: "initializing", model: nil, after: "i-19990", limit: 5)
+        #expect(page.items.map(\.id) == ["i-19991", "i-19992", "i-19993", "i-19994", "i-19995"] && page.hasMore)
+        let last = registry.list(state: "initializing", model: "ios-app", after: "i-19996", limit: 5)
+        #expect(last.items.map(\.id) == ["i-19997", "i-19998"] && !last.hasMore)
+        // Nine matching instances were listed; a scan would have read all 20,000 six times.
+        #expect(registry.instancesReadByLists - before == 9)
+
+        let none = try c.request("GET", "/v1/instances?state=foreground")
+        #expect(none.status == 200 && (none.json["items"] as? [Any])?.isEmpty == true && none.json["nextCursor"] is NSNull)
+    }
+
+    @Test("the index follows every change: transitions, relaunches, deletes, and a re-create with another model")
+    func indexMatchesInstances() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        let iosPaths: [[String]] = [[], ["didFinishLaunching"], coldStart, coldStart + ["didEnterBackground"]]
+        let androidPaths: [[String]] = [[], ["onCreate"], ["onCreate", "onStart"], ["onCreate", "onStart", "onResume"]]
+        for i in 0..<40 {
+            let id = String(format: "n-%02d", i)
+            if i % 2 == 0 {
+                try c.makeInstance(id, events: iosPaths[i / 2 % 4])
+            } else {
+                try c.makeInstance(id, model: "android-activity", events: androidPaths[i / 2 % 4])
+            }
+        }
+        for id in ["n-03", "n-17", "n-28"] { #expect(try c.request("DELETE", "/v1/instances/\(id)").status == 204) }
+        #expect(try c.request("POST", "/v1/instances/n-06/launches", body: [], contentType: nil).status == 200)
+        // Deleted and made again with the other model in one batch: one staged change for the id.
+        let answers = try commitAsOneBatch(server.service!.registry, [
+            .delete(id: "n-10"), .create(id: "n-10", model: "android-activity", isPut: false, key: nil),
+            .delete(id: "n-11"), .create(id: "n-11", model: "ios-app", isPut: true, key: nil),
+            event("didFinishLaunching", on: "n-11"),
+        ])
+        #expect(answers.map(\.status) == [204, 201, 204, 201, 200])
+
+        /// Every filter, paged 3 at a time, against the unfiltered list filtered here.
+        func checkEveryFilter(_ c: HTTPConnection) throws {
+            func ids(_ query: String) throws -> [String] {
+                var seen: [String] = []
+                var cursor: String?
+                repeat {
+                    let page = try c.request("GET", "/v1/instances?limit=3" + query + (cursor.map { "&cursor=\($0)" } ?? "")).json
+                    seen += (page["items"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+                    cursor = page["nextCursor"] as? String
+                } while cursor != nil
+                return seen
+            }
+            let everything = try #require(c.request("GET", "/v1/instances?limit=1000").json["items"] as? [[String: Any]])
+            #expect(everything.count == 37)
+            var matched = 0
+            for model in [nil, "ios-app", "android-activity"] {
+                for state in [nil] + server.service!.registry.stateNames {
+                    let expected = everything.filter { instance in
+                        (model == nil || instance["model"] as? String == model) && (state == nil || instance["state"] as? String == state)
+                    }.compactMap { $0["id"] as? String }
+                    let query = (model.map { "&model=\($0)" } ?? "") + (state.map { "&state=\($0)" } ?? "")
+                    #expect(try ids(query) == expected, "\(query)")
+                    matched += expected.count
+                }
+            }
+            #expect(matched > 37 * 3, "the filters matched something")
+        }
+        try checkEveryFilter(c)
+        // Start-up builds the index in one pass from the store: the same answers.
+        try server.restart()
+        try checkEveryFilter(try server.connect())
+    }
+
+    @Test("a filter value no loaded model has is refused with 400 naming the valid ones")
+    func unknownFilterValues() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("app")
+        let state = try c.request("GET", "/v1/instances?state=nope")
+        #expect(state.status == 400 && state.header("content-type") == "application/problem+json")
+        let states = server.service!.registry.stateNames
+        #expect(states.contains("foreground") && states.contains("resumed") && states == states.sorted())
+        #expect(state.json["detail"] as? String == "no loaded model has a state \"nope\"; valid states: \(states.joined(separator: ", "))")
+        let typo = try c.request("GET", "/v1/instances?state=foregrund")
+        #expect(typo.status == 400 && (typo.json["detail"] as? String)?.contains("did you mean \"foreground\"?") == true)
+        let model = try c.request("GET", "/v1/instances?model=nokia")
+        #expect(model.status == 400)
+        #expect(model.json["detail"] as? String == "no model \"nokia\" is loaded; valid models: android-activity, ios-app")
+        #expect(try c.request("GET", "/v1/instances?state=").status == 400)
+        // Valid names that happen to match nothing together are an empty page, not an error.
+        let empty = try c.request("GET", "/v1/instances?model=android-activity&state=foreground")
+        #expect(empty.status == 200 && (empty.json["items"] as? [Any])?.isEmpty == true)
+    }
+
+    @Test("an unknown event or action is refused with 422 suggesting the closest name")
+    func unknownNames() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("app", events: ["didFinishLaunching", "willConnectToWindow"])
+        let event = try c.event("app", #"{"event": "didBecomeActiv"}"#)
+        #expect(event.status == 422)
+        #expect((event.json["detail"] as? String)?.hasPrefix("model \"ios-app\" has no event \"didBecomeActiv\"; did you mean \"didBecomeActive\"?") == true)
+        let action = try c.request("POST", "/v1/instances/app/actions", json: #"{"action": "openUrl", "url": "https://duckduckgo.com"}"#)
+        #expect(action.status == 422)
+        #expect((action.json["detail"] as? String)?.hasPrefix("model \"ios-app\" has no action \"openUrl\"; did you mean \"openURL\"?") == true)
+        #expect(try c.request("GET", "/v1/instances/app").json["version"] as? Int == 2, "nothing was applied")
+    }
+}
+
+@Suite("sorted id chunks")
+struct SortedIDsTests {
+    @Test("inserts, removals and pages agree with a plain sorted array across many chunks")
+    func matchesSortedArray() {
+        var ids = SortedIDs()
+        var reference: [String] = []
+        // A fixed linear congruential sequence: the same operations on every run.
+        var seed: UInt64 = 42
+        func next(_ bound: Int) -> Int {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            return Int((seed >> 33) % UInt64(bound))
+        }
+        var largest = 0
+        for step in 0..<20_000 {
+            let id = String(format: "id-%05d", next(4000))
+            let position = reference.firstIndex { $0 >= id } ?? reference.count
+            let present = position < reference.count && reference[position] == id
+            // Mostly inserts at first, mostly removals later, so chunks split and then empty.
+            if next(100) < (step < 12_000 ? 75 : 20) {
+                #expect(ids.insert(id) == !present)
+                if !present { reference.insert(id, at: position) }
+                largest = max(largest, reference.count)
+            } else {
+                #expect(ids.remove(id) == present)
+                if present { reference.remove(at: position) }
+            }
+            if step % 1000 == 999 {
+                #expect(ids.count == reference.count)
+                #expect(ids.page(after: nil, limit: Int.max).ids == reference)
+                let cursor = String(format: "id-%05d", next(4000))
+                let limit = 1 + next(700)
+                let expected = reference.filter { $0 > cursor }
+                let page = ids.page(after: cursor, limit: limit)
+                #expect(page.ids == Array(expected.prefix(limit)) && page.hasMore == (expected.count > limit))
+            }
+        }
+        #expect(largest > 4 * SortedIDs.chunkCapacity, "the ids spanned several chunks")
+        #expect(reference.count < largest / 2, "and many were removed again")
+    }
+}

@@ -132,6 +132,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         lock = try DataFolderLock(directory: directory)
         // Before SQLite sees the file: it would quietly make a new database of a missing or empty one.
         var loss = try Self.lossBeforeOpening(path, lock.marker)
+        if let loss, !options.acceptDataLoss { throw Self.refusal(path, loss) }
 
         do {
             writer = try Database(path: path)
@@ -186,9 +187,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             loss = loss ?? "the database holds sequence numbers up to \(sequence), but numbers up to \(marked) were committed"
         }
         if let loss {
-            guard options.acceptDataLoss else {
-                throw StoreError("refusing the database \(path): \(loss)", isDataLoss: true)
-            }
+            guard options.acceptDataLoss else { throw Self.refusal(path, loss) }
             let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
             report(StoreEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
             if case .committed(let marked) = lock.marker, sequence < marked {
@@ -204,6 +203,10 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     }
 
     deinit { checkpointer.stop() }
+
+    private static func refusal(_ path: String, _ loss: String) -> StoreError {
+        StoreError("refusing the database \(path): \(loss)", isDataLoss: true)
+    }
 
     /// What the lock file's marker says is missing before SQLite opens the file, or `nil`.
     private static func lossBeforeOpening(_ path: String, _ marker: DataFolderLock.Marker) throws(StoreError) -> String? {

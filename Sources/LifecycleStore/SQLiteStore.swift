@@ -269,7 +269,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         isClosed = true
         checkpointer.stop()
         do {
-            if try !writer.checkpoint(.truncate) {
+            if try checkpointer.excludingRounds(waiting: true, { () throws(SQLiteError) in try writer.checkpoint(.truncate) }) == false {
                 report(StoreEvent(.warning, "WAL not emptied at stop: a reader still uses it", ["database": path]))
             }
         } catch {
@@ -398,29 +398,23 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         let bytes = walBytes
         let due = walBound.due(walBytes: bytes)
         guard due != .no else { return }
-        let outcome: Result<Bool, SQLiteError>? = checkpointer.excludingRounds(waiting: due == .now) { () -> Result<Bool, SQLiteError> in
-            do throws(SQLiteError) {
-                return .success(try writer.checkpoint(.restart))
-            } catch {
-                return .failure(error)
-            }
-        }
-        switch outcome {
-        case nil:
-            return  // a background round is running: at a later transaction
-        case .success(let finished)?:
-            if !finished {
-                report(StoreEvent(.warning, "WAL checkpoint could not finish: a reader still uses the WAL", ["database": path, "walBytes": String(bytes)]))
-            }
-            walBound.checkpointed(finished: finished, walBytes: bytes)
-        case .failure(let error)?:
+        let finished: Bool?
+        do {
+            finished = try checkpointer.excludingRounds(waiting: due == .now) { () throws(SQLiteError) in try writer.checkpoint(.restart) }
+        } catch {
             report(StoreEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
             walBound.checkpointed(finished: false, walBytes: bytes)
             // A damaged file fails the write; anything else lets it go on into the WAL.
             if error.primaryCode == SQLITE_CORRUPT || error.primaryCode == SQLITE_NOTADB {
                 throw StoreError(error, doing: "cannot checkpoint the WAL")
             }
+            return
         }
+        guard let finished else { return }  // a background round is running: at a later transaction
+        if !finished {
+            report(StoreEvent(.warning, "WAL checkpoint could not finish: a reader still uses the WAL", ["database": path, "walBytes": String(bytes)]))
+        }
+        walBound.checkpointed(finished: finished, walBytes: bytes)
     }
 
     public func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage {

@@ -87,9 +87,9 @@ final class BackgroundCheckpointer: Sendable {
 
     /// Runs `body` (the committer's checkpoint) with no round running. Without `waiting`,
     /// returns `nil` at once when a round is running.
-    func excludingRounds<T>(waiting: Bool, _ body: () -> T) -> T? {
-        if waiting { return state.withLock { _ in body() } }
-        return state.withLockIfAvailable { _ in body() }
+    func excludingRounds(waiting: Bool, _ body: () throws(SQLiteError) -> Bool) throws(SQLiteError) -> Bool? {
+        if waiting { return try state.withLock { (_) throws(SQLiteError) in try body() } }
+        return try state.withLockIfAvailable { (_) throws(SQLiteError) in try body() }
     }
 
     /// One checkpoint, then a pause; `false` once stopped.

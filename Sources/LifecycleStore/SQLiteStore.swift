@@ -165,7 +165,26 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             let newest = try writer.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
             let floor = try writer.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
-
+        } catch {
+            throw StoreError(error, doing: "cannot open the database \(path)")
+        }
+        if case .committed(let marked) = lock.marker, sequence < marked {
+            loss = loss ?? "the database holds sequence numbers up to \(sequence), but numbers up to \(marked) were committed"
+        }
+        if let loss {
+            guard options.acceptDataLoss else { throw Self.refusal(path, loss) }
+            let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
+            report(StoreEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
+            if case .committed(let marked) = lock.marker, sequence < marked {
+                // Numbers up to the marker were handed out: a client may hold one, so none is reused.
+                let (writer, raise) = (writer, statements.raiseSequenceFloor)
+                try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
+                    try writer.transaction { () throws(SQLiteError) in try raise.run([.integer(marked)]) }
+                }
+                sequence = marked
+            }
+        }
+        do {
             reader = try Database(path: path)
             // A client pages with the last sequence number it saw, which belongs to this
             // instance: start the index range right after that record's version instead of
@@ -182,21 +201,6 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             try purgeExpiredKeys()
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
-        }
-        if case .committed(let marked) = lock.marker, sequence < marked {
-            loss = loss ?? "the database holds sequence numbers up to \(sequence), but numbers up to \(marked) were committed"
-        }
-        if let loss {
-            guard options.acceptDataLoss else { throw Self.refusal(path, loss) }
-            let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
-            report(StoreEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
-            if case .committed(let marked) = lock.marker, sequence < marked {
-                // Numbers up to the marker were handed out: a client may hold one, so none is reused.
-                try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
-                    try writer.transaction { () throws(SQLiteError) in try statements.raiseSequenceFloor.run([.integer(marked)]) }
-                }
-                sequence = marked
-            }
         }
         try lock.mark(sequence)
         checkpointer.start()

@@ -252,7 +252,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         guard problems == ["ok"] else {
             throw StoreError(
                 "the database \(path) is damaged (PRAGMA quick_check: \(problems.joined(separator: "; "))); "
-                    + "restore it from a backup (moved aside, its data counts as lost)"
+                    + "restore it from a backup; moved aside instead, its data counts as lost"
             )
         }
         let millis = Int((ContinuousClock.now - started) / .milliseconds(1))

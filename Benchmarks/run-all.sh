@@ -11,6 +11,8 @@ echo "== HTTP"
 bash Benchmarks/http-bench.sh
 echo "== start-up"
 bash Benchmarks/startup-bench.sh
+echo "== WAL under sustained writes"
+bash Benchmarks/wal-bench.sh
 
 {
   echo "# Benchmark results"
@@ -29,6 +31,7 @@ bash Benchmarks/startup-bench.sh
   echo
   cat Benchmarks/.http-results.md
   cat Benchmarks/.startup-results.md
+  cat Benchmarks/.wal-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.startup-results.md
+rm -f Benchmarks/.http-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md
 echo "wrote Benchmarks/RESULTS.md"

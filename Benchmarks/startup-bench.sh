@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Start-up benchmark for `make bench`: time from launching lifecycled to its first answer,
 # with 100,000 instances and 1,000,000 records, against an empty database in the same run.
-# The data is written straight into the schema lifecycled creates, with sqlite3.
+# The data is written straight into the schema lifecycled creates, with sqlite3. Start-up
+# includes the integrity check (PRAGMA quick_check, reading every page); its own time is
+# taken from lifecycled's "database checked" log line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,11 +14,12 @@ WORK=$(mktemp -d /tmp/lifecycled-startup.XXXXXX)
 PORT=18183
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-# Milliseconds from launch to the first 200 from /healthz; the server is then stopped.
+# Milliseconds from launch to the first 200 from /healthz, then the quick_check's
+# milliseconds; the server is then stopped.
 time_start() {
   local dir=$1 start end
   start=$(date +%s%N)
-  "$LIFECYCLED" --port $PORT --data-dir "$dir" --log-level warning &
+  "$LIFECYCLED" --port $PORT --data-dir "$dir" --log-level info 2>"$WORK/start.log" &
   local pid=$!
   until curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; do
     kill -0 $pid 2>/dev/null || { echo "lifecycled exited during start-up" >&2; exit 1; }
@@ -24,7 +27,7 @@ time_start() {
   done
   end=$(date +%s%N)
   kill -TERM $pid; wait $pid
-  echo $(( (end - start) / 1000000 ))
+  echo "$(( (end - start) / 1000000 )) $(sed -n 's/.*database checked.*quickCheckMillis=\([0-9]*\).*/\1/p' "$WORK/start.log")"
 }
 
 # Creates the schema, as lifecycled does on first start.
@@ -58,9 +61,9 @@ for round in 1 2 3; do
   time_start "$WORK/empty" >>"$WORK/empty.txt"
   time_start "$WORK/full" >>"$WORK/full.txt"
 done
-median() { sort -n "$1" | sed -n 2p; }
-EMPTY=$(median "$WORK/empty.txt"); FULL=$(median "$WORK/full.txt")
-echo "start-up: empty database ${EMPTY} ms; $INSTANCES instances and $RECORDS records ${FULL} ms (median of 3; goal under 1000 ms)"
+median() { sort -n -k1 "$1" | sed -n 2p; }
+read -r EMPTY EMPTY_CHECK < <(median "$WORK/empty.txt"); read -r FULL FULL_CHECK < <(median "$WORK/full.txt")
+echo "start-up: empty database ${EMPTY} ms; $INSTANCES instances and $RECORDS records ${FULL} ms, of which quick_check ${FULL_CHECK} ms (median of 3; goal under 1000 ms)"
 
 # The service must really have them: count through the API.
 "$LIFECYCLED" --port $PORT --data-dir "$WORK/full" --log-level warning & pid=$!
@@ -73,12 +76,13 @@ kill -TERM $pid; wait $pid
 {
   echo "## Start-up ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo none))"
   echo
-  echo "Launch to first answer from /healthz, median of 3, release build."
+  echo "Launch to first answer from /healthz, median of 3, release build; start-up includes the"
+  echo "integrity check (PRAGMA quick_check of every page), whose own time is shown beside it."
   echo
-  echo "| database | start-up | goal |"
-  echo "|---|---|---|"
-  echo "| empty (baseline) | ${EMPTY} ms | |"
-  echo "| $INSTANCES instances, $RECORDS records | ${FULL} ms | under 1000 ms |"
+  echo "| database | start-up | of which quick_check | database size | goal |"
+  echo "|---|---|---|---|---|"
+  echo "| empty (baseline) | ${EMPTY} ms | ${EMPTY_CHECK} ms | | |"
+  echo "| $INSTANCES instances, $RECORDS records | ${FULL} ms | ${FULL_CHECK} ms | $(du -h "$WORK/full/lifecycled.sqlite" | cut -f1) | under 1000 ms |"
   echo
 } >Benchmarks/.startup-results.md
 [ "$FULL" -lt 1000 ] || { echo "start-up goal missed" >&2; exit 1; }

@@ -15,6 +15,8 @@ public struct Configuration: Sendable {
     public var historyLimit = 10_000
     public var maxBodySize = 64 * 1024
     public var threads = ProcessInfo.processInfo.activeProcessorCount
+    public var maxWALSize = SQLiteStore.defaultMaxWALSize
+    public var acceptDataLoss = false
     /// Caps the database at this many pages, as a full disk would; no flag sets it.
     public var maxDatabasePages: Int?
 
@@ -26,6 +28,8 @@ public struct Configuration: Sendable {
         var variable: String
         var placeholder: String
         var help: String
+        /// A switch takes no value on the command line: given means "1" (its variable still takes 1 or 0).
+        var isSwitch = false
         var apply: @Sendable (inout Configuration, String) -> Bool
     }
 
@@ -76,6 +80,23 @@ public struct Configuration: Sendable {
             c.threads = n
             return true
         },
+        Option(
+            flag: "--max-wal", variable: "LIFECYCLED_MAX_WAL", placeholder: "BYTES",
+            help: "bound on the SQLite WAL file under any write load (default 67108864 = 64 MiB; at least 1048576)"
+        ) { c, v in
+            guard let n = Int(v), n >= 1 << 20 else { return false }
+            c.maxWALSize = n
+            return true
+        },
+        Option(
+            flag: "--accept-data-loss", variable: "LIFECYCLED_ACCEPT_DATA_LOSS", placeholder: "",
+            help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); a damaged database is still refused",
+            isSwitch: true
+        ) { c, v in
+            guard let accept = ["1": true, "true": true, "0": false, "false": false][v] else { return false }
+            c.acceptDataLoss = accept
+            return true
+        },
     ]
 
     /// Why the command line was refused.
@@ -113,7 +134,7 @@ public struct Configuration: Sendable {
                 value = String(argument[argument.index(after: equals)...])
             }
             guard let option = options.first(where: { $0.flag == flag }) else { throw .unknownFlag(argument) }
-            if value == nil { value = remaining.popFirst() }
+            if value == nil { value = option.isSwitch ? "1" : remaining.popFirst() }
             guard let value else { throw .missingValue(flag) }
             guard option.apply(&configuration, value) else { throw .badValue(flag, value) }
         }

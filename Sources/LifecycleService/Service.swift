@@ -36,11 +36,16 @@ public final class Service: Sendable {
         do {
             store = try SQLiteStore(
                 directory: configuration.dataDirectory,
-                options: .init(sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages)
+                options: .init(
+                    sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages,
+                    maxWALSize: configuration.maxWALSize, acceptDataLoss: configuration.acceptDataLoss
+                ),
+                report: { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
             )
             registry = try InstanceRegistry(models: models, store: store, logger: logger)
         } catch {
-            throw StartError(description: error.message)
+            let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
+            throw StartError(description: error.message + hint)
         }
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
@@ -94,5 +99,16 @@ public final class Service: Sendable {
             }
         }
         return models
+    }
+}
+
+extension Logger.Level {
+    /// The level a store event is logged at.
+    init(_ level: StoreEvent.Level) {
+        self = switch level {
+        case .info: .info
+        case .warning: .warning
+        case .error: .error
+        }
     }
 }

@@ -38,9 +38,18 @@ final class Database {
         }
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5000)
+        // Replaces the automatic checkpoint (its WAL hook): commits never checkpoint.
+        sqlite3_wal_hook(handle, { context, _, _, frames in
+            Unmanaged<Database>.fromOpaque(context!).takeUnretainedValue().walFrames = Int(frames)
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     deinit { sqlite3_close_v2(handle) }
+
+    /// Frames in the WAL after this connection's last commit, as SQLite's WAL hook reports
+    /// them; 0 after a checkpoint here that lets the next write start the WAL over.
+    private(set) var walFrames = 0
 
     /// The one place result codes become Swift errors.
     func check(_ code: Int32) throws(SQLiteError) {
@@ -59,17 +68,55 @@ final class Database {
         return Statement(handle: statement!, database: self)
     }
 
-    /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
-    func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try execute("BEGIN IMMEDIATE")
+    /// Runs `body` in one transaction (`BEGIN IMMEDIATE` to write, `BEGIN` for one read
+    /// snapshot): committed if it returns, rolled back if it throws.
+    func transaction<T>(_ begin: String = "BEGIN IMMEDIATE", _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try execute(begin)
         do {
             let result = try body()
             try execute("COMMIT")
             return result
         } catch {
-            try? execute("ROLLBACK")
+            do {
+                try rollBack()
+            } catch let failure {
+                throw SQLiteError(code: error.code, message: "\(error.message); the rollback after it failed too: \(failure.message)")
+            }
             throw error
         }
+    }
+
+    /// Rolls back the open transaction, unless SQLite already has (it does after some
+    /// errors). A rollback that fails leaves the connection inside the transaction: callers
+    /// report it with the error that made them roll back.
+    func rollBack() throws(SQLiteError) {
+        guard sqlite3_get_autocommit(handle) == 0 else { return }
+        try execute("ROLLBACK")
+    }
+
+    /// How much a checkpoint does beyond copying the WAL into the database file.
+    enum Checkpoint {
+        /// Copies what it can without waiting for anyone.
+        case passive
+        /// Also waits (up to the busy timeout) until no reader needs the WAL, so the next
+        /// write starts it over from the beginning.
+        case restart
+        /// As `restart`, and empties the WAL file.
+        case truncate
+    }
+
+    /// Runs a checkpoint; `false` when a reader or another checkpoint kept it from finishing.
+    func checkpoint(_ mode: Checkpoint) throws(SQLiteError) -> Bool {
+        let code: Int32 = switch mode {
+        case .passive: SQLITE_CHECKPOINT_PASSIVE
+        case .restart: SQLITE_CHECKPOINT_RESTART
+        case .truncate: SQLITE_CHECKPOINT_TRUNCATE
+        }
+        let result = sqlite3_wal_checkpoint_v2(handle, nil, code, nil, nil)
+        if result & 0xFF == SQLITE_BUSY { return false }
+        try check(result)
+        if mode != .passive { walFrames = 0 }
+        return true
     }
 
     var changes: Int { Int(sqlite3_changes(handle)) }
@@ -137,12 +184,12 @@ final class Statement {
     }
 
     /// The first row's reading, or `nil` when there is no row.
-    func first<T>(_ values: [Binding] = [], _ read: (Row) -> T) throws(SQLiteError) -> T? {
+    func first<T>(_ values: [Binding] = [], _ read: (Row) throws(SQLiteError) -> T) throws(SQLiteError) -> T? {
         var result: T?
         try bind(values)
         defer { sqlite3_reset(handle) }
         let code = sqlite3_step(handle)
-        if code == SQLITE_ROW { result = read(Row(handle: handle)) } else { try database.check(code) }
+        if code == SQLITE_ROW { result = try read(Row(handle: handle)) } else { try database.check(code) }
         return result
     }
 }
@@ -158,6 +205,15 @@ struct Row {
     func text(_ column: Int32) -> String? {
         guard let pointer = sqlite3_column_text(handle, column) else { return nil }
         return String(cString: pointer)
+    }
+
+    /// The text of a column the schema declares NOT NULL: NULL there means a damaged file,
+    /// which is reported, never read as an empty string.
+    func text(_ column: Int32, named name: String) throws(SQLiteError) -> String {
+        guard let text = text(column) else {
+            throw SQLiteError(code: SQLITE_CORRUPT, message: "\(name) is NULL, which the schema does not allow: the database is damaged")
+        }
+        return text
     }
 
     func blob(_ column: Int32) -> [UInt8] {

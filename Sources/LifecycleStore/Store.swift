@@ -85,11 +85,15 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// Whether the failure lies in what was being written (a constraint, a value too big)
     /// rather than in the store, so that other writes can still commit.
     public var isSpecificToWrite: Bool
+    /// Whether the store refused to open because data it had committed is gone; opening
+    /// with ``SQLiteStore/Options/acceptDataLoss`` accepts the loss.
+    public var isDataLoss: Bool
 
-    public init(_ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false) {
+    public init(_ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false, isDataLoss: Bool = false) {
         self.message = message
         self.isDiskFull = isDiskFull
         self.isSpecificToWrite = isSpecificToWrite
+        self.isDataLoss = isDataLoss
     }
 
     init(_ error: SQLiteError, doing what: String) {
@@ -100,6 +104,30 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+}
+
+/// Something the store noticed that an operator should know of. The store knows nothing of
+/// the service's logger: whoever opens it passes a handler that logs these.
+public struct StoreEvent: Sendable {
+    public enum Level: Sendable {
+        case info, warning, error
+    }
+
+    public var level: Level
+    public var message: String
+    public var fields: KeyValuePairs<String, String>
+
+    public init(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        self.level = level
+        self.message = message
+        self.fields = fields
+    }
+
+    /// `level message key=value ...` on standard error: for a store opened without a logger.
+    @Sendable public static func writeToStandardError(_ event: StoreEvent) {
+        let fields = event.fields.map { " \($0.key)=\($0.value.debugDescription)" }.joined()
+        FileHandle.standardError.write(Data("\(event.level) \(event.message)\(fields)\n".utf8))
+    }
 }
 
 /// Durable storage for instances, records and idempotency keys.

@@ -1,0 +1,127 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The data folder's lock file, `lifecycled.lock`: held (`flock`) for the store's life so a
+/// second process cannot open the same database, and the keeper of the sequence marker.
+///
+/// The marker is the last sequence number committed, written after each commit that
+/// advanced it. It tells start-up what the database should at least hold, so a database
+/// that vanished, was emptied or lost commits is noticed instead of served as if new.
+/// Owns the file descriptor and closes it (ending the lock) in ``release()`` or `deinit`.
+final class DataFolderLock {
+    static let fileName = "lifecycled.lock"
+
+    /// What the lock file said about the database when the store opened it.
+    enum Marker: Equatable {
+        /// No database has been made in this folder yet (or it predates the marker).
+        case none
+        /// A database was made here, and every sequence number up to this one was committed.
+        case committed(Int64)
+        /// The file holds something else; what it was is in the message.
+        case unreadable(String)
+    }
+
+    let path: String
+    let marker: Marker
+    /// -1 once released.
+    private var descriptor: Int32
+    /// The file's length: a write that shortens it truncates the rest.
+    private var length = 0
+    private let pid = getpid()
+
+    /// Takes the lock on `directory` or throws, naming the process that holds it.
+    init(directory: String) throws(StoreError) {
+        path = directory + "/" + Self.fileName
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw StoreError("cannot open the lock file \(path): \(Self.lastError())") }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let failure = errno == EWOULDBLOCK ? nil : Self.lastError()
+            let holder = Self.holder(in: Self.read(descriptor))
+            close(descriptor)
+            if let failure { throw StoreError("cannot lock the data folder \(directory) (\(path)): \(failure)") }
+            throw StoreError(
+                "the data folder \(directory) is in use by another lifecycled (pid \(holder.map(String.init) ?? "unknown"), "
+                    + "holding \(path)); only one process may use a data folder"
+            )
+        }
+        let contents = Self.read(descriptor)
+        length = contents.utf8.count
+        marker = Self.marker(in: contents)
+        // Until the store has checked the database, the file keeps the marker it had.
+        let kept: Int64? = if case .committed(let sequence) = marker { sequence } else { nil }
+        do {
+            try write(sequence: kept)
+        } catch {
+            release()
+            throw error
+        }
+    }
+
+    deinit { release() }
+
+    /// Records `sequence` as committed. No fsync: the marker only has to be no further than
+    /// the database, and it is written after the commit it names (see `SQLiteStore.write`).
+    func mark(_ sequence: Int64) throws(StoreError) {
+        try write(sequence: sequence)
+    }
+
+    /// Ends the lock; another process may then open the folder.
+    func release() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+        descriptor = -1
+    }
+
+    /// The file: `pid=` and ten digits on one line, then `sequence=` and twenty digits on the
+    /// next once a database exists. Fixed widths, so each update is one small `pwrite` in place.
+    private func write(sequence: Int64?) throws(StoreError) {
+        guard descriptor >= 0 else { throw StoreError("the lock file \(path) was released") }
+        var text = "pid=" + Self.padded(Int64(pid), to: 10) + "\n"
+        if let sequence { text += "sequence=" + Self.padded(sequence, to: 20) + "\n" }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        guard written == bytes.count, bytes.count >= length || ftruncate(descriptor, off_t(bytes.count)) == 0 else {
+            throw StoreError("cannot write the lock file \(path): \(Self.lastError())")
+        }
+        length = bytes.count
+    }
+
+    private static func padded(_ value: Int64, to width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    private static func read(_ descriptor: Int32) -> String {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        return String(decoding: buffer.prefix(max(0, count)), as: UTF8.self)
+    }
+
+    private static func fields(in contents: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in contents.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            fields[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        return fields
+    }
+
+    private static func holder(in contents: String) -> Int32? {
+        fields(in: contents)["pid"].flatMap { Int32($0) }
+    }
+
+    static func marker(in contents: String) -> Marker {
+        if contents.isEmpty { return .none }  // a new file
+        let fields = fields(in: contents)
+        guard fields["pid"].flatMap({ Int32($0) }) != nil, contents.hasSuffix("\n") else {
+            return .unreadable("expected pid=N and sequence=N lines, found \(contents.debugDescription)")
+        }
+        guard let text = fields["sequence"] else { return .none }
+        guard let sequence = Int64(text), sequence >= 0 else { return .unreadable("the sequence \"\(text)\" is not a number") }
+        return .committed(sequence)
+    }
+
+    private static func lastError() -> String { String(cString: strerror(errno)) }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+@testable import LifecycleStore
+
+@Suite("start-up safety", .serialized)
+struct StartupSafetyTests {
+    @Test("a second lifecycled on the same data folder exits 1 naming the folder and the first's pid")
+    func secondProcess() throws {
+        let data = TemporaryDirectory()
+        let first = try LifecycledProcess.serving(dataDirectory: data.path)
+        defer {
+            first.signal(SIGTERM)
+            first.finish()
+        }
+        let c = try HTTPConnection(port: first.port)
+        try c.makeInstance("a", events: coldStart)
+
+        let second = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path]).finish(within: 10)
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("the data folder \(data.path) is in use by another lifecycled (pid \(first.process.processIdentifier)"), "\(second.stderr)")
+
+        // The first never noticed: its writes still work.
+        let write = try c.event("a", #"{"event": "willResignActive"}"#)
+        #expect(write.status == 200, "\(write.text)")
+        #expect(write.json["sequence"] as? Int == 4)
+    }
+
+    @Test("a database emptied or deleted while stopped is refused; --accept-data-loss starts it and numbering continues")
+    func lostDatabase() throws {
+        let data = TemporaryDirectory()
+        let database = data.path + "/" + SQLiteStore.fileName
+        for damage in ["emptied", "deleted"] {
+            var server = try LifecycledProcess.serving(dataDirectory: data.path)
+            let c = try HTTPConnection(port: server.port)
+            try c.makeInstance("app-\(damage)", events: coldStart)
+            let last = try #require(try c.event("app-\(damage)", #"{"event": "willResignActive"}"#).json["sequence"] as? Int)
+            server.signal(SIGTERM)
+            #expect(server.finish().status == 0)
+
+            if damage == "emptied" {
+                #expect(truncate(database, 0) == 0)
+            } else {
+                try FileManager.default.removeItem(atPath: database)
+            }
+            let refused = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path]).finish(within: 10)
+            #expect(refused.status == 1, "\(damage): \(refused.stderr)")
+            let reason = damage == "emptied"
+                ? "the database is empty (0 bytes), but it had committed sequence numbers up to \(last)"
+                : "the database is missing, but a database committed sequence numbers up to \(last) here"
+            #expect(refused.stderr.contains("refusing the database \(database): \(reason)"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("start once with --accept-data-loss"), "\(refused.stderr)")
+            if damage == "emptied" { #expect(fileSize(database) == 0, "a refused database is left as it was found") }
+            else { #expect(!FileManager.default.fileExists(atPath: database), "a refused database is not recreated") }
+
+            server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--accept-data-loss"])
+            let after = try HTTPConnection(port: server.port)
+            #expect(try after.request("GET", "/v1/instances/app-\(damage)").status == 404, "the loss is real")
+            let next = try after.makeInstance("new", events: ["didFinishLaunching"])
+            #expect(next.json["sequence"] as? Int == last + 1, "no sequence number is handed out twice")
+            server.signal(SIGTERM)
+            let run = server.finish()
+            #expect(run.status == 0)
+            #expect(run.stderr.contains("accepted data loss") && run.stderr.contains("loss=\"\(reason)\" marker=\(last) lastSequence=0"), "\(run.stderr)")
+        }
+        // Accepted once is enough.
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        server.signal(SIGTERM)
+        #expect(server.finish().status == 0)
+    }
+
+    @Test("a database with 4 KiB of garbage in the middle is refused at start (quick_check)")
+    func damagedDatabase() throws {
+        let data = TemporaryDirectory()
+        let database = data.path + "/" + SQLiteStore.fileName
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        let c = try HTTPConnection(port: server.port)
+        for i in 0..<10 {
+            try c.makeInstance("app-\(i)")
+            for _ in 0..<150 { #expect(try c.request("POST", "/v1/instances/app-\(i)/launches").status == 200) }
+        }
+        server.signal(SIGTERM)
+        #expect(server.finish().status == 0)
+
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size / 2 / 4096 * 4096)
+        try handle.write(contentsOf: Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7919 &+ 13) }))
+        try handle.close()
+
+        for extra in [[], ["--accept-data-loss"]] {
+            let refused = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path] + extra).finish(within: 10)
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stderr.contains("the database \(database) is damaged (PRAGMA quick_check:"), "\(refused.stderr)")
+        }
+    }
+
+    @Test("--help documents --max-wal and --accept-data-loss; a WAL bound under 1 MiB exits 2")
+    func flags() throws {
+        let help = try LifecycledProcess(arguments: ["--help"]).finish()
+        for text in ["--max-wal BYTES", "LIFECYCLED_MAX_WAL", "--accept-data-loss", "LIFECYCLED_ACCEPT_DATA_LOSS"] {
+            #expect(help.stdout.contains(text), "\(text)")
+        }
+        // A folder and a free port, so a lifecycled that wrongly starts harms nothing.
+        let data = TemporaryDirectory()
+        let small = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path, "--max-wal", "4096"]).finish(within: 10)
+        #expect(small.status == 2)
+        #expect(small.stderr.contains("invalid value \"4096\" for --max-wal"), "\(small.stderr)")
+        let bad = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path], environment: ["LIFECYCLED_ACCEPT_DATA_LOSS": "yes"]).finish(within: 10)
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("invalid value \"yes\" for LIFECYCLED_ACCEPT_DATA_LOSS"), "\(bad.stderr)")
+    }
+}
+
+func fileSize(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? -1
+}

@@ -56,10 +56,13 @@ public enum Value: Sendable, Hashable, Codable, CustomStringConvertible {
 public enum ParameterType: String, Sendable, Codable, CaseIterable {
     case string, boolean, integer, number
 
-    /// Whether `value` is acceptable for this type; an integer is a valid number.
+    /// Whether `value` is acceptable for this type; an integer is a valid number. Infinity
+    /// and NaN are not numbers here: a record holding one could not be written as JSON.
     public func accepts(_ value: Value) -> Bool {
         switch (self, value) {
-        case (.string, .string), (.boolean, .bool), (.integer, .integer), (.number, .number), (.number, .integer):
+        case (.number, .number(let number)):
+            number.isFinite
+        case (.string, .string), (.boolean, .bool), (.integer, .integer), (.number, .integer):
             true
         default:
             false

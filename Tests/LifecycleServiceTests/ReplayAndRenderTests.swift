@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import LifecycleKit
+import MicroHTTP
 @testable import LifecycleService
 
 @Suite("idempotent create and rendering")
@@ -51,7 +53,7 @@ struct ReplayAndRenderTests {
         #expect(try c.request("GET", "/v1/instances/named").json["model"] as? String == "android-activity")
     }
 
-    @Test("an instance that cannot be written as JSON answers 500 with a problem, not an empty 200")
+    @Test("a number JSON cannot hold is refused before it is stored; a render that fails answers 500, not an empty 200")
     func renderFailure() throws {
         let models = TemporaryDirectory()
         try """
@@ -66,9 +68,15 @@ struct ReplayAndRenderTests {
         let answers = try commitAsOneBatch(server.service!.registry, [
             .apply(.action("turn", ["by": .number(.infinity)]), id: "knob", expectedVersion: nil, key: nil),
         ])
-        #expect(answers.map(\.status) == [200])
+        #expect(answers.map(\.status) == [422])
         let got = try c.request("GET", "/v1/instances/knob")
-        #expect(got.status == 500 && got.header("content-type") == "application/problem+json")
-        #expect(got.json["detail"] as? String == "instance \"knob\" could not be written as JSON; see the service log")
+        #expect(got.status == 200 && got.json["version"] as? Int == 0)
+
+        // Rendering itself, given a state that cannot be written (no write path makes one now).
+        var instance = try server.service!.registry.instance("knob")
+        instance.state.bufferedAction = PendingAction(name: "turn", parameters: ["by": .number(.nan)])
+        let problem = #expect(throws: Problem.self) { try server.service!.registry.render(instance) }
+        #expect(problem?.status == 500)
+        #expect(problem?.detail == "instance \"knob\" could not be written as JSON; see the service log")
     }
 }

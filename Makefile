@@ -7,9 +7,10 @@ PORT        ?= 8080
 DATA_DIR    ?= data
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl
 BENCH_APT    = wrk gcc sqlite3
-PY_PACKAGES  = openapi-spec-validator
+SCHEMATHESIS_VERSION = 4.32.5
+PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION)
 
-.PHONY: run test bench deps bench-deps build release openapi-check clean
+.PHONY: run test bench deps bench-deps build release openapi-check contract-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -23,7 +24,8 @@ endef
 
 deps:
 	$(call apt_install,$(APT_PACKAGES))
-	@$(PYTHON) -c "import openapi_spec_validator" 2>/dev/null || $(PYTHON) -m pip install -q $(PY_PACKAGES)
+	@$(PYTHON) -c "import openapi_spec_validator, importlib.metadata as m; assert m.version('schemathesis') == '$(SCHEMATHESIS_VERSION)'" 2>/dev/null \
+	  || $(PYTHON) -m pip install -q $(PY_PACKAGES)
 
 bench-deps: deps
 	$(call apt_install,$(BENCH_APT))
@@ -44,9 +46,16 @@ test: deps
 	$(SWIFT) build --build-tests
 	timeout 1500 $(SWIFT) test
 	$(MAKE) --no-print-directory openapi-check
+	$(MAKE) --no-print-directory contract-test
 
 openapi-check:
 	$(PYTHON) -m openapi_spec_validator openapi.yaml
+
+# Schemathesis against a live lifecycled (fresh data folder, a free port on 127.0.0.1):
+# every check, a fixed seed, 200 examples per operation, stateful over openapi.yaml's links.
+contract-test: deps
+	$(SWIFT) build --product lifecycled
+	timeout 900 $(PYTHON) Tests/contract/run.py
 
 bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench

@@ -1,0 +1,59 @@
+"""Schemathesis hooks for the contract test (loaded through SCHEMATHESIS_HOOKS by run.py).
+
+schemathesis.toml lets valid inputs be answered 412 and 422, because no schema can tie a
+body to the instance its path names. This check takes back all of that allowance but the
+two refusals that really depend on other requests:
+
+- 422 for an event or action that the instance's model does not declare (the body is
+  valid for the other built-in model), or for an Idempotency-Key that an earlier,
+  different request used;
+- 412 only when the request carried If-Match.
+"""
+
+import json
+import os
+import re
+
+import schemathesis
+
+# {"model": {"event": [...], "action": [...]}}, from the live server's GET /v1/models.
+with open(os.environ["LIFECYCLED_CONTRACT_MODELS"], encoding="utf-8") as f:
+    INPUTS = {
+        model["name"]: {
+            "event": {e["name"] for e in model["events"]},
+            "action": {a["name"] for a in model["actions"]},
+        }
+        for model in json.load(f)["items"]
+    }
+
+UNDECLARED = re.compile(r'^model "([^"]+)" has no (event|action) "(.*)"$', re.S)
+KEY_REUSED = re.compile(r'^Idempotency-Key ".*" was used for a different request$', re.S)
+
+
+def _detail(response):
+    try:
+        return response.json().get("detail", "")
+    except ValueError:
+        return ""
+
+
+@schemathesis.check
+def valid_input_refused_only_for_another_model_or_reused_key(ctx, response, case):
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive:
+        return None
+    headers = {name.lower() for name in (case.headers or {})}
+    if response.status_code == 412 and "if-match" not in headers:
+        raise AssertionError("412 without If-Match")
+    if response.status_code != 422:
+        return None
+    detail = _detail(response)
+    if KEY_REUSED.match(detail) and "idempotency-key" in headers:
+        return None
+    undeclared = UNDECLARED.match(detail)
+    if undeclared:
+        model, kind, name = undeclared.groups()
+        others = [m for m, inputs in INPUTS.items() if m != model and name in inputs[kind]]
+        if model in INPUTS and name not in INPUTS[model][kind] and others:
+            return None
+    raise AssertionError(f"a valid request was refused with 422: {detail}")

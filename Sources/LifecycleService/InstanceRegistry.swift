@@ -56,6 +56,8 @@ final class InstanceRegistry: @unchecked Sendable {
     struct StorageFailure: Sendable {
         var reason: String
         var since: Date
+        /// The database file is damaged: reported until a restart (which refuses to start on it).
+        var isDamage = false
     }
 
     /// The most requests one transaction commits.
@@ -255,7 +257,7 @@ final class InstanceRegistry: @unchecked Sendable {
         do {
             attempt = try self.attempt(batch[...])
         } catch {
-            guard error.isSpecificToWrite, batch.count > 1 else { return fail(batch[...], error) }
+            guard error.isSpecificToWrite || error.isDamage, batch.count > 1 else { return fail(batch[...], error) }
             logger.warning("group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message])
             commitInHalves(batch[...])
             return
@@ -278,7 +280,7 @@ final class InstanceRegistry: @unchecked Sendable {
             do {
                 finish(half, try attempt(half))
             } catch {
-                if error.isSpecificToWrite, half.count > 1 { commitInHalves(half) } else { fail(half, error) }
+                if error.isSpecificToWrite || error.isDamage, half.count > 1 { commitInHalves(half) } else { fail(half, error) }
             }
         }
     }
@@ -321,16 +323,23 @@ final class InstanceRegistry: @unchecked Sendable {
 
     private func storageFailed(_ error: StoreError) {
         let isNew = storageFailure.withLock { failure in
-            defer { failure = StorageFailure(reason: error.message, since: failure?.since ?? Date()) }
+            defer {
+                // The first report of damage is kept: a later failure is more likely its effect.
+                if failure?.isDamage != true {
+                    failure = StorageFailure(reason: error.message, since: failure?.since ?? Date(), isDamage: error.isDamage)
+                }
+            }
             return failure == nil
         }
         if isNew { logger.error("storage cannot commit", ["error": error.message]) }
     }
 
     private func storageCommitted() {
-        let recovered = storageFailure.withLock { failure in
-            defer { failure = nil }
-            return failure
+        // Damage does not heal when writes that miss it commit: it stays reported.
+        let recovered = storageFailure.withLock { failure -> StorageFailure? in
+            guard let current = failure, !current.isDamage else { return nil }
+            failure = nil
+            return current
         }
         if let recovered { logger.info("storage commits again", ["failingSince": JSON.formatTime(recovered.since)]) }
     }

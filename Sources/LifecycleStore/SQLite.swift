@@ -16,6 +16,10 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     /// or of the wrong type), as opposed to the database failing for every statement.
     public var isSpecificToWrite: Bool { [SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH].contains(primaryCode) }
 
+    /// Whether the file is damaged. Damage may lie in pages only some writes touch, so other
+    /// writes can still commit, but it does not heal: it is the store's failure, not the write's.
+    public var isDamage: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
+
     public var description: String { "SQLite error \(code): \(message)" }
 }
 

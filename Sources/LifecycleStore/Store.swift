@@ -85,21 +85,24 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// Whether the failure lies in what was being written (a constraint, a value too big)
     /// rather than in the store, so that other writes can still commit.
     public var isSpecificToWrite: Bool
+    /// Whether the database file is damaged (see ``SQLiteError/isDamage``).
+    public var isDamage: Bool
     /// Whether the store refused to open because data it had committed is gone; opening
     /// with ``SQLiteStore/Options/acceptDataLoss`` accepts the loss.
     public var isDataLoss: Bool
 
-    public init(_ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false, isDataLoss: Bool = false) {
+    public init(_ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false, isDamage: Bool = false, isDataLoss: Bool = false) {
         self.message = message
         self.isDiskFull = isDiskFull
         self.isSpecificToWrite = isSpecificToWrite
+        self.isDamage = isDamage
         self.isDataLoss = isDataLoss
     }
 
     init(_ error: SQLiteError, doing what: String) {
         self.init(
             "\(what): \(error.message) (SQLite code \(error.code))", isDiskFull: error.isDiskFull,
-            isSpecificToWrite: error.isSpecificToWrite
+            isSpecificToWrite: error.isSpecificToWrite, isDamage: error.isDamage
         )
     }
 

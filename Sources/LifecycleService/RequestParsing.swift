@@ -54,17 +54,25 @@ extension Request {
         return members.mapValues(BodyValue.init)
     }
 
-    /// Refuses query arguments other than `names`, so a typo is not silently ignored.
+    /// Refuses query arguments other than `names`, and any given twice, so that neither a
+    /// typo nor a second value is silently ignored.
     func checkQuery(allowing names: [String]) throws(Problem) {
-        for (name, _) in query where !names.contains(name) {
-            throw .badRequest("unknown query parameter \"\(name)\"; use \(names.joined(separator: ", "))")
+        var seen: Set<String> = []
+        for (name, _) in query {
+            guard names.contains(name) else {
+                throw .badRequest("unknown query parameter \"\(name)\"; use \(names.joined(separator: ", "))")
+            }
+            guard seen.insert(name).inserted else { throw .badRequest("query parameter \"\(name)\" is given more than once") }
         }
     }
 
     /// A query argument as an integer within bounds, or the default when absent.
     func integerQuery(_ name: String, default value: Int64, in range: ClosedRange<Int64>) throws(Problem) -> Int64 {
         guard let text = query(name) else { return value }
-        guard let number = Int64(text), range.contains(number) else {
+        // Digits only (with a leading minus where the range allows it): `Int64("+5")` would pass.
+        let digits = text.hasPrefix("-") ? text.utf8.dropFirst() : text.utf8[...]
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              let number = Int64(text), range.contains(number) else {
             throw .badRequest("query parameter \"\(name)\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return number

@@ -126,6 +126,9 @@ struct APITests {
         #expect(try ids("?cursor=ios-03&limit=1") == ["ios-04"], "a cursor need not exist any more")
         #expect(try c.request("GET", "/v1/instances?limit=0").status == 400)
         #expect(try c.request("GET", "/v1/instances?limit=abc").status == 400)
+        // A second value, or a sign, is refused rather than silently read one way.
+        #expect(try c.request("GET", "/v1/instances?limit=5&limit=x").status == 400)
+        #expect(try c.request("GET", "/v1/instances?limit=%2B5").status == 400)
         #expect(try c.request("GET", "/v1/instances?colour=red").status == 400)
     }
 

@@ -6,7 +6,7 @@ PYTHON      ?= python3
 PORT        ?= 8080
 DATA_DIR    ?= data
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl
-BENCH_APT    = wrk gcc sqlite3
+BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
 PY_PACKAGES  = openapi-spec-validator
 
 .PHONY: run test bench deps bench-deps build release openapi-check clean

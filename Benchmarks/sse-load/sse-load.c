@@ -934,7 +934,10 @@ static void loop_once(int max_wait_ms) {
         sub_start(i);
     }
     int wait_ms = max_wait_ms;
-    if (post_mode == POST_RATE) {
+    int idle_poster = 0;
+    for (int i = 0; i < post_active_posters; i++) idle_poster |= posters[i].state == P_IDLE && !posters[i].has_request;
+    /* a post due with every poster busy waits for an answer, which wakes epoll: no spinning */
+    if (post_mode == POST_RATE && idle_poster) {
         ns_t until = next_post_at - now_ns();
         int ms = until <= 0 ? 0 : (int)((until + 999999) / 1000000);
         if (ms < wait_ms) wait_ms = ms;

@@ -123,7 +123,8 @@ N_MAX=$(grep '^sse-result .* phase=max ' "$WORK/nchan.out")
   echo "sse-load (C, epoll, one thread) holds $SUBSCRIBERS subscribers on one stream: $RATE events/s for ${WINDOW}s"
   echo "after ${WARMUP}s of warm-up, then events posted as fast as answered ($INFLIGHT POSTs in flight) for ${MAX_WINDOW}s."
   echo "Latency of every delivery from its POST's sending and from its answer (negative: delivered before the answer);"
-  echo "memory is the servers' resident set (all processes) grown since before the subscribers, per subscriber."
+  echo "memory is the servers' resident set (all processes) grown since before the subscribers, per subscriber, at the"
+  echo "window's end; server and load CPU are in per cent of one core."
   echo "Anchor: nginx $NGINX_VERSION with nchan $NCHAN_VERSION, $WORKERS workers (one per core, as lifecycled's threads),"
   echo "~350-byte messages. $(nproc) cores shared by server and load; the last column shows how busy they were."
   echo

@@ -31,6 +31,12 @@ cleanup() {
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
+stop() { # PID: one we started, then forgotten so that cleanup cannot hit a reused id
+  local keep=() p
+  kill "$1"; wait "$1" 2>/dev/null || true
+  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
+}
 trap cleanup EXIT
 
 if [ ! -x "$NGINX" ] || [ ! -f "$NCHAN_MODULE" ]; then
@@ -51,7 +57,7 @@ gcc -O2 -Wall -o "$LOAD" Benchmarks/sse-load/sse-load.c
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_for() { # PORT PATH
   for _ in $(seq 1 200); do curl -s -o /dev/null -m 1 "http://127.0.0.1:$1$2" && return 0; sleep 0.05; done
-  echo "server on $1 did not start" >&2; exit 1
+  echo "server on $1 did not start" >&2; return 1
 }
 field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; } # field NAME LINE
 
@@ -70,7 +76,7 @@ sed -e "s#__DIR__#$WORK/nchan#g" -e "s#__PORT__#$PORT_N#g" -e "s#__WORKERS__#$WO
   Benchmarks/nchan/nginx.conf >"$WORK/nchan/nginx.conf"
 "$NGINX" -p "$WORK/nchan/" -c "$WORK/nchan/nginx.conf" -e "$WORK/nchan/error.log" & NGINX_PID=$!
 PIDS+=("$NGINX_PID")
-wait_for "$PORT_N" /
+wait_for "$PORT_N" / || { cat "$WORK/nchan/error.log" >&2; exit 1; }
 workers=""
 for _ in $(seq 1 100); do
   workers=$(cat "/proc/$NGINX_PID/task/$NGINX_PID/children" 2>/dev/null || true)
@@ -79,7 +85,7 @@ for _ in $(seq 1 100); do
 done
 server_pids=$(echo "$NGINX_PID $workers" | xargs | tr ' ' ',')
 run_load nchan "$WORK/nchan.out" --mode nchan --port "$PORT_N" --sub-path /sub --pub-path /pub --pid "$server_pids"
-kill "$NGINX_PID"; wait "$NGINX_PID" 2>/dev/null || true
+stop "$NGINX_PID"
 NGINX_VERSION=$("$NGINX" -v 2>&1 | sed 's#.*nginx/##')
 NCHAN_VERSION=$(dpkg-query -W -f='${Version}' libnginx-mod-nchan 2>/dev/null || echo unknown)
 
@@ -90,7 +96,7 @@ if [ -x "$LIFECYCLED" ]; then
   # shellcheck disable=SC2086
   "$LIFECYCLED" --port "$PORT_L" --data-dir "$WORK/data" --log-level warning ${SSE_LIFECYCLED_FLAGS:-} & LIFECYCLED_PID=$!
   PIDS+=("$LIFECYCLED_PID")
-  wait_for "$PORT_L" /healthz
+  wait_for "$PORT_L" /healthz || exit 1
   curl -s -N -m 2 -o /dev/null -D "$WORK/stream-head" -H 'Accept: text/event-stream' \
     "http://127.0.0.1:$PORT_L/v1/stream" || true
   if head -1 "$WORK/stream-head" | grep -q '^HTTP/1\.[01] 200' &&
@@ -100,7 +106,7 @@ if [ -x "$LIFECYCLED" ]; then
   else
     LIFECYCLED_STATE="no /v1/stream yet (GET /v1/stream: $(head -1 "$WORK/stream-head" | tr -d '\r' || echo no answer))"
   fi
-  kill "$LIFECYCLED_PID"; wait "$LIFECYCLED_PID" 2>/dev/null || true
+  stop "$LIFECYCLED_PID"
 fi
 echo "lifecycled: $LIFECYCLED_STATE"
 

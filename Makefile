@@ -6,7 +6,7 @@ PYTHON      ?= python3
 PORT        ?= 8080
 DATA_DIR    ?= data
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl
-BENCH_APT    = wrk gcc sqlite3
+BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
 SCHEMATHESIS_VERSION = 4.32.5
 PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION)
 

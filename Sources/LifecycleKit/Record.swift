@@ -96,6 +96,9 @@ public enum ActionDisposition: String, Sendable, Codable {
 public struct Record: Sendable, Codable, Equatable {
     /// Global sequence number; 0 until a store assigns one.
     public var sequence: Int64
+    /// The id of the instance the record belongs to: set by whoever keeps the record (the
+    /// machine knows no ids); `nil` for a record of no instance, such as a conformance replay's.
+    public var instance: String?
     /// The instance version after this record.
     public var version: Int64
     public var kind: InputKind
@@ -124,13 +127,14 @@ public struct Record: Sendable, Codable, Equatable {
     public var time: Date
 
     public init(
-        sequence: Int64 = 0, version: Int64, kind: InputKind, name: String, parameters: [String: Value] = [:],
+        sequence: Int64 = 0, instance: String? = nil, version: Int64, kind: InputKind, name: String, parameters: [String: Value] = [:],
         from: String, to: String, outcome: Outcome, hooks: [String] = [], row: String? = nil,
         disposition: ActionDisposition? = nil, replacedAction: PendingAction? = nil,
         deliveredAction: PendingAction? = nil, clearedAction: PendingAction? = nil,
         incompleteLaunch: IncompleteLaunch? = nil, windowChanged: Bool? = nil, time: Date
     ) {
         self.sequence = sequence
+        self.instance = instance
         self.version = version
         self.kind = kind
         self.name = name
@@ -153,13 +157,14 @@ public struct Record: Sendable, Codable, Equatable {
 extension Record {
     /// JSON names: the input's name goes under `event` or `action` (DESIGN §2), a relaunch has neither.
     enum CodingKeys: String, CodingKey {
-        case sequence, version, kind, event, action, parameters, from, to, outcome, hooks, row, disposition
+        case sequence, instance, version, kind, event, action, parameters, from, to, outcome, hooks, row, disposition
         case replacedAction, deliveredAction, clearedAction, incompleteLaunch, windowChanged, time
     }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         sequence = try c.decode(Int64.self, forKey: .sequence)
+        instance = try c.decodeIfPresent(String.self, forKey: .instance)
         version = try c.decode(Int64.self, forKey: .version)
         kind = try c.decode(InputKind.self, forKey: .kind)
         switch kind {
@@ -185,6 +190,7 @@ extension Record {
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(sequence, forKey: .sequence)
+        try c.encodeIfPresent(instance, forKey: .instance)
         try c.encode(version, forKey: .version)
         try c.encode(kind, forKey: .kind)
         switch kind {

@@ -19,6 +19,19 @@ public struct Configuration: Sendable {
     public var acceptDataLoss = false
     /// Caps the database at this many pages, as a full disk would; no flag sets it.
     public var maxDatabasePages: Int?
+    /// Seconds an open stream may stay silent before it is sent a comment: under the 60 s
+    /// idle limit of common proxies, and how soon a dead peer is noticed.
+    public var heartbeat = 15.0
+    /// Bytes of records a live stream may fall behind before it is closed with
+    /// `event: overflow` (it resumes from the store). 256 KiB holds a whole group commit
+    /// (512 records of about 0.4 KiB), so one batch landing at once never cuts off a
+    /// subscriber that keeps pace; and since frames are shared with the ring, it is a
+    /// bound on what a stuck subscriber can hold, not memory each one takes.
+    public var streamBuffer = 256 * 1024
+    /// Bytes of recent records kept in memory, so that a resume within them reads no SQLite.
+    public var streamRing = 16 * 1024 * 1024
+    /// Streams open at once; past it a stream is refused (503).
+    public var maxSubscribers = 20_000
 
     public init() {}
 
@@ -97,7 +110,49 @@ public struct Configuration: Sendable {
             c.acceptDataLoss = accept
             return true
         },
+        Option(
+            flag: "--heartbeat", variable: "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
+            help: "seconds between comments on an idle stream (default 15; fractions allowed, at most 3600)"
+        ) { c, v in
+            guard let seconds = Double(v), seconds >= 0.001, seconds <= 3600 else { return false }
+            c.heartbeat = seconds
+            return true
+        },
+        Option(
+            flag: "--stream-buffer", variable: "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES",
+            help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)"
+        ) { c, v in
+            guard let n = Int(v), n >= 4096 else { return false }
+            c.streamBuffer = n
+            return true
+        },
+        Option(
+            flag: "--stream-ring", variable: "LIFECYCLED_STREAM_RING", placeholder: "BYTES",
+            help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)"
+        ) { c, v in
+            guard let n = Int(v), n >= 65536 else { return false }
+            c.streamRing = n
+            return true
+        },
+        Option(
+            flag: "--max-subscribers", variable: "LIFECYCLED_MAX_SUBSCRIBERS", placeholder: "N",
+            help: "streams open at once; more are refused with 503 (default 20000)"
+        ) { c, v in
+            guard let n = Int(v), n >= 1 else { return false }
+            c.maxSubscribers = n
+            return true
+        },
     ]
+
+    /// What the stream hub is given.
+    var streamSettings: StreamSettings {
+        var settings = StreamSettings()
+        settings.heartbeat = .milliseconds(Int64((heartbeat * 1000).rounded()))
+        settings.subscriberBuffer = streamBuffer
+        settings.ringBytes = streamRing
+        settings.maxSubscribers = maxSubscribers
+        return settings
+    }
 
     /// Why the command line was refused.
     public enum ParseError: Error, Equatable, CustomStringConvertible {

@@ -9,13 +9,16 @@ import Synchronization
 /// All writes (create, delete, event, action, relaunch) go through a single committer
 /// thread that takes whatever requests are waiting, applies them in arrival order and
 /// commits them in one SQLite transaction (group commit). Only after the commit are the
-/// new states published to readers and the requests answered, so an acknowledged write
-/// is always durable and a failed commit changes nothing anyone has seen.
+/// new states published to readers, the transaction's records to the stream hub (in
+/// sequence order, one transaction after another) and the requests answered, so an
+/// acknowledged write is always durable and a failed commit changes nothing anyone has seen.
 final class InstanceRegistry: @unchecked Sendable {
     let models: [String: Model]
     /// Every state of every loaded model, sorted and without repeats: what a `state` filter may name.
     let stateNames: [String]
     let store: any InstanceStore
+    /// Where committed records go for streams.
+    let hub: StreamHub
     let logger: Logger
 
     /// A change to make, in the order it arrived.
@@ -115,10 +118,11 @@ final class InstanceRegistry: @unchecked Sendable {
     private let storageFailure = Mutex<StorageFailure?>(nil)
 
     /// Rebuilds every stored instance; refuses to start if one names an unknown model or state.
-    init(models: [String: Model], store: any InstanceStore, logger: Logger) throws(StoreError) {
+    init(models: [String: Model], store: any InstanceStore, hub: StreamHub, logger: Logger) throws(StoreError) {
         self.models = models
         self.stateNames = Set(models.values.flatMap { $0.definition.states.map(\.name) }).sorted()
         self.store = store
+        self.hub = hub
         self.logger = logger
         let instances = try store.loadInstances().sorted { $0.id < $1.id }
         for instance in instances {
@@ -247,6 +251,8 @@ final class InstanceRegistry: @unchecked Sendable {
         var staged: [String: Staged] = [:]
         var results: [Result<Reply, Problem>] = []
         var notes: [Note] = []
+        /// The records written, in sequence order: for the stream hub once committed.
+        var records: [PublishedRecord] = []
         /// Whether anything was written (a commit of only refusals shows nothing about the store).
         var didWrite = false
     }
@@ -304,6 +310,9 @@ final class InstanceRegistry: @unchecked Sendable {
     /// Publishes what a committed transaction changed, then answers its writes.
     private func finish(_ jobs: ArraySlice<Job>, _ attempt: Attempt) {
         publish(attempt.staged)
+        // Before the answers: a client that is answered and then resumes a stream from the
+        // sequence number it was given finds the record already there.
+        if !attempt.records.isEmpty { hub.publish(attempt.records) }
         if attempt.didWrite { storageCommitted() }
         for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
         for note in attempt.notes { logger.info(note.message, note.fields) }
@@ -413,16 +422,26 @@ final class InstanceRegistry: @unchecked Sendable {
                 return .failure(error)
             }
             let response = StoredResponse(status: 201, contentType: "application/json", body: body)
-            try transaction.insert(instance)
+            var created: [UInt8] = []
+            let sequence = try transaction.insert(instance) { sequence in
+                created = InstanceChange(sequence: sequence, kind: .created, instance: instance, time: time).jsonBytes()
+                return created
+            }
             if let key { try transaction.remember(key, response) }
+            attempt.records.append(PublishedRecord(sequence: sequence, kind: .created, instance: id, model: name, outcome: nil, json: created))
             attempt.didWrite = true
             attempt.staged[id] = .present(instance, machine)
             attempt.notes.append(("instance created", ["id": id, "model": name]))
             return .success(Reply(response: response, createdID: id))
 
         case .delete(let id):
-            guard current(id, attempt.staged) != nil else { return .failure(.unknownInstance(id)) }
-            try transaction.delete(instanceID: id)
+            guard let (instance, _) = current(id, attempt.staged) else { return .failure(.unknownInstance(id)) }
+            var deleted: [UInt8] = []
+            let sequence = try transaction.delete(instance, at: time) { sequence in
+                deleted = InstanceChange(sequence: sequence, kind: .deleted, instance: instance, time: time).jsonBytes()
+                return deleted
+            }
+            attempt.records.append(PublishedRecord(sequence: sequence, kind: .deleted, instance: id, model: instance.model, outcome: nil, json: deleted))
             attempt.didWrite = true
             attempt.staged[id] = .deleted
             attempt.notes.append(("instance deleted", ["id": id]))
@@ -446,6 +465,10 @@ final class InstanceRegistry: @unchecked Sendable {
             instance.updatedAt = time
             let encoded = try transaction.append(record, instanceID: id, encode: Self.encode)
             if let key { try transaction.remember(key, encoded.response) }
+            attempt.records.append(PublishedRecord(
+                sequence: encoded.sequence, kind: RecordKind(record.kind), instance: id, model: instance.model, outcome: record.outcome,
+                json: encoded.recordJSON
+            ))
             attempt.didWrite = true
             attempt.staged[id] = .present(instance, machine)
             dirty.insert(id)

@@ -1,4 +1,6 @@
+import Foundation
 import LifecycleKit
+import LifecycleStore
 import MicroHTTP
 
 extension Record {
@@ -10,6 +12,10 @@ extension Record {
         var json = JSONBuffer(capacity: 320)
         json.raw("{\"sequence\":")
         json.integer(sequence)
+        if let instance {
+            json.raw(",\"instance\":")
+            json.string(instance)
+        }
         json.raw(",\"version\":")
         json.integer(version)
         json.raw(",\"kind\":")
@@ -88,5 +94,42 @@ extension Record {
             }
         }
         json.byte(UInt8(ascii: "}"))
+    }
+}
+
+/// The creation or deletion of an instance: numbered like a record and streamed
+/// (`instance.created`, `instance.deleted`), so that a resumed stream sees it, but not part of
+/// the instance's history, which holds applied inputs only.
+///
+/// `{"sequence":7,"instance":"my-iphone","version":0,"kind":"created","model":"ios-app","state":"initializing","time":"…"}`;
+/// a deletion has the version and state the instance had when it was deleted.
+struct InstanceChange {
+    enum Kind: String {
+        case created, deleted
+    }
+
+    var sequence: Int64
+    var kind: Kind
+    var instance: StoredInstance
+    var time: Date
+
+    func jsonBytes() -> [UInt8] {
+        var json = JSONBuffer(capacity: 160)
+        json.raw("{\"sequence\":")
+        json.integer(sequence)
+        json.raw(",\"instance\":")
+        json.string(instance.id)
+        json.raw(",\"version\":")
+        json.integer(instance.state.version)
+        json.raw(",\"kind\":")
+        json.string(kind.rawValue)
+        json.raw(",\"model\":")
+        json.string(instance.model)
+        json.raw(",\"state\":")
+        json.string(instance.state.state)
+        json.raw(",\"time\":")
+        json.time(time)
+        json.byte(UInt8(ascii: "}"))
+        return json.bytes
     }
 }

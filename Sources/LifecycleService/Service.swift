@@ -13,6 +13,8 @@ public final class Service: Sendable {
     public let configuration: Configuration
     let server: HTTPServer
     let registry: InstanceRegistry
+    /// Committed records for the streams.
+    let hub: StreamHub
     public let store: SQLiteStore
     public let logger: Logger
 
@@ -42,10 +44,16 @@ public final class Service: Sendable {
                 ),
                 report: { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
             )
-            registry = try InstanceRegistry(models: models, store: store, logger: logger)
         } catch {
             let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
             throw StartError(description: error.message + hint)
+        }
+        hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
+        do {
+            registry = try InstanceRegistry(models: models, store: store, hub: hub, logger: logger)
+        } catch {
+            hub.stop()
+            throw StartError(description: error.message)
         }
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
@@ -62,6 +70,7 @@ public final class Service: Sendable {
             try server.start()
         } catch {
             registry.stop()
+            hub.stop()
             throw StartError(description: error.description)
         }
         let millis = (DispatchTime.now().uptimeNanoseconds - started) / 1_000_000
@@ -76,6 +85,7 @@ public final class Service: Sendable {
     public func stop() {
         server.stop()
         registry.stop()
+        hub.stop()
         store.close()
         logger.info("lifecycled stopped", [:])
     }

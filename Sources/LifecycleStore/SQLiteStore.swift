@@ -18,6 +18,9 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         public var historyLimit: Int
         /// How long idempotency keys are kept.
         public var idempotencyLifetime: TimeInterval
+        /// How long a deleted instance's deletion record stays replayable (its other records
+        /// go at once, with the instance).
+        public var tombstoneLifetime: TimeInterval
         /// Caps the database size in pages (SQLite's max_page_count); a full cap acts as a full disk.
         public var maxPageCount: Int?
         /// The bound on the WAL file, in bytes, however fast writes come (see ``WALBound``).
@@ -28,12 +31,14 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         public var acceptDataLoss: Bool
 
         public init(
-            sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600, maxPageCount: Int? = nil,
+            sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
+            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, maxPageCount: Int? = nil,
             maxWALSize: Int = SQLiteStore.defaultMaxWALSize, acceptDataLoss: Bool = false
         ) {
             self.sync = sync
             self.historyLimit = max(1, historyLimit)
             self.idempotencyLifetime = idempotencyLifetime
+            self.tombstoneLifetime = tombstoneLifetime
             self.maxPageCount = maxPageCount
             self.maxWALSize = maxWALSize
             self.acceptDataLoss = acceptDataLoss
@@ -42,6 +47,9 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
 
     /// 64 MiB: a few seconds of the heaviest write load, and a checkpoint every second or so under it.
     public static let defaultMaxWALSize = 64 * 1024 * 1024
+
+    /// 24 hours: a watcher that reconnects within a day still learns of a deletion.
+    public static let defaultTombstoneLifetime: TimeInterval = 24 * 3600
 
     /// The schema, one migration per version; `PRAGMA user_version` says how many have run.
     static let migrations: [String] = [
@@ -83,6 +91,33 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         ) WITHOUT ROWID;
         CREATE INDEX idempotency_by_age ON idempotency(created_at);
         """,
+        // Version 2: records name their instance in their JSON and carry their kind and
+        // outcome (for replay filters; no index: replays scan a range of sequence numbers);
+        // instances get a creation record (version 0) and leave a deletion record in
+        // `tombstones`. Records of version 1 get their kind, outcome and instance from their
+        // JSON, which always begins with {"sequence":N, (the direct serializer's order).
+        """
+        ALTER TABLE records ADD COLUMN kind INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE records ADD COLUMN outcome INTEGER;
+        UPDATE records SET
+          kind = CASE json_extract(CAST(body AS TEXT), '$.kind') WHEN 'action' THEN 1 WHEN 'relaunch' THEN 2 ELSE 0 END,
+          outcome = CASE json_extract(CAST(body AS TEXT), '$.outcome')
+            WHEN 'transitioned' THEN 0 WHEN 'stayed' THEN 1 WHEN 'ignored' THEN 2 WHEN 'unexpected' THEN 3 END,
+          body = CASE
+            WHEN substr(CAST(body AS TEXT), 1, length('{"sequence":' || seq || ',')) = '{"sequence":' || seq || ','
+              AND json_extract(CAST(body AS TEXT), '$.instance') IS NULL
+            THEN CAST('{"sequence":' || seq || ',"instance":' || json_quote(instance)
+              || substr(CAST(body AS TEXT), length('{"sequence":' || seq) + 1) AS BLOB)
+            ELSE body END;
+        CREATE TABLE tombstones (
+            seq INTEGER PRIMARY KEY,
+            instance TEXT NOT NULL,
+            model TEXT NOT NULL,
+            deleted_at INTEGER NOT NULL,
+            body BLOB NOT NULL
+        );
+        CREATE INDEX tombstones_by_age ON tombstones(deleted_at);
+        """,
     ]
 
     /// The database file inside a data folder.
@@ -110,6 +145,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     private let reader: Database
     private let selectHistory: Statement
     private let selectOldestVersion: Statement
+    private let selectReplayBounds: Statement
 
     /// Opens (creating if needed) the store in `directory`, migrating its schema.
     ///
@@ -176,10 +212,14 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
             report(StoreEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
             if case .committed(let marked) = lock.marker, sequence < marked {
-                // Numbers up to the marker were handed out: a client may hold one, so none is reused.
-                let (writer, raise) = (writer, statements.raiseSequenceFloor)
+                // Numbers up to the marker were handed out: a client may hold one, so none is
+                // reused; and replays after one of them are told that records may be missing.
+                let (writer, statements) = (writer, statements)
                 try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
-                    try writer.transaction { () throws(SQLiteError) in try raise.run([.integer(marked)]) }
+                    try writer.transaction { () throws(SQLiteError) in
+                        try statements.raiseSequenceFloor.run([.integer(marked)])
+                        try statements.raiseDroppedFloor.run([.integer(marked)])
+                    }
                 }
                 sequence = marked
             }
@@ -196,9 +236,14 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                   AND seq > ?2
                 ORDER BY instance, version LIMIT ?3
                 """)
-            selectOldestVersion = try reader.prepare("SELECT min(version) FROM records WHERE instance = ?1")
+            // Version 0 is the creation record, which is not history.
+            selectOldestVersion = try reader.prepare("SELECT min(version) FROM records WHERE instance = ?1 AND version > 0")
+            selectReplayBounds = try reader.prepare("""
+                SELECT (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through'),
+                  (SELECT min(seq) FROM records), (SELECT min(seq) FROM tombstones)
+                """)
             checkpointer = try BackgroundCheckpointer(path: path, synchronous: synchronous, report: report)
-            try purgeExpiredKeys()
+            try purgeExpired()
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
@@ -259,9 +304,19 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         report(StoreEvent(.info, "database checked", ["database": path, "bytes": String(bytes), "quickCheckMillis": String(millis)]))
     }
 
-    /// Drops idempotency keys older than their lifetime (on the write connection).
-    private func purgeExpiredKeys() throws(SQLiteError) {
-        try statements.purgeKeys.run([.integer(Self.milliseconds(Date().addingTimeInterval(-options.idempotencyLifetime)))])
+    /// Drops idempotency keys and deletion records older than their lifetimes (on the write
+    /// connection), raising the floor that tells replays records were dropped.
+    private func purgeExpired() throws(SQLiteError) {
+        let now = Date()
+        try statements.purgeKeys.run([.integer(Self.milliseconds(now.addingTimeInterval(-options.idempotencyLifetime)))])
+        let statements = statements
+        try writer.transaction { () throws(SQLiteError) in
+            var purgedThrough: Int64 = 0
+            try statements.purgeTombstones.forEachRow([.integer(Self.milliseconds(now.addingTimeInterval(-options.tombstoneLifetime)))]) { row in
+                purgedThrough = max(purgedThrough, row.integer(0))
+            }
+            if purgedThrough > 0 { try statements.raiseDroppedFloor.run([.integer(purgedThrough)]) }
+        }
     }
 
     /// Ends writing with a checkpoint that empties the WAL, and lets the data folder go.
@@ -352,6 +407,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         let result: T
         do {
             result = try body(transaction)
+            try transaction.finish()
             try checked("cannot commit") { () throws(SQLiteError) in try writer.execute("COMMIT") }
         } catch {
             do {
@@ -385,9 +441,9 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         if writesSincePurge >= 1000 {
             writesSincePurge = 0
             do {
-                try purgeExpiredKeys()
+                try purgeExpired()
             } catch {
-                report(StoreEvent(.warning, "cannot purge expired idempotency keys", ["database": path, "error": error.message]))
+                report(StoreEvent(.warning, "cannot purge expired idempotency keys and deletion records", ["database": path, "error": error.message]))
             }
         }
     }
@@ -440,6 +496,60 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         }
     }
 
+    /// Rows a replay page may examine when no instance filter narrows it: a page of records
+    /// matching a rare filter costs a bounded scan, and the replay goes on from where it stopped.
+    static let replayScanRows: Int64 = 8192
+
+    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: Int) throws(StoreError) -> ReplayPage {
+        // Without an instance filter the scan is a range of rowids: bound it. With one, the
+        // (instance, version) index finds the instances' records, however far apart.
+        let upper = filter.instances == nil ? min(through, after + Self.replayScanRows) : through
+        var bindings: [Statement.Binding] = [.integer(after), .integer(upper), .integer(Int64(max(1, limit)))]
+        var recordConditions = ""
+        var tombstoneConditions = ""
+        if let instances = filter.instances {
+            let parameters = instances.sorted().map { id -> String in
+                bindings.append(.text(id))
+                return "?\(bindings.count)"
+            }.joined(separator: ", ")
+            recordConditions += " AND instance IN (\(parameters))"
+            tombstoneConditions += " AND instance IN (\(parameters))"
+        }
+        if let model = filter.model {
+            bindings.append(.text(model))
+            recordConditions += " AND (SELECT model FROM instances WHERE id = records.instance) = ?\(bindings.count)"
+            tombstoneConditions += " AND model = ?\(bindings.count)"
+        }
+        var sql = "SELECT seq, kind, body FROM records WHERE seq > ?1 AND seq <= ?2\(recordConditions)"
+        if let outcomes = filter.outcomes {
+            // Codes, not client text: safe to write into the statement.
+            sql += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
+        } else {
+            sql += " UNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body FROM tombstones WHERE seq > ?1 AND seq <= ?2\(tombstoneConditions)"
+        }
+        sql += " ORDER BY 1 LIMIT ?3"
+        return try read("cannot replay records after \(after)") { () throws(SQLiteError) in
+            let select = try reader.prepare(sql)
+            var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+            // One snapshot for the page and its bounds, so they agree.
+            try reader.transaction("BEGIN") { () throws(SQLiteError) in
+                try select.forEachRow(bindings) { (row) throws(SQLiteError) in
+                    let sequence = row.integer(0)
+                    guard let kind = RecordKind(rawValue: row.integer(1)) else {
+                        throw SQLiteError(code: SQLITE_CORRUPT, message: "record \(sequence) has kind \(row.integer(1)), which no lifecycled writes")
+                    }
+                    page.records.append(ReplayedRecord(sequence: sequence, kind: kind, json: row.blob(2)))
+                }
+                try selectReplayBounds.first { row in
+                    page.droppedThrough = row.integer(0)
+                    page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
+                }
+            }
+            if page.records.count >= limit, let last = page.records.last { page.coveredThrough = last.sequence }
+            return page
+        }
+    }
+
     /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
     public func integrityCheck() throws(StoreError) -> String {
         try read("cannot check integrity") { () throws(SQLiteError) in
@@ -454,6 +564,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         let store: SQLiteStore
         /// The last sequence number assigned in this transaction.
         var sequence: Int64
+        /// The largest sequence number the history limit dropped in this transaction.
+        var droppedThrough: Int64 = 0
 
         init(store: SQLiteStore, sequence: Int64) {
             self.store = store
@@ -462,10 +574,16 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
 
         var statements: WriteStatements { store.statements }
 
-        func insert(_ instance: StoredInstance) throws(StoreError) {
+        func insert(_ instance: StoredInstance, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
+            let numbered = sequence + 1
             try checked("cannot store instance \(instance.id)") { () throws(SQLiteError) in
                 try statements.insertInstance.run(SQLiteStore.bindings(instance))
+                try statements.insertRecord.run([
+                    .integer(numbered), .text(instance.id), .integer(0), .integer(RecordKind.created.rawValue), .null, .blob(encode(numbered)),
+                ])
             }
+            sequence = numbered
+            return numbered
         }
 
         func update(_ instance: StoredInstance) throws(StoreError) {
@@ -474,28 +592,49 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             }
         }
 
-        func delete(instanceID: String) throws(StoreError) {
-            try checked("cannot delete instance \(instanceID)") { () throws(SQLiteError) in
-                try statements.deleteInstance.run([.text(instanceID)])
-                try statements.deleteRecords.run([.text(instanceID)])
-                // Its records may have held the largest sequence numbers: keep them from reuse.
-                try statements.raiseSequenceFloor.run([.integer(sequence)])
+        func delete(_ instance: StoredInstance, at time: Date, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
+            let numbered = sequence + 1
+            try checked("cannot delete instance \(instance.id)") { () throws(SQLiteError) in
+                try statements.deleteInstance.run([.text(instance.id)])
+                try statements.deleteRecords.run([.text(instance.id)])
+                try statements.insertTombstone.run([
+                    .integer(numbered), .text(instance.id), .text(instance.model), .integer(SQLiteStore.milliseconds(time)), .blob(encode(numbered)),
+                ])
+                // The deletion record expires: keep its number, the largest, from reuse.
+                try statements.raiseSequenceFloor.run([.integer(numbered)])
             }
+            sequence = numbered
+            return numbered
         }
 
         func append(_ record: Record, instanceID: String, encode: (Record) -> EncodedRecord) throws(StoreError) -> EncodedRecord {
             var numbered = record
             numbered.sequence = sequence + 1
+            numbered.instance = instanceID
             let encoded = encode(numbered)
             let limit = Int64(store.options.historyLimit)
             try checked("cannot store a record of \(instanceID)") { () throws(SQLiteError) in
-                try statements.insertRecord.run([.integer(numbered.sequence), .text(instanceID), .integer(record.version), .blob(encoded.recordJSON)])
+                try statements.insertRecord.run([
+                    .integer(numbered.sequence), .text(instanceID), .integer(record.version), .integer(RecordKind(record.kind).rawValue),
+                    .integer(record.outcome.storedCode), .blob(encoded.recordJSON),
+                ])
                 if record.version > limit {
-                    try statements.dropOldRecords.run([.text(instanceID), .integer(record.version - limit)])
+                    try statements.dropOldRecords.forEachRow([.text(instanceID), .integer(record.version - limit)]) { row in
+                        droppedThrough = max(droppedThrough, row.integer(0))
+                    }
                 }
             }
             sequence = numbered.sequence
             return encoded
+        }
+
+        /// Before the commit: the floor of dropped records follows what this transaction dropped
+        /// (in `meta`, written once per transaction rather than once per dropped record).
+        func finish() throws(StoreError) {
+            guard droppedThrough > 0 else { return }
+            try checked("cannot raise the floor of dropped records") { () throws(SQLiteError) in
+                try statements.raiseDroppedFloor.run([.integer(droppedThrough)])
+            }
         }
 
         func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(StoreError) {
@@ -533,6 +672,9 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         let selectKey: Statement
         let purgeKeys: Statement
         let raiseSequenceFloor: Statement
+        let insertTombstone: Statement
+        let purgeTombstones: Statement
+        let raiseDroppedFloor: Statement
 
         init(_ database: Database) throws(SQLiteError) {
             insertInstance = try database.prepare("""
@@ -548,8 +690,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                 """)
             deleteInstance = try database.prepare("DELETE FROM instances WHERE id = ?1")
             deleteRecords = try database.prepare("DELETE FROM records WHERE instance = ?1")
-            insertRecord = try database.prepare("INSERT INTO records (seq, instance, version, body) VALUES (?1, ?2, ?3, ?4)")
-            dropOldRecords = try database.prepare("DELETE FROM records WHERE instance = ?1 AND version <= ?2")
+            insertRecord = try database.prepare("INSERT INTO records (seq, instance, version, kind, outcome, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+            dropOldRecords = try database.prepare("DELETE FROM records WHERE instance = ?1 AND version <= ?2 RETURNING seq")
             insertKey = try database.prepare("""
                 INSERT OR REPLACE INTO idempotency (key, fingerprint, status, content_type, body, created_at)
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -558,6 +700,12 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             purgeKeys = try database.prepare("DELETE FROM idempotency WHERE created_at < ?1")
             raiseSequenceFloor = try database.prepare("""
                 INSERT INTO meta (key, value) VALUES ('sequence_floor', ?1)
+                ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)
+                """)
+            insertTombstone = try database.prepare("INSERT INTO tombstones (seq, instance, model, deleted_at, body) VALUES (?1, ?2, ?3, ?4, ?5)")
+            purgeTombstones = try database.prepare("DELETE FROM tombstones WHERE deleted_at < ?1 RETURNING seq")
+            raiseDroppedFloor = try database.prepare("""
+                INSERT INTO meta (key, value) VALUES ('dropped_through', ?1)
                 ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)
                 """)
         }
@@ -598,5 +746,17 @@ private func checked<T>(_ what: String, _ body: () throws(SQLiteError) -> T) thr
         return try body()
     } catch {
         throw StoreError(error, doing: what)
+    }
+}
+
+extension Outcome {
+    /// How the `outcome` column keeps it (the schema's migration 2 writes the same codes).
+    var storedCode: Int64 {
+        switch self {
+        case .transitioned: 0
+        case .stayed: 1
+        case .ignored: 2
+        case .unexpected: 3
+        }
     }
 }

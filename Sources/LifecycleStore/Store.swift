@@ -65,6 +65,81 @@ public struct EncodedRecord: Sendable {
     }
 }
 
+/// What a stored record is: an applied input, or the creation or deletion of an instance.
+/// Kept with each record (in SQLite as its raw value) so that replays can filter and name it.
+public enum RecordKind: Int64, Sendable, CaseIterable {
+    case event = 0
+    case action = 1
+    case relaunch = 2
+    /// An instance was made: its first record, version 0.
+    case created = 3
+    /// An instance was deleted with its history; its record outlives it for a while.
+    case deleted = 4
+
+    /// The kind of a record of an applied input.
+    public init(_ input: InputKind) {
+        self = switch input {
+        case .event: .event
+        case .action: .action
+        case .relaunch: .relaunch
+        }
+    }
+}
+
+/// Which records a replay or a stream wants. Every condition given must hold; an absent one
+/// holds for all. Creation and deletion records have no outcome, so an outcome filter leaves
+/// them out.
+public struct RecordFilter: Sendable, Equatable {
+    public var model: String?
+    public var instances: Set<String>?
+    public var outcomes: Set<Outcome>?
+
+    public init(model: String? = nil, instances: Set<String>? = nil, outcomes: Set<Outcome>? = nil) {
+        self.model = model
+        self.instances = instances
+        self.outcomes = outcomes
+    }
+
+    /// Whether a record of `instance` (of `model`) with `outcome` passes.
+    public func matches(instance: String, model: String, outcome: Outcome?) -> Bool {
+        if let instances, !instances.contains(instance) { return false }
+        if let wanted = self.model, wanted != model { return false }
+        if let outcomes {
+            guard let outcome, outcomes.contains(outcome) else { return false }
+        }
+        return true
+    }
+}
+
+/// A record as a replay returns it.
+public struct ReplayedRecord: Sendable, Equatable {
+    public var sequence: Int64
+    public var kind: RecordKind
+    /// The record's JSON, as stored.
+    public var json: [UInt8]
+
+    public init(sequence: Int64, kind: RecordKind, json: [UInt8]) {
+        self.sequence = sequence
+        self.kind = kind
+        self.json = json
+    }
+}
+
+/// One page of a replay of all instances' records, in sequence order.
+public struct ReplayPage: Sendable {
+    /// The matching records, oldest first.
+    public var records: [ReplayedRecord]
+    /// Every matching record kept with a sequence number up to this one is on this page or
+    /// an earlier one: the next page starts after it.
+    public var coveredThrough: Int64
+    /// The largest sequence number retention ever dropped (the history limit, expired
+    /// deletion records, or data loss accepted at start); 0 if none. A replay after an
+    /// earlier number may lack records.
+    public var droppedThrough: Int64
+    /// The oldest sequence number still kept, or `nil` when none is.
+    public var oldestKept: Int64?
+}
+
 /// One page of an instance's history, oldest first.
 public struct HistoryPage: Sendable {
     /// Each record's JSON, as stored.
@@ -145,19 +220,29 @@ public protocol InstanceStore: AnyObject, Sendable {
     var lastSequence: Int64 { get }
     /// Runs `body` in one transaction. Writes are serialised.
     func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
-    /// Committed records of one instance with sequence numbers after `after`, oldest first.
+    /// Committed records of one instance with sequence numbers after `after`, oldest first:
+    /// applied inputs only (its creation record is not history).
     func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage
+    /// Committed records of every instance, and deletion records, with sequence numbers in
+    /// `after...through` (excluding `after`) that pass `filter`, in sequence order, at most
+    /// `limit` of them. Records of a deleted instance went with it; only its deletion record
+    /// is replayed.
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: Int) throws(StoreError) -> ReplayPage
 }
 
 /// The writes one transaction can make. Reads through it see its own writes.
 public protocol StoreTransaction {
-    func insert(_ instance: StoredInstance) throws(StoreError)
+    /// Stores a new instance with its creation record: numbered with the next sequence
+    /// number, its JSON is what `encode` makes of that number. Returns the number.
+    func insert(_ instance: StoredInstance, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64
     /// Replaces the stored state of an existing instance.
     func update(_ instance: StoredInstance) throws(StoreError)
-    /// Deletes an instance and its history.
-    func delete(instanceID: String) throws(StoreError)
-    /// Numbers the record with the next sequence number, stores what `encode` makes of it,
-    /// and drops the instance's records beyond the history limit.
+    /// Deletes an instance and its history, and keeps its deletion record (numbered with the
+    /// next sequence number, its JSON made by `encode`) for replays until it expires.
+    /// Returns the number.
+    func delete(_ instance: StoredInstance, at time: Date, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64
+    /// Numbers the record with the next sequence number, names its instance, stores what
+    /// `encode` makes of it, and drops the instance's records beyond the history limit.
     func append(_ record: Record, instanceID: String, encode: (Record) -> EncodedRecord) throws(StoreError) -> EncodedRecord
     /// Keeps a response for an idempotency key.
     func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(StoreError)

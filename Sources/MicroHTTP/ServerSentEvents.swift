@@ -34,6 +34,12 @@ public enum ServerSentEvents {
         bytes.append(contentsOf: [0x0A, 0x0A])
     }
 
+    /// An event of only an `id:`: it sets the client's last event id (what it sends back as
+    /// `Last-Event-ID`) without dispatching anything.
+    public static func lastEventID(_ id: Int64) -> [UInt8] {
+        Array("id: \(id)\n\n".utf8)
+    }
+
     /// How long a client waits before reconnecting, in milliseconds; sent first on a stream.
     public static func retry(milliseconds: Int) -> [UInt8] {
         Array("retry: \(milliseconds)\n\n".utf8)

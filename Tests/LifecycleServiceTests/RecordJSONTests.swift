@@ -31,12 +31,14 @@ struct RecordJSONTests {
                 }
                 if var record = try? machine.apply(input, at: Date(timeIntervalSince1970: 1_800_000_000 + Double(i) * 0.0137)) {
                     record.sequence = Int64(i)
+                    // Stored records carry their instance; records of no instance (a replay) do not.
+                    record.instance = i % 5 == 0 ? nil : "app-\(i % 7)"
                     records.append(record)
                 }
             }
         }
         records.append(Record(
-            sequence: 1, version: 2, kind: .action, name: "a\u{1}\t\"", parameters: ["z": .number(0.5), "a": .integer(-3), "m": .bool(false), "n": .number(2)],
+            sequence: 1, instance: "i\u{1}\"é", version: 2, kind: .action, name: "a\u{1}\t\"", parameters: ["z": .number(0.5), "a": .integer(-3), "m": .bool(false), "n": .number(2)],
             from: "x", to: "y", outcome: .stayed, hooks: [], row: "r9", disposition: .buffered,
             replacedAction: PendingAction(name: "p", parameters: [:]), deliveredAction: PendingAction(name: "d", parameters: ["k": .string("v")]),
             clearedAction: PendingAction(name: "c"), incompleteLaunch: IncompleteLaunch(step: "ui-attached", isSceneConnected: true),
@@ -51,6 +53,7 @@ struct RecordJSONTests {
         #expect(records.count > 4000)
         #expect(Set(records.map(\.kind)).count == 3)
         #expect(records.contains { $0.incompleteLaunch != nil } && records.contains { $0.deliveredAction != nil })
+        #expect(records.contains { $0.instance == nil } && records.contains { $0.instance != nil })
         for record in records {
             let direct = record.jsonBytes()
             let reference = try JSON.encode(record)

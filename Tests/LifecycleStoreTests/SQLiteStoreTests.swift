@@ -17,6 +17,19 @@ func encodeRecord(_ record: Record) -> EncodedRecord {
     return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 200, contentType: "application/json", body: json))
 }
 
+/// A creation or deletion record's JSON, as the service writes it (enough of it for the store).
+func change(_ kind: String, _ instance: StoredInstance) -> (Int64) -> [UInt8] {
+    { sequence in Array(#"{"sequence":\#(sequence),"instance":"\#(instance.id)","version":\#(instance.state.version),"kind":"\#(kind)"}"#.utf8) }
+}
+
+extension StoreTransaction {
+    /// Stores a new instance with its creation record.
+    @discardableResult
+    func insert(_ instance: StoredInstance) throws(StoreError) -> Int64 {
+        try insert(instance, encode: change("created", instance))
+    }
+}
+
 func decodeRecord(_ bytes: [UInt8]) throws -> Record {
     let decoder = JSONDecoder()
     decoder.dateDecodingStrategy = .millisecondsSince1970
@@ -77,7 +90,7 @@ struct SQLiteStoreTests {
                     try t.update(instance)
                     return encoded
                 }
-                #expect(encoded.sequence == Int64(i + 1))
+                #expect(encoded.sequence == Int64(i + 2), "the creation record is number 1")
                 written.append(try decodeRecord(encoded.recordJSON))
             }
         }
@@ -86,9 +99,10 @@ struct SQLiteStoreTests {
         #expect(loaded == [instance])
         #expect(loaded.first?.state.bufferedAction == nil && loaded.first?.state.launchCount == 2)
         #expect(loaded.first?.state.counters.incompleteLaunches == 1)
-        #expect(reopened.lastSequence == 6)
+        #expect(reopened.lastSequence == 7)
         let history = try reopened.history(instanceID: "app", after: 0, limit: 100)
-        #expect(try history.records.map(decodeRecord) == written)
+        #expect(try history.records.map(decodeRecord) == written, "history holds the applied inputs, not the creation")
+        #expect(written.allSatisfy { $0.instance == "app" })
         #expect(try Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
     }
 
@@ -133,8 +147,8 @@ struct SQLiteStoreTests {
         #expect(try page.records.map { try decodeRecord($0).version } == [4, 5, 6])
         #expect(page.oldestRetainedVersion == 4 && !page.hasMore)
         let first = try store.history(instanceID: "d", after: 0, limit: 2)
-        #expect(first.hasMore && first.lastSequence == 5)
-        try store.write { (t) throws(StoreError) in try t.delete(instanceID: "d") }
+        #expect(first.hasMore && first.lastSequence == 6)
+        try store.write { (t) throws(StoreError) in _ = try t.delete(instance, at: t0, encode: change("deleted", instance)) }
         #expect(try store.history(instanceID: "d", after: 0, limit: 10).records.isEmpty)
         #expect(try store.loadInstances().isEmpty)
     }
@@ -162,6 +176,6 @@ struct TransactionTests {
             try t.insert(instance)
             return try t.append(record, instanceID: "a", encode: encodeRecord).sequence
         }
-        #expect(numbered == 1)
+        #expect(numbered == 2)
     }
 }

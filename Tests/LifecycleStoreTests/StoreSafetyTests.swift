@@ -62,10 +62,10 @@ struct StoreSafetyTests {
             try writer.relaunch(in: store)
             largest = max(largest, fileSize(wal))
         }
-        #expect(store.lastSequence == 3000)
+        #expect(store.lastSequence == 3001, "the creation record, then 3000 relaunches")
         #expect(largest > 0, "the writes went through the WAL")
         #expect(largest <= bound, "the WAL reached \(largest) bytes; its bound is \(bound)")
-        #expect(try store.history(instanceID: "busy", after: 2990, limit: 100).records.count == 10)
+        #expect(try store.history(instanceID: "busy", after: 2991, limit: 100).records.count == 10)
         store.close()
         #expect(fileSize(wal) == 0, "a clean stop empties the WAL")
     }
@@ -114,32 +114,33 @@ struct StoreSafetyTests {
         func accepted() throws -> [String: String]? {
             let reports = Reports()
             let store = try SQLiteStore(directory: folder.path, options: .init(acceptDataLoss: true), report: reports.handler)
-            #expect(store.lastSequence == 5, "numbers handed out are never handed out again")
+            #expect(store.lastSequence == 6, "numbers handed out are never handed out again")
             store.close()
             // Accepted once: the marker agrees with the database now.
-            #expect(try SQLiteStore(directory: folder.path).lastSequence == 5)
+            #expect(try SQLiteStore(directory: folder.path).lastSequence == 6)
             return reports.first("accepted data loss")
         }
 
         // Behind the marker: an older copy put back.
         try FileManager.default.removeItem(atPath: database)
         try FileManager.default.copyItem(atPath: copy, toPath: database)
-        refusal("the database holds sequence numbers up to 3, but numbers up to 5 were committed")
+        // (Creation is number 1, the relaunches 2 to 6.)
+        refusal("the database holds sequence numbers up to 4, but numbers up to 6 were committed")
         let behind = try accepted()
-        #expect(behind?["marker"] == "5" && behind?["lastSequence"] == "3", "\(String(describing: behind))")
+        #expect(behind?["marker"] == "6" && behind?["lastSequence"] == "4", "\(String(describing: behind))")
 
         // Emptied.
         try Data().write(to: URL(fileURLWithPath: database))
-        refusal("the database is empty (0 bytes), but it had committed sequence numbers up to 5")
+        refusal("the database is empty (0 bytes), but it had committed sequence numbers up to 6")
         #expect(fileSize(database) == 0, "a refused database is left as it was found")
         let emptied = try accepted()
-        #expect(emptied?["marker"] == "5" && emptied?["lastSequence"] == "0", "\(String(describing: emptied))")
+        #expect(emptied?["marker"] == "6" && emptied?["lastSequence"] == "0", "\(String(describing: emptied))")
 
         // Gone.
         try FileManager.default.removeItem(atPath: database)
-        refusal("the database is missing, but a database committed sequence numbers up to 5 here")
+        refusal("the database is missing, but a database committed sequence numbers up to 6 here")
         #expect(!FileManager.default.fileExists(atPath: database), "a refused database is not recreated")
-        #expect(try accepted()?["marker"] == "5")
+        #expect(try accepted()?["marker"] == "6")
     }
 
     @Test("a database with damaged pages is refused at start, even when data loss is accepted")

@@ -14,5 +14,6 @@ struct ServerSentEventsTests {
     func retryAndComment() {
         #expect(String(decoding: ServerSentEvents.retry(milliseconds: 2000), as: UTF8.self) == "retry: 2000\n\n")
         #expect(String(decoding: ServerSentEvents.comment("heartbeat"), as: UTF8.self) == ": heartbeat\n\n")
+        #expect(String(decoding: ServerSentEvents.lastEventID(17), as: UTF8.self) == "id: 17\n\n")
     }
 }

@@ -1,0 +1,231 @@
+import Foundation
+import LifecycleStore
+import MicroHTTP
+import Synchronization
+
+/// One client's stream of records, as `text/event-stream` bytes: the body of a streaming
+/// response, read by the server whenever the connection can take more.
+///
+/// It opens with `retry:`, then either the position it starts from (`id:` alone, when the
+/// client gave none) or, on a resume, the records after the client's last event id: from
+/// the store while the hub's ring no longer holds them, then from the ring, then live.
+/// Each record is `id: <sequence>`, `event: <type>`, `data: <JSON>`. Notices carry no record:
+///
+/// - `event: gap`, `data: {"lastEventId":L,"droppedThrough":F,"oldest":O,"newest":N}`: retention
+///   dropped records after `L`, up to `F` at most; `O` is the oldest sequence number still
+///   kept (`null` if none) and `N` the newest published. The replay goes on with what is kept.
+/// - `event: reset`, `id: N`, `data: {"lastEventId":L,"newest":N,"oldest":O}`: `L` is ahead of
+///   every sequence number published (a client of another database); it goes on live after `N`.
+/// - `event: overflow`, `id: S`, `data: {"lastEventId":S}`: the subscription fell further behind
+///   than its budget; `S` is the last record it was sent, and the stream ends. Reconnecting
+///   with `Last-Event-ID: S` (EventSource does) replays the rest.
+/// - `: heartbeat` comments when idle for a heartbeat interval.
+final class Subscription: ResponseStream {
+    let hub: StreamHub
+    let id: Int
+    let filter: RecordFilter
+    private let reader: Mutex<SubscriptionReader>
+
+    /// Made by ``StreamHub/subscribe(filter:lastEventID:)``, which counts it.
+    init(hub: StreamHub, id: Int, filter: RecordFilter, lastEventID: Int64?) {
+        self.hub = hub
+        self.id = id
+        self.filter = filter
+        reader = Mutex(SubscriptionReader(filter: filter, resumeAfter: lastEventID))
+    }
+
+    func start(waker: StreamWaker) {
+        hub.started(id, waker: waker)
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+        reader.withLock { $0.read(into: buffer, hub: hub, id: id) }
+    }
+
+    func finish() {
+        reader.withLock { $0.finish() }
+        hub.remove(id)
+    }
+}
+
+/// A subscription's reading side: its phase, and bytes queued but not yet written.
+struct SubscriptionReader {
+    private enum Phase {
+        /// Nothing sent yet; resuming after this sequence number if the client gave one.
+        case opening(resumeAfter: Int64?)
+        /// Replaying from the store: every matching record up to `after` is queued.
+        case replaying(after: Int64)
+        /// Reading the ring: catching up after a resume, then live.
+        case ring(RingCursor)
+        /// The last bytes are queued: the stream ends once they are written.
+        case closing
+        /// The connection is over.
+        case finished
+    }
+
+    private var phase: Phase
+    private var output = OutputBytes()
+    /// The sequence number of the last record queued, or the one the subscription began after.
+    private var lastSent: Int64
+    /// The floor of dropped records last reported in a gap notice.
+    private var reportedFloor: Int64 = 0
+    private let filter: RecordFilter
+
+    init(filter: RecordFilter, resumeAfter: Int64?) {
+        self.filter = filter
+        phase = .opening(resumeAfter: resumeAfter)
+        lastSent = resumeAfter ?? 0
+    }
+
+    /// Fills `buffer` with as many queued bytes and frames as it holds.
+    mutating func read(into buffer: UnsafeMutableRawBufferPointer, hub: StreamHub, id: Int) -> StreamRead {
+        var written = 0
+        while true {
+            written += output.drain(into: buffer, at: written)
+            if written == buffer.count { return .wrote(written) }
+            switch phase {
+            case .closing, .finished:
+                return written > 0 ? .wrote(written) : .end
+            case .opening(let resumeAfter):
+                open(after: resumeAfter, hub: hub, id: id)
+            case .replaying(let after):
+                replay(after: after, hub: hub)
+            case .ring(var cursor):
+                let take = hub.take(id, &cursor, room: buffer.count - written, mayWait: written == 0)
+                phase = .ring(cursor)
+                switch take {
+                case .frames(let frames, let last, let isAtEnd):
+                    lastSent = last
+                    written += copy(frames, into: buffer, at: written)
+                    if isAtEnd { return .wrote(written) }
+                case .heartbeat:
+                    output.append(ServerSentEvents.comment("heartbeat"))
+                case .nothing:
+                    return written > 0 ? .wrote(written) : .wait
+                case .overflow:
+                    output.append(Self.notice("overflow", id: lastSent, ["lastEventId": lastSent]))
+                    phase = .closing
+                case .evicted:
+                    phase = .replaying(after: cursor.position)
+                }
+            }
+        }
+    }
+
+    mutating func finish() {
+        phase = .finished
+        output = OutputBytes()
+    }
+
+    private mutating func open(after resumeAfter: Int64?, hub: StreamHub, id: Int) {
+        output.append(ServerSentEvents.retry(milliseconds: hub.settings.retryMilliseconds))
+        switch hub.open(id, resumingAfter: resumeAfter) {
+        case .live(let index, let sequence):
+            // The client learns where it stands, so that a reconnect before its first record misses nothing.
+            output.append(ServerSentEvents.lastEventID(sequence))
+            lastSent = sequence
+            phase = .ring(RingCursor(next: index, position: sequence, isLive: true, filter: filter))
+        case .future(let index, let newest):
+            var oldest: Int64?
+            do {
+                oldest = try hub.storeBounds(through: newest).oldestKept
+            } catch {
+                hub.logger.error("cannot read the oldest record kept", ["error": error.message])
+            }
+            output.append(Self.notice("reset", id: newest, ["lastEventId": resumeAfter, "newest": newest, "oldest": oldest]))
+            lastSent = newest
+            phase = .ring(RingCursor(next: index, position: newest, isLive: true, filter: filter))
+        case .ring(let index):
+            phase = .ring(RingCursor(next: index, position: lastSent, isLive: false, filter: filter))
+        case .store:
+            phase = .replaying(after: lastSent)
+        }
+    }
+
+    /// One replay step: a page from the store, or the switch to the ring once it covers `after`.
+    private mutating func replay(after: Int64, hub: StreamHub) {
+        switch hub.replaySource(after: after) {
+        case .ring(let index):
+            phase = .ring(RingCursor(next: index, position: after, isLive: false, filter: filter))
+        case .store(let through):
+            let page: ReplayPage
+            do {
+                page = try hub.store.replay(after: after, through: through, filter: filter, limit: hub.settings.replayPageSize)
+            } catch {
+                // The stream ends; the client reconnects with its last event id and tries again.
+                hub.logger.error("stream replay failed", ["after": String(after), "error": error.message])
+                phase = .closing
+                return
+            }
+            if page.droppedThrough > after, page.droppedThrough > reportedFloor {
+                reportedFloor = page.droppedThrough
+                output.append(Self.notice("gap", id: nil, [
+                    "lastEventId": after, "droppedThrough": page.droppedThrough, "oldest": page.oldestKept, "newest": through,
+                ]))
+            }
+            for record in page.records {
+                output.append(ServerSentEvents.event(id: record.sequence, type: record.kind.streamEventType, data: record.json))
+                lastSent = record.sequence
+            }
+            phase = .replaying(after: page.coveredThrough)
+        }
+    }
+
+    /// Copies whole frames, then as much of the last as fits; the rest of it is queued.
+    private mutating func copy(_ frames: [[UInt8]], into buffer: UnsafeMutableRawBufferPointer, at start: Int) -> Int {
+        var offset = start
+        for frame in frames {
+            let count = min(frame.count, buffer.count - offset)
+            frame.withUnsafeBytes { bytes in
+                UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<(offset + count)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+            }
+            offset += count
+            if count < frame.count { output.append(frame[count...]) }
+        }
+        return offset - start
+    }
+
+    /// A notice: an event whose data is a JSON object of sequence numbers (`null` when unknown).
+    private static func notice(_ type: String, id: Int64?, _ fields: KeyValuePairs<String, Int64?>) -> [UInt8] {
+        var json = JSONBuffer(capacity: 96)
+        json.byte(UInt8(ascii: "{"))
+        for (index, (key, value)) in fields.enumerated() {
+            if index > 0 { json.byte(UInt8(ascii: ",")) }
+            json.key(key)
+            if let value { json.integer(value) } else { json.raw("null") }
+        }
+        json.byte(UInt8(ascii: "}"))
+        return ServerSentEvents.event(id: id, type: type, data: json.bytes)
+    }
+}
+
+/// Bytes queued for a connection, written from the front.
+struct OutputBytes {
+    private var bytes: [UInt8] = []
+    private var offset = 0
+
+    mutating func append(_ more: [UInt8]) {
+        bytes += more
+    }
+
+    mutating func append(_ more: ArraySlice<UInt8>) {
+        bytes += more
+    }
+
+    /// Copies what fits into `buffer` from `start` on; returns how many bytes it copied.
+    mutating func drain(into buffer: UnsafeMutableRawBufferPointer, at start: Int) -> Int {
+        let count = min(bytes.count - offset, buffer.count - start)
+        guard count > 0 else { return 0 }
+        bytes.withUnsafeBytes { source in
+            UnsafeMutableRawBufferPointer(rebasing: buffer[start..<(start + count)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[offset..<(offset + count)]))
+        }
+        offset += count
+        if offset == bytes.count {
+            // Empty: give the memory back; an idle subscription holds none.
+            bytes = []
+            offset = 0
+        }
+        return count
+    }
+}

@@ -83,7 +83,10 @@ final class StreamHub: Sendable {
         self.settings = settings
         self.store = store
         self.logger = logger
-        state = Mutex(HubState(ring: RecordRing(capacity: settings.ringBytes, lastSequence: lastSequence)))
+        // At least a subscriber's budget: an unfiltered subscriber whose next record left the
+        // ring is further behind than its budget allows.
+        let capacity = max(settings.ringBytes, settings.subscriberBuffer)
+        state = Mutex(HubState(ring: RecordRing(capacity: capacity, lastSequence: lastSequence)))
         // The thread holds the hub until `stop()` ends it.
         let thread = Thread { [self] in runDispatcher() }
         thread.name = "lifecycled-stream-hub"
@@ -121,16 +124,19 @@ final class StreamHub: Sendable {
     ///
     /// The subscription counts against the limit until its ``Subscription/finish()``: hand it
     /// to the server, which calls that when the connection ends, or call it yourself.
+    ///
+    /// Where it starts is decided here, against the ring as it is now: a subscription without
+    /// `lastEventID` gets every record published after this call returns.
     func subscribe(filter: RecordFilter, lastEventID: Int64?) throws(Refusal) -> Subscription {
-        let id = try state.withLock { (state) throws(Refusal) -> Int in
+        let (id, opening) = try state.withLock { (state) throws(Refusal) -> (Int, Opening) in
             guard !state.isStopping, state.slots.count < settings.maxSubscribers else {
                 throw .tooManySubscribers(limit: settings.maxSubscribers)
             }
             state.nextID += 1
             state.slots[state.nextID] = Slot(filter: filter)
-            return state.nextID
+            return (state.nextID, state.ring.opening(resumingAfter: lastEventID))
         }
-        return Subscription(hub: self, id: id, filter: filter, lastEventID: lastEventID)
+        return Subscription(hub: self, id: id, filter: filter, lastEventID: lastEventID, opening: opening)
     }
 
     /// Ends the hub's thread; subscriptions still open are the server's to end.
@@ -171,17 +177,6 @@ final class StreamHub: Sendable {
     }
 
     // MARK: for subscriptions
-
-    /// Where a new subscription starts, decided against the ring as it is now.
-    func open(_ id: Int, resumingAfter lastEventID: Int64?) -> Opening {
-        state.withLock { state in
-            let ring = state.ring
-            guard let resume = lastEventID else { return .live(index: ring.endIndex, sequence: ring.lastSequence) }
-            if resume > ring.lastSequence { return .future(index: ring.endIndex, newest: ring.lastSequence) }
-            if resume >= ring.coversAfter { return .ring(index: ring.firstIndex(after: resume)) }
-            return .store
-        }
-    }
 
     /// Where the next replay step reads from: the ring, once it covers the position, or the
     /// store, up to the last sequence number published now (all of it committed).
@@ -228,8 +223,8 @@ struct RingCursor {
     var pendingBytes = 0
     /// Live (cut off past its budget) rather than catching up after a resume.
     var isLive: Bool
-    /// While catching up: the sequence number of the last entry `next` passed, or where the
-    /// subscription started (its replay goes on from there if the ring loses its next entry).
+    /// The sequence number of the last entry `next` passed, or where the subscription
+    /// started: a replay from the store goes on from there if the ring loses its next entry.
     var position: Int64
     /// The hub's heartbeat count when the subscription last wrote (`nil` until its first read).
     var beats: Int?
@@ -253,9 +248,11 @@ enum RingTake {
     case heartbeat
     /// Nothing to send; the subscription is registered to be woken (if it was allowed to wait).
     case nothing
-    /// Live, it fell behind its budget, or its next record left the ring.
+    /// Live, it fell further behind than its budget (or, unfiltered, than the ring, which is
+    /// larger): it is closed.
     case overflow
-    /// Catching up, its next record left the ring: replay from the store after `position`.
+    /// Its next record left the ring, but it may be within its budget (catching up, or a
+    /// filter that few records pass): replay from the store after `position`.
     case evicted
 }
 
@@ -337,6 +334,19 @@ struct RecordRing {
         }
     }
 
+    /// The sequence number of the entry before `index` (one the ring holds, or its end).
+    func sequence(before index: Int) -> Int64 {
+        index > firstIndex ? self[index - 1].sequence : coversAfter
+    }
+
+    /// Where a subscription that resumes after `lastEventID` (or does not resume) starts.
+    func opening(resumingAfter lastEventID: Int64?) -> Opening {
+        guard let resume = lastEventID else { return .live(index: endIndex, sequence: lastSequence) }
+        if resume > lastSequence { return .future(index: endIndex, newest: lastSequence) }
+        if resume >= coversAfter { return .ring(index: firstIndex(after: resume)) }
+        return .store
+    }
+
     /// The absolute index of the first entry with a sequence number after `sequence`
     /// (``endIndex`` if none).
     func firstIndex(after sequence: Int64) -> Int {
@@ -356,8 +366,9 @@ struct Slot {
     var waker: StreamWaker?
     /// While waiting: the ring's end when it began to wait.
     var waitingFrom: Int?
-    /// Set when woken: entries from where it waited up to this index did not match it.
-    var skipTo: Int?
+    /// Set when woken: entries from where it waited up to this index did not match it;
+    /// `position` is the sequence number of the last of them.
+    var skipTo: (index: Int, position: Int64)?
 
     init(filter: RecordFilter) {
         self.filter = filter
@@ -481,7 +492,9 @@ struct HubState {
 
     private mutating func wake(_ id: Int, skipTo: Int?) -> [StreamWaker] {
         guard var slot = slots[id] else { return [] }
-        if let skipTo, let from = slot.waitingFrom { slot.skipTo = max(from, skipTo) }
+        if let skipTo, let from = slot.waitingFrom, skipTo > from {
+            slot.skipTo = (skipTo, ring.sequence(before: skipTo))
+        }
         slot.waitingFrom = nil
         slots[id] = slot
         return slot.waker.map { [$0] } ?? []
@@ -492,15 +505,19 @@ struct HubState {
             slots[id]?.skipTo = nil
             // Woken by the hub, which matched the entries from where it waited up to `skip`
             // against it: none matched. (Only a live subscription at the ring's end waits.)
-            if skip > cursor.next, cursor.pendingBytes == 0 {
-                cursor.next = skip
-                cursor.scanned = max(cursor.scanned, skip)
+            if skip.index > cursor.next, cursor.pendingBytes == 0 {
+                cursor.next = skip.index
+                cursor.position = skip.position
+                cursor.scanned = max(cursor.scanned, skip.index)
             }
         }
         if cursor.beats == nil { cursor.beats = beats }
         guard cursor.next >= ring.firstIndex else {
-            if cursor.isLive { overflowed += 1 }
-            return cursor.isLive ? .overflow : .evicted
+            if cursor.isLive, cursor.filter == RecordFilter() {
+                overflowed += 1
+                return .overflow
+            }
+            return .evicted
         }
         if cursor.isLive {
             while cursor.scanned < ring.endIndex {

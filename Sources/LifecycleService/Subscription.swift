@@ -27,11 +27,11 @@ final class Subscription: ResponseStream {
     private let reader: Mutex<SubscriptionReader>
 
     /// Made by ``StreamHub/subscribe(filter:lastEventID:)``, which counts it.
-    init(hub: StreamHub, id: Int, filter: RecordFilter, lastEventID: Int64?) {
+    init(hub: StreamHub, id: Int, filter: RecordFilter, lastEventID: Int64?, opening: Opening) {
         self.hub = hub
         self.id = id
         self.filter = filter
-        reader = Mutex(SubscriptionReader(filter: filter, resumeAfter: lastEventID))
+        reader = Mutex(SubscriptionReader(filter: filter, resumeAfter: lastEventID, opening: opening))
     }
 
     func start(waker: StreamWaker) {
@@ -51,8 +51,8 @@ final class Subscription: ResponseStream {
 /// A subscription's reading side: its phase, and bytes queued but not yet written.
 struct SubscriptionReader {
     private enum Phase {
-        /// Nothing sent yet; resuming after this sequence number if the client gave one.
-        case opening(resumeAfter: Int64?)
+        /// Nothing sent yet; where it starts was decided when it subscribed.
+        case opening(Opening)
         /// Replaying from the store: every matching record up to `after` is queued.
         case replaying(after: Int64)
         /// Reading the ring: catching up after a resume, then live.
@@ -71,9 +71,9 @@ struct SubscriptionReader {
     private var reportedFloor: Int64 = 0
     private let filter: RecordFilter
 
-    init(filter: RecordFilter, resumeAfter: Int64?) {
+    init(filter: RecordFilter, resumeAfter: Int64?, opening: Opening) {
         self.filter = filter
-        phase = .opening(resumeAfter: resumeAfter)
+        phase = .opening(opening)
         lastSent = resumeAfter ?? 0
     }
 
@@ -86,8 +86,8 @@ struct SubscriptionReader {
             switch phase {
             case .closing, .finished:
                 return written > 0 ? .wrote(written) : .end
-            case .opening(let resumeAfter):
-                open(after: resumeAfter, hub: hub, id: id)
+            case .opening(let opening):
+                open(opening, hub: hub)
             case .replaying(let after):
                 replay(after: after, hub: hub)
             case .ring(var cursor):
@@ -117,9 +117,9 @@ struct SubscriptionReader {
         output = OutputBytes()
     }
 
-    private mutating func open(after resumeAfter: Int64?, hub: StreamHub, id: Int) {
+    private mutating func open(_ opening: Opening, hub: StreamHub) {
         output.append(ServerSentEvents.retry(milliseconds: hub.settings.retryMilliseconds))
-        switch hub.open(id, resumingAfter: resumeAfter) {
+        switch opening {
         case .live(let index, let sequence):
             // The client learns where it stands, so that a reconnect before its first record misses nothing.
             output.append(ServerSentEvents.lastEventID(sequence))
@@ -132,7 +132,7 @@ struct SubscriptionReader {
             } catch {
                 hub.logger.error("cannot read the oldest record kept", ["error": error.message])
             }
-            output.append(Self.notice("reset", id: newest, ["lastEventId": resumeAfter, "newest": newest, "oldest": oldest]))
+            output.append(Self.notice("reset", id: newest, ["lastEventId": lastSent, "newest": newest, "oldest": oldest]))
             lastSent = newest
             phase = .ring(RingCursor(next: index, position: newest, isLive: true, filter: filter))
         case .ring(let index):

@@ -1,0 +1,202 @@
+import Foundation
+import LifecycleStore
+import MicroHTTP
+import Synchronization
+@testable import LifecycleService
+
+/// One parsed block of an event stream (the lines up to an empty line).
+struct StreamEvent: Equatable, CustomStringConvertible {
+    var id: Int64?
+    var type: String?
+    var data: String?
+    var comment: String?
+    var retry: Int?
+
+    /// A record: it has an id, a type and data.
+    var isRecord: Bool { id != nil && data != nil && ["record", "action", "launch", "instance.created", "instance.deleted"].contains(type ?? "") }
+
+    /// The data as a JSON object.
+    var json: [String: Any] {
+        guard let data, let object = try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any] else { return [:] }
+        return object
+    }
+
+    var description: String { "{id \(id.map(String.init) ?? "-") \(type ?? "-") \(data ?? comment.map { ": \($0)" } ?? retry.map { "retry \($0)" } ?? "")}" }
+}
+
+/// Parses complete blocks of `text/event-stream` bytes; an unfinished block stays in `bytes`.
+func parseEvents(_ bytes: inout [UInt8]) -> [StreamEvent] {
+    var events: [StreamEvent] = []
+    var start = 0
+    var index = 0
+    while index + 1 < bytes.count {
+        guard bytes[index] == 0x0A, bytes[index + 1] == 0x0A else {
+            index += 1
+            continue
+        }
+        var event = StreamEvent()
+        for line in String(decoding: bytes[start..<index], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix(": ") { event.comment = String(line.dropFirst(2)) }
+            else if line.hasPrefix("id: ") { event.id = Int64(line.dropFirst(4)) }
+            else if line.hasPrefix("event: ") { event.type = String(line.dropFirst(7)) }
+            else if line.hasPrefix("data: ") { event.data = String(line.dropFirst(6)) }
+            else if line.hasPrefix("retry: ") { event.retry = Int(line.dropFirst(7)) }
+        }
+        events.append(event)
+        index += 2
+        start = index
+    }
+    bytes.removeFirst(start)
+    return events
+}
+
+/// Reads a subscription the way the server does, without a socket: `read(into:)` until it
+/// answers `.wait`, then nothing until its waker is called.
+final class StreamReader {
+    let subscription: Subscription
+    private let woken: DispatchSemaphore
+    private var buffer: [UInt8]
+    private var unparsed: [UInt8] = []
+    private(set) var events: [StreamEvent] = []
+    private(set) var hasEnded = false
+    /// Calls to `read(into:)` that answered `.wait`.
+    private(set) var waits = 0
+
+    /// `woken` is signalled by the subscription's waker (several readers may share one).
+    init(_ subscription: Subscription, bufferSize: Int = 16 * 1024, woken: DispatchSemaphore = DispatchSemaphore(value: 0)) {
+        self.subscription = subscription
+        self.woken = woken
+        buffer = [UInt8](repeating: 0, count: bufferSize)
+        subscription.start(waker: StreamWaker { woken.signal() })
+    }
+
+    deinit {
+        if !hasEnded { subscription.finish() }
+    }
+
+    var records: [StreamEvent] { events.filter(\.isRecord) }
+    var lastRecordID: Int64? { records.last?.id }
+
+    /// Reads until the subscription waits or ends; returns whether it wrote anything.
+    @discardableResult
+    func readAvailable() -> Bool {
+        read(once: false)
+    }
+
+    /// One `read(into:)`, as when the connection can take one buffer more.
+    func readOnce() {
+        read(once: true)
+    }
+
+    private func read(once: Bool) -> Bool {
+        var wrote = false
+        while !hasEnded {
+            let result = buffer.withUnsafeMutableBytes { subscription.read(into: $0) }
+            switch result {
+            case .wrote(let count):
+                precondition(count > 0 && count <= buffer.count)
+                unparsed += buffer[..<count]
+                events += parseEvents(&unparsed)
+                wrote = true
+                if once { return true }
+            case .wait:
+                waits += 1
+                return wrote
+            case .end:
+                hasEnded = true
+                subscription.finish()
+            }
+            if once { return wrote }
+        }
+        return wrote
+    }
+
+    /// Reads, waiting for the waker between reads, until `done` holds or the stream ends.
+    func read(until done: (StreamReader) -> Bool, timeout: Double = 30) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            readAvailable()
+            if done(self) || hasEnded { return }
+            guard Date() < deadline else { throw HTTPClientError(description: "stream not done after \(timeout) s; events: \(events.suffix(5))") }
+            _ = woken.wait(timeout: .now() + 0.5)
+        }
+    }
+
+    /// Waits until the subscription's waker is called (or `timeout` seconds pass).
+    func waitForWake(timeout: Double) {
+        _ = woken.wait(timeout: .now() + timeout)
+    }
+
+    /// Reads until a record with this sequence number (or a later one) has arrived.
+    func read(through sequence: Int64, timeout: Double = 30) throws {
+        try read(until: { ($0.lastRecordID ?? 0) >= sequence }, timeout: timeout)
+    }
+}
+
+/// A client that reconnects as EventSource does: after an overflow, it subscribes again after
+/// the last event id it was given. Its records are those of all its connections.
+final class ResumingReader {
+    let hub: StreamHub
+    private var reader: StreamReader
+    private(set) var records: [StreamEvent] = []
+    private(set) var reconnects = 0
+    private var lastEventID: Int64
+
+    private let bufferSize: Int
+
+    init(_ hub: StreamHub, after: Int64, bufferSize: Int = 16 * 1024) throws {
+        self.hub = hub
+        self.bufferSize = bufferSize
+        lastEventID = after
+        reader = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: after), bufferSize: bufferSize)
+    }
+
+    /// One `read(into:)`.
+    func readOnce() throws {
+        try readAvailable(once: true)
+    }
+
+    func readAvailable(once: Bool = false) throws {
+        while true {
+            let seen = reader.events.count
+            if once { reader.readOnce() } else { reader.readAvailable() }
+            for event in reader.events[seen...] {
+                if let id = event.id { lastEventID = id }
+                if event.isRecord { records.append(event) }
+                guard event.type != "gap", event.type != "reset" else { throw HTTPClientError(description: "unexpected \(event)") }
+            }
+            guard reader.hasEnded else { return }
+            reconnects += 1
+            reader = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: lastEventID), bufferSize: bufferSize)
+        }
+    }
+
+    func read(through sequence: Int64, timeout: Double = 30) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while (records.last?.id ?? 0) < sequence {
+            try readAvailable()
+            guard Date() < deadline else { throw HTTPClientError(description: "not at \(sequence) after \(timeout) s") }
+            if (records.last?.id ?? 0) < sequence { reader.waitForWake(timeout: 0.5) }
+        }
+    }
+}
+
+/// What a committed write answered, decoded.
+func sequence(of response: HTTPResponse) -> Int64? {
+    if let sequence = response.json["sequence"] as? Int { return Int64(sequence) }
+    if let record = response.json["record"] as? [String: Any], let sequence = record["sequence"] as? Int { return Int64(sequence) }
+    return nil
+}
+
+/// A fixed linear congruential generator: the same "random" numbers on every run.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        return state ^ (state >> 33)
+    }
+}
+
+/// The events an iOS app cycles through once launched: foreground, background, foreground.
+let appCycle = ["willResignActive", "didEnterBackground", "willEnterForeground", "didBecomeActive"]

@@ -204,7 +204,7 @@ final class StreamHub: Sendable {
     func remove(_ id: Int) {
         state.withLock { state in
             guard let slot = state.slots.removeValue(forKey: id) else { return }
-            if slot.waitingFrom != nil { state.waiting.remove(id, slot.filter) }
+            state.waiting.remove(id, slot.filter)
         }
     }
 
@@ -364,7 +364,7 @@ struct RecordRing {
 struct Slot {
     let filter: RecordFilter
     var waker: StreamWaker?
-    /// While waiting: the ring's end when it began to wait.
+    /// While waiting with a filter: the ring's end when it began to wait.
     var waitingFrom: Int?
     /// Set when woken: entries from where it waited up to this index did not match it;
     /// `position` is the sequence number of the last of them.
@@ -378,15 +378,15 @@ struct Slot {
 /// Waiting subscriptions, indexed by what they wait for, so that a record wakes the
 /// subscriptions it matches without looking at the others.
 struct WaitingIndex {
-    /// No filter: any record wakes them.
-    private(set) var everything: Set<Int> = []
+    /// No filter: any record wakes them, all at once; their wakers are kept here.
+    private var everything: [Int: StreamWaker] = [:]
     private var byInstance: [String: Set<Int>] = [:]
     private var byModel: [String: Set<Int>] = [:]
     private var byOutcome: [Outcome: Set<Int>] = [:]
 
     var isEmpty: Bool { everything.isEmpty && byInstance.isEmpty && byModel.isEmpty && byOutcome.isEmpty }
 
-    mutating func insert(_ id: Int, _ filter: RecordFilter) {
+    mutating func insert(_ id: Int, _ filter: RecordFilter, waker: StreamWaker) {
         if let instances = filter.instances {
             for instance in instances { byInstance[instance, default: []].insert(id) }
         } else if let model = filter.model {
@@ -394,10 +394,11 @@ struct WaitingIndex {
         } else if let outcomes = filter.outcomes {
             for outcome in outcomes { byOutcome[outcome, default: []].insert(id) }
         } else {
-            everything.insert(id)
+            everything[id] = waker
         }
     }
 
+    /// Removes `id` if it waits; nothing otherwise.
     mutating func remove(_ id: Int, _ filter: RecordFilter) {
         func drop<Key: Hashable>(_ key: Key, from buckets: inout [Key: Set<Int>]) {
             buckets[key]?.remove(id)
@@ -410,14 +411,14 @@ struct WaitingIndex {
         } else if let outcomes = filter.outcomes {
             for outcome in outcomes { drop(outcome, from: &byOutcome) }
         } else {
-            everything.remove(id)
+            everything[id] = nil
         }
     }
 
-    /// Takes every unfiltered waiter at once.
-    mutating func takeEverything() -> Set<Int> {
-        defer { everything = [] }
-        return everything
+    /// Takes every unfiltered waiter at once: their wakers.
+    mutating func takeEverything() -> Dictionary<Int, StreamWaker>.Values {
+        defer { everything = [:] }
+        return everything.values
     }
 
     /// Filtered waiters that `entry` may match (their whole filter is still to be checked).
@@ -429,13 +430,15 @@ struct WaitingIndex {
         return ids
     }
 
-    /// Takes every waiter.
-    mutating func takeAll() -> Set<Int> {
-        var ids = everything
+    /// Takes every filtered waiter.
+    mutating func takeFiltered() -> Set<Int> {
+        var ids: Set<Int> = []
         for set in byInstance.values { ids.formUnion(set) }
         for set in byModel.values { ids.formUnion(set) }
         for set in byOutcome.values { ids.formUnion(set) }
-        self = WaitingIndex()
+        byInstance = [:]
+        byModel = [:]
+        byOutcome = [:]
         return ids
     }
 }
@@ -454,6 +457,10 @@ struct HubState {
     var replayPages = 0
     var isStopping = false
 
+    /// Ring entries a reader examines per hold of the lock, so that one far behind does not
+    /// hold the committer up; it goes on at its next take.
+    static let scanLimit = 4096
+
     init(ring: RecordRing) {
         self.ring = ring
         dispatched = ring.endIndex
@@ -465,13 +472,15 @@ struct HubState {
         if dispatched < ring.firstIndex {
             // Records left the ring before they were matched (the thread fell a whole ring
             // behind): wake every waiter; each finds out what it missed.
-            for id in waiting.takeAll() { wakers += wake(id, skipTo: nil) }
+            wakers += waiting.takeEverything()
+            for id in waiting.takeFiltered() { wakers += wake(id, skipTo: nil) }
             dispatched = ring.firstIndex
         }
         while dispatched < ring.endIndex, !waiting.isEmpty {
             let index = dispatched
             let entry = ring[index]
-            for id in waiting.takeEverything() { wakers += wake(id, skipTo: nil) }
+            // Unfiltered waiters wait at the ring's end: any new record is theirs.
+            wakers += waiting.takeEverything()
             for id in waiting.candidates(for: entry) {
                 guard let slot = slots[id], let from = slot.waitingFrom, from <= index, entry.passes(slot.filter) else { continue }
                 waiting.remove(id, slot.filter)
@@ -484,12 +493,15 @@ struct HubState {
     }
 
     /// Counts a heartbeat interval and wakes every waiter to send one. Records up to
-    /// `dispatched` have been matched against them: none matched.
+    /// `dispatched` have been matched against the filtered ones: none matched.
     mutating func beat() -> [StreamWaker] {
         beats += 1
-        return waiting.takeAll().flatMap { wake($0, skipTo: dispatched) }
+        var wakers = Array(waiting.takeEverything())
+        for id in waiting.takeFiltered() { wakers += wake(id, skipTo: dispatched) }
+        return wakers
     }
 
+    /// A filtered waiter woken: records from where it waited up to `skipTo` did not match it.
     private mutating func wake(_ id: Int, skipTo: Int?) -> [StreamWaker] {
         guard var slot = slots[id] else { return [] }
         if let skipTo, let from = slot.waitingFrom, skipTo > from {
@@ -520,7 +532,8 @@ struct HubState {
             return .evicted
         }
         if cursor.isLive {
-            while cursor.scanned < ring.endIndex {
+            let scanEnd = min(ring.endIndex, max(cursor.scanned, ring.firstIndex) + Self.scanLimit)
+            while cursor.scanned < scanEnd {
                 let entry = ring[cursor.scanned]
                 if entry.passes(cursor.filter) { cursor.pendingBytes += entry.frame.count }
                 cursor.scanned += 1
@@ -560,9 +573,9 @@ struct HubState {
             cursor.beats = beats
             return .heartbeat
         }
-        if mayWait, slots[id] != nil {
+        if mayWait, let waker = slots[id]?.waker {
             slots[id]!.waitingFrom = ring.endIndex
-            waiting.insert(id, cursor.filter)
+            waiting.insert(id, cursor.filter, waker: waker)
         }
         return .nothing
     }

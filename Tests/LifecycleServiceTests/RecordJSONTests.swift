@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import LifecycleKit
+import LifecycleStore
 import MicroHTTP
 @testable import LifecycleService
 
@@ -60,5 +61,42 @@ struct RecordJSONTests {
             #expect(direct == reference, "\(String(decoding: reference, as: UTF8.self))")
             if direct != reference { break }
         }
+    }
+}
+
+@Suite("records name their instance")
+struct RecordInstanceTests {
+    @Test("event, action, launch and 409 answers, and history, name the instance right after the sequence number")
+    func answersAndHistory() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("my-iphone")
+        let event = try c.event("my-iphone", #"{"event": "didFinishLaunching"}"#)
+        #expect(event.text.hasPrefix(#"{"sequence":2,"instance":"my-iphone","version":1,"kind":"event","#), "\(event.text)")
+        let action = try c.request("POST", "/v1/instances/my-iphone/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#)
+        #expect(action.status == 200 && action.json["instance"] as? String == "my-iphone")
+        let unexpected = try c.event("my-iphone", #"{"event": "didFinishLaunching"}"#)
+        #expect(unexpected.status == 409)
+        #expect((unexpected.json["record"] as? [String: Any])?["instance"] as? String == "my-iphone")
+        let launch = try c.request("POST", "/v1/instances/my-iphone/launches")
+        #expect(launch.status == 200 && launch.json["instance"] as? String == "my-iphone")
+        let history = try c.fullHistory("my-iphone")
+        #expect(history.count == 4 && history.allSatisfy { $0["instance"] as? String == "my-iphone" })
+        #expect(history.map { $0["version"] as? Int } == [1, 2, 3, 4], "the creation record is not history")
+    }
+
+    @Test("creation and deletion records: sequence, instance, version, kind, model, state, time")
+    func changes() throws {
+        let instance = StoredInstance(
+            id: "i\"d", model: "ios-app", createdAt: Date(timeIntervalSince1970: 1_800_000_000.5), updatedAt: Date(timeIntervalSince1970: 1_800_000_000.5),
+            state: InstanceState(state: "background", version: 7)
+        )
+        let created = InstanceChange(sequence: 41, kind: .created, instance: instance, time: Date(timeIntervalSince1970: 1_800_000_000.5))
+        #expect(String(decoding: created.jsonBytes(), as: UTF8.self)
+            == #"{"sequence":41,"instance":"i\"d","version":7,"kind":"created","model":"ios-app","state":"background","time":"2027-01-15T08:00:00.500Z"}"#)
+        let deleted = InstanceChange(sequence: 42, kind: .deleted, instance: instance, time: Date(timeIntervalSince1970: 1_800_000_001))
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(deleted.jsonBytes())) as? [String: Any])
+        #expect(json["kind"] as? String == "deleted" && json["instance"] as? String == "i\"d" && json["sequence"] as? Int == 42)
+        #expect(json.keys.sorted() == ["instance", "kind", "model", "sequence", "state", "time", "version"])
     }
 }

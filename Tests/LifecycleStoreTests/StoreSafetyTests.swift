@@ -115,6 +115,7 @@ struct StoreSafetyTests {
             let reports = Reports()
             let store = try SQLiteStore(directory: folder.path, options: .init(acceptDataLoss: true), report: reports.handler)
             #expect(store.lastSequence == 6, "numbers handed out are never handed out again")
+            #expect(try store.replay(after: 0, through: 6, filter: RecordFilter(), limit: 10).droppedThrough == 6, "replays are told records up to 6 may be gone")
             store.close()
             // Accepted once: the marker agrees with the database now.
             #expect(try SQLiteStore(directory: folder.path).lastSequence == 6)

@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+import LifecycleKit
+@testable import LifecycleStore
+
+/// Every page of a replay, followed to `through`.
+func replayAll(_ store: SQLiteStore, after: Int64 = 0, through: Int64, filter: RecordFilter = RecordFilter(), limit: Int = 100) throws -> [ReplayedRecord] {
+    var records: [ReplayedRecord] = []
+    var position = after
+    while position < through {
+        let page = try store.replay(after: position, through: through, filter: filter, limit: limit)
+        #expect(page.coveredThrough > position, "each page moves on")
+        records += page.records
+        position = page.coveredThrough
+    }
+    return records
+}
+
+@Suite("SQLite store replay")
+struct ReplayTests {
+    @Test("replay pages every instance's records and deletion records in order, filtered; retention and expiry raise the floor")
+    func replay() throws {
+        let folder = Folder()
+        var a = InstanceWriter(id: "a")
+        var b = Machine(model: .androidActivity)
+        let bInstance = StoredInstance(id: "b", model: "android-activity", createdAt: t0, updatedAt: t0, state: b.snapshot)
+        do {
+            let store = try SQLiteStore(directory: folder.path, options: .init(historyLimit: 3))
+            try a.create(in: store)                                                    // 1
+            #expect(try store.write { (t) throws(StoreError) in try t.insert(bInstance) } == 2)
+            // Four relaunches of a (3-6): beyond 3 records, its creation (version 0) and version 1 go.
+            try a.relaunch(in: store, times: 4)
+            try store.write { (t) throws(StoreError) in                                 // 7, 8
+                for event in ["onCreate", "onStart"] { _ = try t.append(try! b.apply(event: event, at: t0), instanceID: "b", encode: encodeRecord) }
+            }
+            // Deleted a second ago: expired at once for a lifetime of 0.
+            let deleted = try store.write { (t) throws(StoreError) in
+                try t.delete(bInstance, at: Date().addingTimeInterval(-1), encode: change("deleted", bInstance))
+            }
+            #expect(deleted == 9)
+
+            let all = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: 100)
+            #expect(all.records.map(\.sequence) == [4, 5, 6, 9], "b's records went with it; its deletion stays")
+            #expect(all.records.map(\.kind) == [.relaunch, .relaunch, .relaunch, .deleted])
+            #expect(all.droppedThrough == 3 && all.oldestKept == 4 && all.coveredThrough == 9)
+            #expect(try decodeRecord(all.records[0].json).instance == "a", "the store names the instance")
+            #expect(String(decoding: all.records[3].json, as: UTF8.self) == #"{"sequence":9,"instance":"b","version":0,"kind":"deleted"}"#)
+
+            #expect(try replayAll(store, through: 9, limit: 2).map(\.sequence) == [4, 5, 6, 9])
+            let first = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: 2)
+            #expect(first.records.map(\.sequence) == [4, 5] && first.coveredThrough == 5)
+            #expect(try store.replay(after: 0, through: 5, filter: RecordFilter(), limit: 100).records.map(\.sequence) == [4, 5])
+            #expect(try replayAll(store, through: 9, filter: RecordFilter(model: "android-activity")).map(\.sequence) == [9])
+            #expect(try replayAll(store, through: 9, filter: RecordFilter(model: "ios-app")).map(\.sequence) == [4, 5, 6])
+            #expect(try replayAll(store, through: 9, filter: RecordFilter(instances: ["b", "nobody"])).map(\.sequence) == [9])
+            #expect(try replayAll(store, through: 9, filter: RecordFilter(instances: [])).isEmpty)
+            #expect(try replayAll(store, through: 9, filter: RecordFilter(outcomes: [.stayed])).map(\.sequence) == [4, 5, 6], "a relaunch from initializing stays")
+            #expect(try replayAll(store, through: 9, filter: RecordFilter(outcomes: [.transitioned, .unexpected])).isEmpty, "deletions have no outcome")
+            store.close()
+        }
+        // Expired, the deletion record goes, and the floor follows; its number is still never reused.
+        let store = try SQLiteStore(directory: folder.path, options: .init(historyLimit: 3, tombstoneLifetime: 0))
+        let page = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: 100)
+        #expect(page.records.map(\.sequence) == [4, 5, 6])
+        #expect(page.droppedThrough == 9 && page.oldestKept == 4)
+        #expect(store.lastSequence == 9)
+    }
+
+    @Test("a version-1 database is migrated: records name their instance and get their kind and outcome")
+    func migrateVersion1() throws {
+        let folder = Folder()
+        try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
+        let bodies: [(seq: Int, instance: String, version: Int, body: String)] = [
+            (1, "a", 1, #"{"sequence":1,"version":1,"kind":"event","event":"didFinishLaunching","from":"initializing","to":"launching","outcome":"transitioned","hooks":["Launching.init"],"row":"r2","time":"2027-01-15T08:00:00.123Z"}"#),
+            (2, "b", 1, #"{"sequence":2,"version":1,"kind":"action","action":"openURL","parameters":{"url":"https://duckduckgo.com"},"from":"initializing","to":"initializing","outcome":"stayed","hooks":[],"disposition":"buffered","time":"2027-01-15T08:00:00.124Z"}"#),
+            (3, "a", 2, #"{"sequence":3,"version":2,"kind":"relaunch","from":"launching","to":"initializing","outcome":"transitioned","hooks":[],"incompleteLaunch":{"step":"launched","sceneConnected":false},"time":"2027-01-15T08:00:00.125Z"}"#),
+            (4, "a", 3, #"{"sequence":4,"version":3,"kind":"event","event":"didBecomeActive","from":"initializing","to":"initializing","outcome":"unexpected","hooks":[],"time":"2027-01-15T08:00:00.126Z"}"#),
+        ]
+        do {
+            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
+            try database.execute("PRAGMA journal_mode = WAL")
+            try database.transaction { () throws(SQLiteError) in
+                try database.execute(SQLiteStore.migrations[0])
+                try database.execute("PRAGMA user_version = 1")
+                for (id, model, version) in [("a", "ios-app", 3), ("b", "ios-app", 1)] {
+                    try database.execute("""
+                        INSERT INTO instances VALUES ('\(id)', '\(model)', 'initializing', \(version), 1, NULL, NULL, NULL, 0, 0, 0, 0, 1800000000000, 1800000000000)
+                        """)
+                }
+                let insert = try database.prepare("INSERT INTO records (seq, instance, version, body) VALUES (?1, ?2, ?3, ?4)")
+                for row in bodies {
+                    try insert.run([.integer(Int64(row.seq)), .text(row.instance), .integer(Int64(row.version)), .blob(Array(row.body.utf8))])
+                }
+            }
+        }
+
+        let store = try SQLiteStore(directory: folder.path)
+        #expect(try store.schemaVersion() == 2)
+        #expect(store.lastSequence == 4)
+        #expect(try store.loadInstances().map(\.id).sorted() == ["a", "b"])
+        // Each body gains its instance after its sequence number, and nothing else changes.
+        let expected = bodies.map { row in
+            row.body.replacingOccurrences(of: #"{"sequence":\#(row.seq),"#, with: #"{"sequence":\#(row.seq),"instance":"\#(row.instance)","#)
+        }
+        let history = try store.history(instanceID: "a", after: 0, limit: 10)
+        #expect(history.records.map { String(decoding: $0, as: UTF8.self) } == [expected[0], expected[2], expected[3]])
+        #expect(history.oldestRetainedVersion == 1)
+        let replayed = try store.replay(after: 0, through: 4, filter: RecordFilter(), limit: 10)
+        #expect(replayed.records.map { String(decoding: $0.json, as: UTF8.self) } == expected)
+        #expect(replayed.records.map(\.kind) == [.event, .action, .relaunch, .event])
+        #expect(replayed.droppedThrough == 0 && replayed.oldestKept == 1)
+        #expect(try store.replay(after: 0, through: 4, filter: RecordFilter(outcomes: [.unexpected]), limit: 10).records.map(\.sequence) == [4])
+        #expect(try store.replay(after: 0, through: 4, filter: RecordFilter(outcomes: [.stayed]), limit: 10).records.map(\.sequence) == [2])
+        #expect(try store.integrityCheck() == "ok")
+
+        // New records continue the numbering, in the new shape.
+        let relaunch = Record(version: 2, kind: .relaunch, name: "relaunch", from: "initializing", to: "initializing", outcome: .stayed, time: t0)
+        let written = try store.write { (t) throws(StoreError) in try t.append(relaunch, instanceID: "b", encode: encodeRecord) }
+        #expect(written.sequence == 5)
+        #expect(try store.replay(after: 4, through: 5, filter: RecordFilter(), limit: 10).records.map(\.kind) == [.relaunch])
+    }
+}

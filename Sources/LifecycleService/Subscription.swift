@@ -105,6 +105,7 @@ struct SubscriptionReader {
                 case .overflow:
                     output.append(Self.notice("overflow", id: lastSent, ["lastEventId": lastSent]))
                     phase = .closing
+                    hub.logger.info("stream fell behind its buffer; closed", ["subscription": String(id), "lastEventId": String(lastSent)])
                 case .evicted:
                     phase = .replaying(after: cursor.position)
                 }

@@ -259,6 +259,36 @@ struct StreamHubTests {
         }
     }
 
+    @Test("a filtered subscriber whose place left the ring is not cut off: woken from the ring, or replayed from the store")
+    func filteredBehindTheRing() throws {
+        let server = try TestServer {
+            $0.streamRing = 65536
+            $0.streamBuffer = 4096
+        }
+        let hub = server.service!.hub
+        let waiting = StreamReader(try hub.subscribe(filter: RecordFilter(instances: ["quiet"]), lastEventID: nil))
+        waiting.readAvailable()
+        #expect(waiting.waits == 1)
+        let unread = StreamReader(try hub.subscribe(filter: RecordFilter(instances: ["quiet"]), lastEventID: nil))
+        let c = try server.connect()
+        // About three rings of other records: both places leave the ring.
+        try c.makeInstance("busy", events: coldStart)
+        _ = try postCycle(c, "busy", count: 400)
+        try c.makeInstance("quiet")
+        let created = hub.lastSequence
+        let pages = hub.replayPagesRead
+
+        // Waiting, it was passed over by every record until its own woke it.
+        try waiting.read(through: created)
+        #expect(waiting.records.map { $0.id! } == [created])
+        #expect(hub.replayPagesRead == pages, "woken straight at its record")
+        // Not reading, it had no place to jump to: it replays from the store instead.
+        try unread.read(through: created)
+        #expect(unread.records.map { $0.id! } == [created])
+        #expect(hub.replayPagesRead > pages)
+        #expect(!waiting.hasEnded && !unread.hasEnded && hub.overflowCount == 0)
+    }
+
     @Test("a subscriber that stops reading past its budget gets event: overflow naming its last record, then the end; a resume gets the rest")
     func overflow() throws {
         let server = try TestServer { $0.streamBuffer = 4096 }
@@ -414,5 +444,27 @@ struct StreamHubTests {
         #expect(hub.subscriberCount == 3)
         for subscription in open.dropFirst() + [again] { subscription.finish() }
         #expect(hub.subscriberCount == 0)
+    }
+}
+
+@Suite("stream settings")
+struct StreamSettingsTests {
+    @Test("--heartbeat, --stream-buffer, --stream-ring and --max-subscribers: defaults, flags, variables, refusals, help")
+    func settings() throws {
+        let defaults = try Configuration.parse(arguments: [], environment: [:])
+        #expect(defaults.heartbeat == 15 && defaults.streamBuffer == 262_144 && defaults.streamRing == 16_777_216 && defaults.maxSubscribers == 20_000)
+        let given = try Configuration.parse(
+            arguments: ["--heartbeat", "0.25", "--stream-buffer=65536", "--max-subscribers", "12"],
+            environment: ["LIFECYCLED_STREAM_RING": "1048576", "LIFECYCLED_HEARTBEAT": "30"]
+        )
+        #expect(given.heartbeat == 0.25 && given.streamBuffer == 65536 && given.streamRing == 1_048_576 && given.maxSubscribers == 12)
+        let settings = given.streamSettings
+        #expect(settings.heartbeat == .milliseconds(250) && settings.subscriberBuffer == 65536 && settings.ringBytes == 1_048_576 && settings.maxSubscribers == 12)
+        for (flag, value) in [("--heartbeat", "0"), ("--heartbeat", "soon"), ("--stream-buffer", "1024"), ("--stream-ring", "4096"), ("--max-subscribers", "0")] {
+            #expect(throws: Configuration.ParseError.badValue(flag, value)) { try Configuration.parse(arguments: [flag, value], environment: [:]) }
+        }
+        for text in ["--heartbeat SECONDS", "LIFECYCLED_HEARTBEAT", "--stream-buffer BYTES", "LIFECYCLED_STREAM_BUFFER", "--stream-ring BYTES", "LIFECYCLED_STREAM_RING", "--max-subscribers N", "LIFECYCLED_MAX_SUBSCRIBERS"] {
+            #expect(Configuration.usage.contains(text), "\(text)")
+        }
     }
 }

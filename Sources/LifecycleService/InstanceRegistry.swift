@@ -18,8 +18,9 @@ final class InstanceRegistry: @unchecked Sendable {
     /// A change to make, in the order it arrived.
     enum Write: Sendable {
         case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?)
-        case delete(id: String)
-        case apply(Input, id: String, expectedVersion: Int64?, key: IdempotencyKey?)
+        /// `expectedVersions`: from `If-Match`; `nil` for any version.
+        case delete(id: String, expectedVersions: [Int64]?)
+        case apply(Input, id: String, expectedVersions: [Int64]?, key: IdempotencyKey?)
     }
 
     typealias Completion = @Sendable (Result<StoredResponse, Problem>) -> Void
@@ -283,18 +284,21 @@ final class InstanceRegistry: @unchecked Sendable {
             notes.append(("instance created", ["id": id, "model": name]))
             return .success(response)
 
-        case .delete(let id):
-            guard current(id, staged) != nil else { return .failure(.unknownInstance(id)) }
+        case .delete(let id, let expectedVersions):
+            guard let instance = current(id, staged)?.instance else { return .failure(.unknownInstance(id)) }
+            if let expectedVersions, !expectedVersions.contains(instance.state.version) {
+                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), which If-Match does not name"))
+            }
             try transaction.delete(instanceID: id)
             staged[id] = .deleted
             notes.append(("instance deleted", ["id": id]))
             return .success(StoredResponse(status: 204, contentType: "", body: []))
 
-        case .apply(let input, let id, let expectedVersion, let key):
+        case .apply(let input, let id, let expectedVersions, let key):
             guard var (instance, machine) = current(id, staged) else { return .failure(.unknownInstance(id)) }
             if let key, let replayed = try replay(key, transaction) { return replayed }
-            if let expectedVersion, expectedVersion != instance.state.version {
-                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), not \(expectedVersion)"))
+            if let expectedVersions, !expectedVersions.contains(instance.state.version) {
+                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), which If-Match does not name"))
             }
             let record: Record
             do {

@@ -63,12 +63,6 @@ struct HTTPRegressionTests {
         #expect(try c.request("GET", "/v1/instances/victim").status == 200)
         #expect(try Self.ids(c) == ["victim"])
 
-        // An unknown transfer coding is 501 at once, not a connection held for a minute.
-        let gzip = try RawSocket(port: server.port)
-        gzip.send("POST /v1/instances HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n")
-        let refused = try gzip.readResponse(within: 5)
-        #expect(refused.status == 501 && refused.header("content-type") == "application/problem+json")
-
         // A bad Content-Length gets one answer, not its header block twice.
         for length in ["-1", "+2", "2, 2"] {
             let raw = try RawSocket(port: server.port)
@@ -77,6 +71,12 @@ struct HTTPRegressionTests {
             #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "Content-Length: \(length): \(text)")
             #expect(text.hasPrefix("HTTP/1.1 400 "), "Content-Length: \(length)")
         }
+
+        // An unknown transfer coding is 501 at once, not a connection held for a minute.
+        let gzip = try RawSocket(port: server.port)
+        gzip.send("POST /v1/instances HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n")
+        let refused = try? gzip.readResponse(within: 5)
+        #expect(refused?.status == 501 && refused?.header("content-type") == "application/problem+json")
         #expect(try Self.ids(c) == ["victim"])
     }
 

@@ -34,8 +34,8 @@ struct ConnectionMachine {
         /// Before the request line: accepted, or after the previous response. The request
         /// deadline runs from `since`.
         case awaitingRequest(since: UInt64)
-        /// The request line is in (its raw target kept); the headers are arriving.
-        case receivingHead(since: UInt64, target: [UInt8])
+        /// The request line is in (its target parsed); the headers are arriving.
+        case receivingHead(since: UInt64, Target)
         /// Headers accepted, body arriving. Counted.
         case reading(since: UInt64, Request)
         /// The body outgrew the limit: the rest is drained unread, then this 413 is sent. Counted.
@@ -56,6 +56,15 @@ struct ConnectionMachine {
         case modifying
     }
 
+    /// A request line's target, parsed as it arrives (libmicrohttpd changes it afterwards).
+    private enum Target {
+        case parsed(RequestTarget)
+        /// Refused, but the request can be read to its end and the connection kept.
+        case refused(Problem)
+        /// Refused, and the connection closed.
+        case tooLong(Problem)
+    }
+
     private var state: State
     let limits: RequestLimits
     let clientAddress: String
@@ -69,8 +78,18 @@ struct ConnectionMachine {
     // MARK: inputs
 
     /// The request line is parsed (libmicrohttpd's URI callback); `target` is its raw target.
-    mutating func receivedRequestLine(target: [UInt8]) {
-        if case .awaitingRequest(let since) = state { state = .receivingHead(since: since, target: target) }
+    mutating func receivedRequestLine(target: UnsafeBufferPointer<UInt8>) {
+        guard case .awaitingRequest(let since) = state else { return }
+        if target.count > limits.maxTargetSize {
+            let problem = Problem(status: 414, title: "URI Too Long", detail: "the request target is longer than \(limits.maxTargetSize) bytes")
+            state = .receivingHead(since: since, .tooLong(problem))
+            return
+        }
+        do {
+            state = .receivingHead(since: since, .parsed(try RequestTarget(target)))
+        } catch {
+            state = .receivingHead(since: since, .refused(error))
+        }
     }
 
     /// What to do once the headers are in.
@@ -88,13 +107,14 @@ struct ConnectionMachine {
     /// it is called only for a request this connection still wants.
     mutating func receivedHeaders(_ head: RequestHead, admit: () -> Bool) -> HeadersAction {
         let since: UInt64
-        var target: [UInt8] = []
+        let target: Target
         switch state {
-        case .receivingHead(let started, let raw):
+        case .receivingHead(let started, let parsed):
             since = started
-            target = raw
+            target = parsed
         case .awaitingRequest(let started):
-            since = started  // no request line seen: the empty target is refused below
+            since = started
+            target = .refused(Problem(status: 400, title: "Bad Request", detail: "the request has no target"))
         default:
             return .close
         }
@@ -102,23 +122,23 @@ struct ConnectionMachine {
             state = .rejected
             return .respond(Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
-        if let problem = Self.headProblem(head, targetSize: target.count, limits: limits) {
+        if let problem = Self.headProblem(head, limits: limits) {
             state = .answered
             return .respond(Self.closing(problem))
         }
-        do {
-            let parsed = try RequestTarget(target)
-            var request = Request(
-                method: head.method, path: parsed.path, headers: head.headers,
-                query: parsed.query.map { ($0.name, $0.value) }, clientAddress: clientAddress
-            )
+        switch target {
+        case .parsed(let parsed):
+            var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: clientAddress)
             if let length = head.headers.first(where: { $0.name == "content-length" }).flatMap({ Int($0.value) }), length > 0 {
                 request.body.reserveCapacity(length)
             }
             state = .reading(since: since, request)
-        } catch {
+        case .refused(let problem):
             // The framing is sound, so the body is drained and the connection kept.
-            state = .discarding(since: since, .problem(error))
+            state = .discarding(since: since, .problem(problem))
+        case .tooLong(let problem):
+            state = .answered
+            return .respond(Self.closing(problem))
         }
         return .readBody
     }
@@ -265,10 +285,7 @@ struct ConnectionMachine {
     }
 
     /// Why a request must be refused, and its connection closed, from its head alone.
-    static func headProblem(_ head: RequestHead, targetSize: Int, limits: RequestLimits) -> Problem? {
-        if targetSize > limits.maxTargetSize {
-            return Problem(status: 414, title: "URI Too Long", detail: "the request target is longer than \(limits.maxTargetSize) bytes")
-        }
+    static func headProblem(_ head: RequestHead, limits: RequestLimits) -> Problem? {
         if head.headerSize > limits.maxHeaderSize {
             return Problem(
                 status: 431, title: "Request Header Fields Too Large",

@@ -18,17 +18,28 @@ final class ConnectionContext: Sendable {
     /// The connection's socket; libmicrohttpd closes it only after the close notification,
     /// which removes the context from the table (see ``ConnectionTable``).
     let descriptor: Int32
+    /// The daemon thread that runs all of the connection's callbacks.
+    let owner: pthread_t
     let machine: Mutex<ConnectionMachine>
 
     init(connection: OpaquePointer, clientAddress: String, limits: RequestLimits, now: UInt64) {
         handle = ConnectionHandle(pointer: connection)
         descriptor = lc_connection_fd(connection)
+        owner = pthread_self()
         machine = Mutex(ConnectionMachine(clientAddress: clientAddress, limits: limits, now: now))
     }
 
     /// The context of a connection, from its socket context.
     static func of(_ connection: OpaquePointer) -> ConnectionContext? {
         lc_connection_socket_context(connection).map { Unmanaged<ConnectionContext>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Whether libmicrohttpd is refusing this connection's header block: the request line
+    /// is in, the headers are complete (libmicrohttpd tells their size only from then on),
+    /// no response is queued, and the access handler has not seen them. Only on the
+    /// connection's own thread.
+    var isHeadBeingRefused: Bool {
+        machine.withLock { $0.isReceivingHead } && lc_connection_header_size(handle.pointer) >= 0 && lc_connection_has_response(handle.pointer) == 0
     }
 
     /// Sends a final response past libmicrohttpd, then shuts the socket down both ways, so
@@ -58,6 +69,15 @@ final class ConnectionTable: Sendable {
 
     func remove(_ context: ConnectionContext) {
         _ = contexts.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
+    }
+
+    /// The first connection of the calling thread that satisfies `predicate` (which may
+    /// use libmicrohttpd on it, being on its thread).
+    func first(ofThisThreadWhere predicate: (ConnectionContext) -> Bool) -> ConnectionContext? {
+        let me = pthread_self()
+        return contexts.withLock { contexts in
+            contexts.values.first { pthread_equal($0.owner, me) != 0 && predicate($0) }
+        }
     }
 
     /// Shuts down every connection whose request is late (answering 408 when its headers
@@ -138,42 +158,28 @@ final class Sweeper: Sendable {
     }
 }
 
-/// The connections of one daemon thread whose request line has arrived and whose headers
-/// have not reached the access handler (a pthread key's value per thread, so keeping it
-/// takes no lock). A connection's callbacks all run on its own thread, so while
-/// libmicrohttpd checks a complete header block and logs a refusal of it, the connection
-/// concerned is among these.
-final class HeadPhase {
-    private var contexts: [ObjectIdentifier: Unmanaged<ConnectionContext>] = [:]
-
+/// The connection whose request line this daemon thread parsed last (a pthread key's
+/// value per thread, unretained: cleared when that connection closes, on this thread).
+/// libmicrohttpd checks a header block in the same pass that parsed its request line,
+/// unless the block arrived later, so a refusal of it it logs concerns this connection.
+enum LastRequestLine {
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
-        let created = pthread_key_create(&key) { value in
-            if let value { Unmanaged<HeadPhase>.fromOpaque(value).release() }
-        }
-        precondition(created == 0, "pthread_key_create failed")
+        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
         return key
     }()
 
-    /// This thread's set; `nil` if it has none and `creating` is false.
-    static func current(creating: Bool) -> HeadPhase? {
-        if let value = pthread_getspecific(key) { return Unmanaged<HeadPhase>.fromOpaque(value).takeUnretainedValue() }
-        guard creating else { return nil }
-        let phase = HeadPhase()
-        pthread_setspecific(key, Unmanaged.passRetained(phase).toOpaque())
-        return phase
+    static func set(_ context: ConnectionContext) {
+        pthread_setspecific(key, Unmanaged.passUnretained(context).toOpaque())
     }
 
-    /// Unretained: a context outlives its membership, which ends at the latest when its
-    /// connection closes (on this thread).
-    func insert(_ context: ConnectionContext) { contexts[ObjectIdentifier(context)] = .passUnretained(context) }
-
-    func remove(_ context: ConnectionContext) {
-        if !contexts.isEmpty { contexts[ObjectIdentifier(context)] = nil }
+    static var context: ConnectionContext? {
+        pthread_getspecific(key).map { Unmanaged<ConnectionContext>.fromOpaque($0).takeUnretainedValue() }
     }
 
-    func first(where predicate: (ConnectionContext) -> Bool) -> ConnectionContext? {
-        contexts.values.lazy.map { $0.takeUnretainedValue() }.first(where: predicate)
+    /// Forgets `context` if it is the one kept.
+    static func forget(_ context: ConnectionContext) {
+        if pthread_getspecific(key) == Unmanaged.passUnretained(context).toOpaque() { pthread_setspecific(key, nil) }
     }
 }
 

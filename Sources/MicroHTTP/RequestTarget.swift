@@ -6,60 +6,79 @@
 /// `A-Z a-z 0-9 . _ -` and `/`, and no `.` or `..` segment; anything else (a NUL, a space,
 /// a byte of a UTF-8 sequence, a bad escape) is refused rather than passed on altered.
 /// Query values may hold any UTF-8 except control characters.
-struct RequestTarget: Equatable {
+///
+/// Parsed for every request, in one pass and without copies on the common path.
+struct RequestTarget {
     var path: String
-    var query: [Argument]
+    var query: [(name: String, value: String)]
 
-    struct Argument: Equatable {
-        var name: String
-        var value: String
-    }
+    private static let slash = UInt8(ascii: "/")
+    private static let dot = UInt8(ascii: ".")
+    private static let percent = UInt8(ascii: "%")
+    private static let questionMark = UInt8(ascii: "?")
 
     /// Parses origin form (`/path?query`) and absolute form (`http://host/path?query`).
-    init(_ raw: [UInt8]) throws(Problem) {
+    init(_ raw: UnsafeBufferPointer<UInt8>) throws(Problem) {
         var start = 0
-        if let authorityEnd = Self.absoluteFormPrefix(raw) {
-            start = authorityEnd
-        } else if raw.first != UInt8(ascii: "/") {
-            throw Self.badRequest("the request target must be a path such as /healthz or an absolute http URL")
-        }
-        let questionMark = raw[start...].firstIndex(of: UInt8(ascii: "?")) ?? raw.count
-        let pathBytes = try Self.decode(raw[start..<questionMark], what: "path")
-        path = try Self.checkedPath(pathBytes)
-        query = []
-        if questionMark < raw.count {
-            for piece in raw[(questionMark + 1)...].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
-                let equals = piece.firstIndex(of: UInt8(ascii: "=")) ?? piece.endIndex
-                let name = try Self.queryText(piece[piece.startIndex..<equals])
-                let value = equals < piece.endIndex ? try Self.queryText(piece[(equals + 1)...]) : ""
-                query.append(Argument(name: name, value: value))
+        if raw.first != Self.slash {
+            guard let pathStart = Self.absoluteFormPathStart(raw) else {
+                throw Self.badRequest("the request target must be a path such as /healthz or an absolute http URL")
             }
+            start = pathStart
         }
+        var end = start
+        var hasEscape = false
+        while end < raw.count, raw[end] != Self.questionMark {
+            if raw[end] == Self.percent { hasEscape = true }
+            end += 1
+        }
+        let rawPath = UnsafeBufferPointer(rebasing: raw[start..<end])
+        if hasEscape {
+            path = try Self.decode(rawPath, what: "path").withUnsafeBufferPointer { (bytes) throws(Problem) in try Self.checkedPath(bytes) }
+        } else {
+            path = try Self.checkedPath(rawPath)
+        }
+        query = end < raw.count ? try Self.query(UnsafeBufferPointer(rebasing: raw[(end + 1)...])) : []
+    }
+
+    init(_ raw: [UInt8]) throws(Problem) {
+        self = try raw.withUnsafeBufferPointer { (bytes) throws(Problem) in try RequestTarget(bytes) }
     }
 
     /// For `http://host[:port]/...` (any case of the scheme, or https): the index where
-    /// the path starts. No path after the authority means `/`.
-    private static func absoluteFormPrefix(_ raw: [UInt8]) -> Int? {
-        let lowered = raw.prefix(8).map { $0 | 0x20 }
-        let schemeLength: Int
-        if lowered.starts(with: Array("http://".utf8)) {
-            schemeLength = 7
-        } else if lowered.starts(with: Array("https://".utf8)) {
-            schemeLength = 8
-        } else {
-            return nil
+    /// the path starts (an index holding `?`, or the end, means the path `/`).
+    private static func absoluteFormPathStart(_ raw: UnsafeBufferPointer<UInt8>) -> Int? {
+        var index = 0
+        for letter in "http".utf8 {
+            guard index < raw.count, raw[index] | 0x20 == letter else { return nil }
+            index += 1
         }
-        return raw[schemeLength...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? raw.count
+        if index < raw.count, raw[index] | 0x20 == UInt8(ascii: "s") { index += 1 }
+        for separator in "://".utf8 {
+            guard index < raw.count, raw[index] == separator else { return nil }
+            index += 1
+        }
+        while index < raw.count, raw[index] != slash, raw[index] != questionMark { index += 1 }
+        return index
     }
 
-    private static func checkedPath(_ bytes: [UInt8]) throws(Problem) -> String {
+    /// The path, if every byte is allowed and no segment is `.` or `..`.
+    private static func checkedPath(_ bytes: UnsafeBufferPointer<UInt8>) throws(Problem) -> String {
         if bytes.isEmpty { return "/" }
-        for byte in bytes where !isPathByte(byte) {
-            let shown = byte >= 0x21 && byte <= 0x7E ? "\"\(Character(Unicode.Scalar(byte)))\"" : "byte 0x\(byte < 16 ? "0" : "")\(String(byte, radix: 16, uppercase: true))"
-            throw badRequest("the path may hold only A-Z a-z 0-9 . _ - and /, not \(shown)")
-        }
-        for segment in bytes.split(separator: UInt8(ascii: "/")) where segment.allSatisfy({ $0 == UInt8(ascii: ".") }) && segment.count <= 2 {
-            throw badRequest("the path may not have a \".\" or \"..\" segment")
+        var segmentStart = 0
+        for index in 0...bytes.count {
+            if index == bytes.count || bytes[index] == slash {
+                let length = index - segmentStart
+                if (length == 1 || length == 2), bytes[segmentStart] == dot, bytes[index - 1] == dot {
+                    throw badRequest("the path may not have a \".\" or \"..\" segment")
+                }
+                segmentStart = index + 1
+            } else if !isPathByte(bytes[index]) {
+                let byte = bytes[index]
+                let shown = byte >= 0x21 && byte <= 0x7E
+                    ? "\"\(Character(Unicode.Scalar(byte)))\"" : "byte 0x\(byte < 16 ? "0" : "")\(String(byte, radix: 16, uppercase: true))"
+                throw badRequest("the path may hold only A-Z a-z 0-9 . _ - and /, not \(shown)")
+            }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -69,32 +88,49 @@ struct RequestTarget: Equatable {
             || byte == 0x2E || byte == 0x5F || byte == 0x2D || byte == 0x2F
     }
 
-    private static func queryText(_ raw: ArraySlice<UInt8>) throws(Problem) -> String {
-        let bytes = try decode(raw, what: "query")
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw badRequest("a query parameter is not valid UTF-8")
+    /// `name=value` pairs separated by `&`; empty pairs are skipped, a name alone has the value "".
+    private static func query(_ raw: UnsafeBufferPointer<UInt8>) throws(Problem) -> [(name: String, value: String)] {
+        var arguments: [(name: String, value: String)] = []
+        var start = 0
+        while start < raw.count {
+            var end = start
+            while end < raw.count, raw[end] != UInt8(ascii: "&") { end += 1 }
+            if end > start {
+                var equals = start
+                while equals < end, raw[equals] != UInt8(ascii: "=") { equals += 1 }
+                let name = try queryText(UnsafeBufferPointer(rebasing: raw[start..<equals]))
+                let value = equals < end ? try queryText(UnsafeBufferPointer(rebasing: raw[(equals + 1)..<end])) : ""
+                arguments.append((name, value))
+            }
+            start = end + 1
         }
+        return arguments
+    }
+
+    private static func queryText(_ raw: UnsafeBufferPointer<UInt8>) throws(Problem) -> String {
+        let bytes = try decode(raw, what: "query")
         if bytes.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
             throw badRequest("a query parameter holds a control character")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw badRequest("a query parameter is not valid UTF-8")
         }
         return text
     }
 
     /// Percent-decoding; a `%` not followed by two hex digits is refused.
-    private static func decode(_ raw: ArraySlice<UInt8>, what: String) throws(Problem) -> [UInt8] {
-        guard raw.contains(UInt8(ascii: "%")) else { return Array(raw) }
+    private static func decode(_ raw: UnsafeBufferPointer<UInt8>, what: String) throws(Problem) -> [UInt8] {
         var decoded: [UInt8] = []
         decoded.reserveCapacity(raw.count)
-        var index = raw.startIndex
-        while index < raw.endIndex {
+        var index = 0
+        while index < raw.count {
             let byte = raw[index]
-            if byte != UInt8(ascii: "%") {
+            if byte != percent {
                 decoded.append(byte)
                 index += 1
                 continue
             }
-            guard index + 2 < raw.endIndex, let high = hexValue(raw[index + 1]), let low = hexValue(raw[index + 2])
-            else {
+            guard index + 2 < raw.count, let high = hexValue(raw[index + 1]), let low = hexValue(raw[index + 2]) else {
                 throw badRequest("the \(what) has a \"%\" not followed by two hex digits")
             }
             decoded.append(high << 4 | low)

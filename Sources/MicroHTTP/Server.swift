@@ -193,16 +193,16 @@ public final class HTTPServer: @unchecked Sendable {
         guard let opaque = socketContext.pointee else { return }
         socketContext.pointee = nil
         let context = Unmanaged<ConnectionContext>.fromOpaque(opaque).takeRetainedValue()
-        HeadPhase.current(creating: false)?.remove(context)
+        LastRequestLine.forget(context)
         connections.remove(context)
     }
 
     /// The request line is parsed; `target` is still raw (libmicrohttpd decodes it later).
     fileprivate func requestLineReceived(_ connection: OpaquePointer, target: UnsafePointer<CChar>?) {
         guard let context = ConnectionContext.of(connection) else { return }
-        let raw = target.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
-        context.machine.withLock { $0.receivedRequestLine(target: raw) }
-        HeadPhase.current(creating: true)?.insert(context)
+        let raw = target.map { UnsafeBufferPointer(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: strlen($0)) }
+        context.machine.withLock { $0.receivedRequestLine(target: raw ?? UnsafeBufferPointer(start: nil, count: 0)) }
+        LastRequestLine.set(context)
     }
 
     /// Called by libmicrohttpd once per request, several times: first with headers only,
@@ -215,7 +215,6 @@ public final class HTTPServer: @unchecked Sendable {
         guard let existing = requestContext.pointee else {
             guard let context = ConnectionContext.of(connection) else { return .NO }
             requestContext.pointee = Unmanaged.passUnretained(context).toOpaque()
-            HeadPhase.current(creating: false)?.remove(context)
             let head = RequestHead(
                 method: String(cString: method), version: String(cString: version), headers: Self.headers(of: connection),
                 headerSize: lc_connection_header_size(connection)
@@ -273,7 +272,6 @@ public final class HTTPServer: @unchecked Sendable {
             ?? ConnectionContext.of(connection)
         requestContext.pointee = nil
         guard let context else { return }
-        HeadPhase.current(creating: false)?.remove(context)
         if case .release = context.machine.withLock({ $0.completed(now: DispatchTime.now().uptimeNanoseconds) }) {
             gate.release()
         }
@@ -350,15 +348,15 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// libmicrohttpd is refusing a complete header block on this thread: after logging,
     /// it would send its HTML answer (twice over for a bad Content-Length, a bug of 0.9.75).
-    /// The connection it concerns is the one of this thread whose headers are complete
-    /// but have not reached the access handler, and that has no response yet; it is
-    /// answered here and shut down, so libmicrohttpd's own answer fails to send and the
-    /// connection closes.
+    /// The connection concerned is the one of this thread in the state that
+    /// ``ConnectionContext/isHeadBeingRefused`` describes (there is one at most: libmicrohttpd
+    /// goes from complete headers to the access handler, or to this refusal, without a
+    /// pause); usually the one whose request line it parsed last. It is answered here and
+    /// shut down, so libmicrohttpd's own answer fails to send and the connection closes.
     private func answerHeadRefusal(status: Int) -> Bool {
-        guard let phase = HeadPhase.current(creating: false),
-              let context = phase.first(where: { lc_connection_header_size($0.handle.pointer) >= 0 && lc_connection_has_response($0.handle.pointer) == 0 })
-        else { return false }
-        phase.remove(context)
+        let refused = LastRequestLine.context.flatMap { $0.isHeadBeingRefused ? $0 : nil }
+            ?? connections.first(ofThisThreadWhere: \.isHeadBeingRefused)
+        guard let context = refused else { return false }
         let problem = switch status {
         case 400: Problem(status: 400, title: "Bad Request", detail: "Content-Length must be one decimal number")
         case 413: Problem(status: 413, title: "Content Too Large", detail: "request body is larger than the limit of \(configuration.maxBodySize) bytes")

@@ -19,7 +19,7 @@ struct ConnectionMachineTests {
     /// A machine whose request line `target` has arrived at time 0.
     static func machine(target: String = "/items/a%2Db?x=1") -> ConnectionMachine {
         var machine = ConnectionMachine(clientAddress: "192.0.2.1", limits: limits, now: 0)
-        machine.receivedRequestLine(target: Array(target.utf8))
+        Array(target.utf8).withUnsafeBufferPointer { machine.receivedRequestLine(target: $0) }
         return machine
     }
 
@@ -193,7 +193,7 @@ struct ConnectionMachineTests {
     func receivingHead() {
         var machine = ConnectionMachine(clientAddress: "", limits: Self.limits, now: 0)
         #expect(!machine.isReceivingHead)
-        machine.receivedRequestLine(target: Array("/".utf8))
+        Array("/".utf8).withUnsafeBufferPointer { machine.receivedRequestLine(target: $0) }
         #expect(machine.isReceivingHead)
         _ = machine.receivedHeaders(Self.head(method: "GET"), admit: { true })
         #expect(!machine.isReceivingHead)
@@ -204,21 +204,25 @@ struct ConnectionMachineTests {
 struct RequestTargetTests {
     static func parse(_ text: String) -> RequestTarget? { try? RequestTarget(Array(text.utf8)) }
 
+    /// The query as `name=value` texts, for comparing.
+    static func query(_ text: String) -> [String]? { parse(text)?.query.map { "\($0.name)=\($0.value)" } }
+
     @Test("origin and absolute forms, decoding")
     func forms() {
         #expect(Self.parse("/v1/instances/a.b_c-D9")?.path == "/v1/instances/a.b_c-D9")
         #expect(Self.parse("/v1//x/")?.path == "/v1//x/")
         #expect(Self.parse("/%41%62")?.path == "/Ab")
+        #expect(Self.parse("/.../a..b/.c")?.path == "/.../a..b/.c")
         let absolute = Self.parse("http://example.com:8080/healthz?x=1")
-        #expect(absolute?.path == "/healthz" && absolute?.query == [.init(name: "x", value: "1")])
+        #expect(absolute?.path == "/healthz" && Self.query("http://example.com:8080/healthz?x=1") == ["x=1"])
         #expect(Self.parse("HTTPS://example.com")?.path == "/")
-        #expect(Self.parse("http://example.com?a")?.query == [.init(name: "a", value: "")])
-        #expect(Self.parse("/?a=1&&b=%C3%A9+x&c")?.query == [.init(name: "a", value: "1"), .init(name: "b", value: "é+x"), .init(name: "c", value: "")])
+        #expect(Self.parse("http://example.com?a")?.path == "/" && Self.query("http://example.com?a") == ["a="])
+        #expect(Self.query("/?a=1&&b=%C3%A9+x&c&=&d=%3D") == ["a=1", "b=é+x", "c=", "=", "d=="])
     }
 
     @Test("refused targets", arguments: [
         "", "*", "example.com:80", "v1/instances", "/a%00b", "/a%2", "/a%g0", "/a b", "/a~b", "/a/./b", "/..", "/a/%2E%2E", "/é",
-        "/?x=%00", "/?x=%ff", "/?x=a%0db", "/?%7F=1",
+        "/?x=%00", "/?x=%ff", "/?x=a%0db", "/?%7F=1", "/a/.", "/.", "/a%", "httpx://h/", "http:/h/", "ftp://h/",
     ])
     func refused(target: String) {
         #expect(Self.parse(target) == nil, "\(target)")

@@ -81,6 +81,23 @@ struct RawSocketTests {
         #expect(spaced.responses.map(\.status) == [400] && spaced.isClosed)
     }
 
+    @Test("a bad Content-Length whose headers come after another client's request is still answered once, as problem+json")
+    func badLengthAfterAnotherRequest() throws {
+        // One daemon thread, so both clients are on it: the refused header block is not the
+        // request line that thread parsed last.
+        let (server, victim) = try Self.server { $0.threads = 1 }
+        let slow = try RawSocket(port: server.port)
+        slow.send("POST /v1/instances HTTP/1.1\r\nHost: x\r\n")
+        let other = try RawSocket(port: server.port)
+        #expect(other.exchangeHealth() == 200)
+        slow.send("Content-Length: 2, 2\r\n\r\n{}")
+        let text = String(decoding: slow.readAll(within: 10), as: UTF8.self)
+        #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "\(text)")
+        #expect(text.hasPrefix("HTTP/1.1 400 ") && text.contains("application/problem+json"), "\(text)")
+        #expect(other.exchangeHealth() == 200)
+        try Self.expectUnharmed(server, victim)
+    }
+
     @Test("pipelined requests are answered in order on one connection")
     func pipelined() throws {
         let (server, _) = try Self.server()

@@ -70,14 +70,17 @@ extension Request {
     }
 
     /// The versions an `If-Match` header accepts (RFC 9110 §13.1.1): `nil` when it is absent
-    /// or `*`, else the versions its entity tags name (`"3", "4"`: 3 or 4). Comparison is
-    /// strong, so a weak tag (`W/"3"`) names none, and nor does a tag that is not a version.
+    /// or `*`, else the versions its entity tags name (`"3", "4"`: 3 or 4; a bare `3` too).
+    /// Comparison is strong, so a weak tag (`W/"3"`) names none, and nor does a tag that is
+    /// not a version.
     func expectedVersions() throws(Problem) -> [Int64]? {
         guard let value = header("if-match") else { return nil }
         let invalid = Problem.badRequest("If-Match must be * or a list of quoted versions, such as \"3\" or \"3\", \"4\"")
         var rest = Substring(value)
         func skipSpace() { rest = rest.drop { $0 == " " || $0 == "\t" } }
         skipSpace()
+        // A bare version (`3`), as the API has always accepted, is one tag.
+        if let version = Int64(rest.trimmingCharacters(in: .whitespaces)), version >= 0 { return [version] }
         if rest.hasPrefix("*") {
             rest = rest.dropFirst()
             skipSpace()

@@ -249,7 +249,7 @@ public final class HTTPServer: @unchecked Sendable {
             switch handler(request) {
             case .now(let response):
                 logRequest(request.method, request.path, response.status, since: started)
-                guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response) }) else { return .YES }
+                guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response) }) else { return .NO }
                 return queue(response, on: connection)
             case .later(let start):
                 // Suspend before starting the work, so its reply can never arrive first.

@@ -38,7 +38,8 @@ struct ConnectionMachine {
         case receivingHead(since: UInt64, Target)
         /// Headers accepted, body arriving. Counted.
         case reading(since: UInt64, Request)
-        /// The body outgrew the limit: the rest is drained unread, then this 413 is sent. Counted.
+        /// The body is not wanted (it outgrew the limit: 413; or the target was refused: 400):
+        /// the rest is drained unread, then this response is sent. Counted.
         case discarding(since: UInt64, Response)
         /// The whole request is with the handler, on the daemon thread. Counted.
         case handling

@@ -14,8 +14,9 @@ public struct ServerConfiguration: Sendable {
     public var threads: Int
     /// Bodies past this many bytes are refused with 413 without reading the rest.
     public var maxBodySize: Int
-    /// Idle seconds before a keep-alive connection is closed, and the longest a response
-    /// may wait for a client that does not read it.
+    /// Seconds without progress before libmicrohttpd closes a connection: the longest a
+    /// response may wait for a client that does not read it. (An idle kept-alive connection
+    /// is closed after `requestTimeout` when that is shorter: its next request is late.)
     public var connectionTimeout: Int
     /// Seconds a whole request (headers and body) may take to arrive, counted from the
     /// moment the connection is ready for it (accepted, or the previous response sent).

@@ -300,7 +300,12 @@ extension Response {
     /// The whole response as bytes, announcing that the connection closes: for the few
     /// answers sent past libmicrohttpd.
     func closingMessage() -> [UInt8] {
-        var head = "HTTP/1.1 \(status) \(LibraryMessages.reasonPhrase(status))\r\n"
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        var date = [CChar](repeating: 0, count: 64)
+        strftime(&date, date.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        var head = "HTTP/1.1 \(status) \(LibraryMessages.reasonPhrase(status))\r\nDate: \(date.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })\r\n"
         for (name, value) in headers where name.lowercased() != "connection" && name.lowercased() != "content-length" {
             head += "\(name): \(value)\r\n"
         }

@@ -120,7 +120,7 @@ struct API: Sendable {
     }
 
     func deleteInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .delete(id: request.parameters["id"] ?? "")
+        .delete(id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions())
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
@@ -157,7 +157,7 @@ struct API: Sendable {
     }
 
     private func apply(_ input: Input, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .apply(input, id: request.parameters["id"] ?? "", expectedVersion: try request.expectedVersion(), key: try request.idempotencyKey())
+        .apply(input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey())
     }
 
     /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.

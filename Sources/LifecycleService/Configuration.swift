@@ -17,6 +17,11 @@ public struct Configuration: Sendable {
     public var threads = ProcessInfo.processInfo.activeProcessorCount
     public var maxWALSize = SQLiteStore.defaultMaxWALSize
     public var acceptDataLoss = false
+    /// Open connections in all; `nil`: the open-file limit less a reserve.
+    public var maxConnections: Int?
+    public var maxConnectionsPerClient = 256
+    /// Seconds a whole request may take to arrive.
+    public var requestTimeout = 30
     /// Caps the database at this many pages, as a full disk would; no flag sets it.
     public var maxDatabasePages: Int?
     /// Seconds an open stream may stay silent before it is sent a comment: under the 60 s
@@ -108,6 +113,21 @@ public struct Configuration: Sendable {
         ) { c, v in
             guard let accept = ["1": true, "true": true, "0": false, "false": false][v] else { return false }
             c.acceptDataLoss = accept
+            return true
+        },
+        Option(flag: "--max-connections", variable: "LIFECYCLED_MAX_CONNECTIONS", placeholder: "N", help: "open connections in all; more are refused at once (default: the open-file limit less 256)") { c, v in
+            guard let n = Int(v), n >= 1 else { return false }
+            c.maxConnections = n
+            return true
+        },
+        Option(flag: "--max-connections-per-client", variable: "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT", placeholder: "N", help: "open connections from one client address; more are refused at once (default 256)") { c, v in
+            guard let n = Int(v), n >= 1 else { return false }
+            c.maxConnectionsPerClient = n
+            return true
+        },
+        Option(flag: "--request-timeout", variable: "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)") { c, v in
+            guard let n = Int(v), n >= 1 else { return false }
+            c.requestTimeout = n
             return true
         },
         Option(
@@ -206,8 +226,8 @@ public struct Configuration: Sendable {
 
         """
         for option in options {
-            let left = "  \(option.flag) \(option.placeholder)".padding(toLength: 26, withPad: " ", startingAt: 0)
-            text += "\(left)\(option.help) [\(option.variable)]\n"
+            let left = "  \(option.flag) \(option.placeholder)"
+            text += "\(left.padding(toLength: max(26, left.count + 2), withPad: " ", startingAt: 0))\(option.help) [\(option.variable)]\n"
         }
         text += "  --help                  this text\n"
         return text

@@ -24,12 +24,13 @@ final class InstanceRegistry: @unchecked Sendable {
     /// A change to make, in the order it arrived.
     enum Write: Sendable {
         case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?)
-        case delete(id: String)
-        case apply(Input, id: String, expectedVersion: Int64?, key: IdempotencyKey?)
+        /// `expectedVersions`: from `If-Match`; `nil` for any version.
+        case delete(id: String, expectedVersions: [Int64]?)
+        case apply(Input, id: String, expectedVersions: [Int64]?, key: IdempotencyKey?)
 
         var instanceID: String {
             switch self {
-            case .create(let id, _, _, _), .delete(let id), .apply(_, let id, _, _): id
+            case .create(let id, _, _, _), .delete(let id, _), .apply(_, let id, _, _): id
             }
         }
 
@@ -434,8 +435,11 @@ final class InstanceRegistry: @unchecked Sendable {
             attempt.notes.append(("instance created", ["id": id, "model": name]))
             return .success(Reply(response: response, createdID: id))
 
-        case .delete(let id):
-            guard let (instance, _) = current(id, attempt.staged) else { return .failure(.unknownInstance(id)) }
+        case .delete(let id, let expectedVersions):
+            guard let instance = current(id, attempt.staged)?.instance else { return .failure(.unknownInstance(id)) }
+            if let expectedVersions, !expectedVersions.contains(instance.state.version) {
+                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), which If-Match does not name"))
+            }
             var deleted: [UInt8] = []
             let sequence = try transaction.delete(instance, at: time) { sequence in
                 deleted = InstanceChange(sequence: sequence, kind: .deleted, instance: instance, time: time).jsonBytes()
@@ -447,13 +451,13 @@ final class InstanceRegistry: @unchecked Sendable {
             attempt.notes.append(("instance deleted", ["id": id]))
             return .success(Reply(response: StoredResponse(status: 204, contentType: "", body: []), createdID: nil))
 
-        case .apply(let input, let id, let expectedVersion, let key):
+        case .apply(let input, let id, let expectedVersions, let key):
             guard var (instance, machine) = current(id, attempt.staged) else { return .failure(.unknownInstance(id)) }
             if let key, let replayed = try replay(key, transaction) {
                 return replayed.map { Reply(response: $0, createdID: nil) }
             }
-            if let expectedVersion, expectedVersion != instance.state.version {
-                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), not \(expectedVersion)"))
+            if let expectedVersions, !expectedVersions.contains(instance.state.version) {
+                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), which If-Match does not name"))
             }
             let record: Record
             do {

@@ -78,14 +78,45 @@ extension Request {
         return number
     }
 
-    /// The version an `If-Match` header demands: `nil` when absent or `*`.
-    func expectedVersion() throws(Problem) -> Int64? {
-        guard let value = header("if-match")?.trimmingCharacters(in: .whitespaces), value != "*" else { return nil }
-        var tag = Substring(value)
-        if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
-        if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2 { tag = tag.dropFirst().dropLast() }
-        guard let version = Int64(tag) else { throw .badRequest("If-Match must be an instance version, such as \"3\"") }
-        return version
+    /// The versions an `If-Match` header accepts (RFC 9110 §13.1.1): `nil` when it is absent
+    /// or `*`, else the versions its entity tags name (`"3", "4"`: 3 or 4; a bare `3` too).
+    /// Comparison is strong, so a weak tag (`W/"3"`) names none, and nor does a tag that is
+    /// not a version.
+    func expectedVersions() throws(Problem) -> [Int64]? {
+        guard let value = header("if-match") else { return nil }
+        let invalid = Problem.badRequest("If-Match must be * or a list of quoted versions, such as \"3\" or \"3\", \"4\"")
+        var rest = Substring(value)
+        func skipSpace() { rest = rest.drop { $0 == " " || $0 == "\t" } }
+        skipSpace()
+        // A bare version (`3`), as the API has always accepted, is one tag.
+        if let version = Int64(rest.trimmingCharacters(in: .whitespaces)), version >= 0 { return [version] }
+        if rest.hasPrefix("*") {
+            rest = rest.dropFirst()
+            skipSpace()
+            guard rest.isEmpty else { throw invalid }
+            return nil
+        }
+        var versions: [Int64] = []
+        var tags = 0
+        while true {
+            skipSpace()
+            if rest.hasPrefix(",") {
+                rest = rest.dropFirst()
+                continue
+            }
+            if rest.isEmpty { break }
+            let isWeak = rest.hasPrefix("W/")
+            if isWeak { rest = rest.dropFirst(2) }
+            guard rest.hasPrefix("\""), let close = rest.dropFirst().firstIndex(of: "\"") else { throw invalid }
+            let tag = rest[rest.index(after: rest.startIndex)..<close]
+            rest = rest[rest.index(after: close)...]
+            skipSpace()
+            guard rest.isEmpty || rest.hasPrefix(",") else { throw invalid }
+            tags += 1
+            if !isWeak, let version = Int64(tag), version >= 0 { versions.append(version) }
+        }
+        guard tags > 0 else { throw invalid }
+        return versions
     }
 
     /// The `Idempotency-Key`, bound to this request's method, path and body.
@@ -98,11 +129,12 @@ extension Request {
     }
 }
 
-let invalidInstanceID = "instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -"
+let invalidInstanceID = "instance id must be 1 to 128 characters from A-Z a-z 0-9 . _ -, and not . or .."
 
-/// Instance ids: 1 to 128 characters from `[A-Za-z0-9._-]`.
+/// Instance ids: 1 to 128 characters from `[A-Za-z0-9._-]`, but not `.` or `..`, which
+/// a path cannot name.
 func isValidInstanceID(_ id: String) -> Bool {
-    (1...128).contains(id.utf8.count) && id.utf8.allSatisfy { byte in
+    (1...128).contains(id.utf8.count) && id != "." && id != ".." && id.utf8.allSatisfy { byte in
         (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
             || byte == 0x2E || byte == 0x5F || byte == 0x2D
     }

@@ -61,7 +61,9 @@ public final class Service: Sendable {
         let router = API(registry: registry, staticFiles: staticFiles).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
-                host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize
+                host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
+                requestTimeout: configuration.requestTimeout, maxConnections: configuration.maxConnections,
+                maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
             handler: { router.reply(to: $0) }
@@ -77,7 +79,7 @@ public final class Service: Sendable {
         logger.info("lifecycled started", [
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
-            "sync": configuration.sync.rawValue, "startupMillis": String(millis),
+            "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
         ])
     }
 

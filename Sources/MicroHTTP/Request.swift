@@ -3,7 +3,8 @@ import Foundation
 /// An HTTP request as handlers see it: no C pointers, body fully read.
 public struct Request: Sendable {
     public var method: String
-    /// The decoded path, without the query string.
+    /// The decoded path, without the query string: only `A-Z a-z 0-9 . _ -` and `/`, with
+    /// no `.` or `..` segment (the server refuses any other with 400).
     public var path: String
     /// Header fields with lowercased names, in arrival order.
     public var headers: [(name: String, value: String)]
@@ -12,13 +13,20 @@ public struct Request: Sendable {
     public var body: [UInt8]
     /// Values of `{name}` segments of the matched route.
     public var parameters: [String: String] = [:]
+    /// The client's IP address as text (`127.0.0.1`, `::1`; IPv4 clients of an IPv6
+    /// socket as IPv4), for per-client limits; empty when not from a socket.
+    public var clientAddress: String
 
-    public init(method: String, path: String, headers: [(name: String, value: String)] = [], query: [(name: String, value: String)] = [], body: [UInt8] = []) {
+    public init(
+        method: String, path: String, headers: [(name: String, value: String)] = [], query: [(name: String, value: String)] = [],
+        body: [UInt8] = [], clientAddress: String = ""
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
         self.query = query
         self.body = body
+        self.clientAddress = clientAddress
     }
 
     /// The first header with this name (case-insensitive).

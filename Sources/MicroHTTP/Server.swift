@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,19 +14,44 @@ public struct ServerConfiguration: Sendable {
     public var threads: Int
     /// Bodies past this many bytes are refused with 413 without reading the rest.
     public var maxBodySize: Int
-    /// Idle seconds before a keep-alive connection is closed.
+    /// Seconds without progress before libmicrohttpd closes a connection: the longest a
+    /// response may wait for a client that does not read it. (An idle kept-alive connection
+    /// is closed after `requestTimeout` when that is shorter: its next request is late.)
     public var connectionTimeout: Int
+    /// Seconds a whole request (headers and body) may take to arrive, counted from the
+    /// moment the connection is ready for it (accepted, or the previous response sent).
+    /// A request that has fully arrived is never cut, however long its answer takes.
+    public var requestTimeout: Int
+    /// Open connections in all; `nil` sizes it from the open-file limit (see ``HTTPServer/start()``).
+    public var maxConnections: Int?
+    /// Open connections from one client address.
+    public var maxConnectionsPerClient: Int
+    /// Longest request target (path and query) accepted; longer gets 414.
+    public var maxTargetSize: Int
+    /// Largest request line and header fields accepted; larger gets 431.
+    public var maxHeaderSize: Int
 
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
-        maxBodySize: Int = 64 * 1024, connectionTimeout: Int = 60
+        maxBodySize: Int = 64 * 1024, connectionTimeout: Int = 60, requestTimeout: Int = 30,
+        maxConnections: Int? = nil, maxConnectionsPerClient: Int = 256, maxTargetSize: Int = 8 * 1024, maxHeaderSize: Int = 16 * 1024
     ) {
         self.host = host
         self.port = port
         self.threads = max(1, threads)
         self.maxBodySize = maxBodySize
         self.connectionTimeout = connectionTimeout
+        self.requestTimeout = requestTimeout
+        self.maxConnections = maxConnections
+        self.maxConnectionsPerClient = maxConnectionsPerClient
+        self.maxTargetSize = maxTargetSize
+        self.maxHeaderSize = maxHeaderSize
     }
+
+    /// Descriptors kept free of connections when the total is sized from the open-file
+    /// limit: the database and its journal, files being served, epoll and signalling
+    /// descriptors of each thread, standard streams.
+    public static let reservedDescriptors = 256
 }
 
 /// Why a server could not start.
@@ -49,54 +75,87 @@ public enum ServerError: Error, Sendable, CustomStringConvertible {
 ///
 /// This file and its siblings are the only Swift that touches libmicrohttpd; the
 /// daemon pointer is owned here and stopped in `stop()` or `deinit`.
+///
+/// Each connection has a ``ConnectionMachine`` (in a ``ConnectionContext``, the
+/// connection's socket context) driven by libmicrohttpd's callbacks. Connections are
+/// limited per client address (libmicrohttpd's per-IP limit) and in all (the accept
+/// policy here, below libmicrohttpd's own limit, at which it would stop accepting and
+/// leave new clients hanging); both refuse a client at once by closing its socket. A
+/// sweeper thread closes connections whose request has not arrived in time.
 public final class HTTPServer: @unchecked Sendable {
     public let configuration: ServerConfiguration
     /// The port actually bound (useful when configured with 0).
     public private(set) var port: UInt16 = 0
+    /// The limit on open connections in force, once started.
+    public private(set) var maxConnections = 0
     let handler: @Sendable (Request) -> Reply
     let logger: Logger
-    private var daemon: OpaquePointer?
     private let lock = NSLock()
-    /// Requests accepted and not yet completed, counted from the first call of the access
-    /// handler to libmicrohttpd's completion callback. `stop()` waits for them, so no
-    /// connection is still suspended (which libmicrohttpd forbids) when the daemon stops.
-    private let requests = NSCondition()
-    private var requestsInFlight = 0
-    /// Set by `stop()`: requests that arrive after it are refused, so the drain ends.
-    private var isStopping = false
+    private var daemon: OpaquePointer?
+    private var callbacks: DaemonCallbacks?
+    private var sweeper: Sweeper?
+    let gate = RequestGate()
+    let connections = ConnectionTable()
+    let refusals: RefusalLog
+    let limits: RequestLimits
 
     public init(configuration: ServerConfiguration, logger: Logger = Logger(), handler: @escaping @Sendable (Request) -> Reply) {
         self.configuration = configuration
         self.logger = logger
         self.handler = handler
+        refusals = RefusalLog(logger: logger)
+        limits = RequestLimits(
+            maxBodySize: configuration.maxBodySize, maxTargetSize: configuration.maxTargetSize, maxHeaderSize: configuration.maxHeaderSize,
+            requestTimeout: UInt64(max(1, configuration.requestTimeout)) * 1_000_000_000
+        )
     }
 
     deinit { stop() }
 
     /// Binds and starts serving; returns once the daemon's threads are running.
+    ///
+    /// Raises the process's soft limit on open files to its hard limit, and keeps the
+    /// connection limit below it (less ``ServerConfiguration/reservedDescriptors``), so
+    /// accepting never fails for want of a descriptor.
     public func start() throws(ServerError) {
+        let openFiles = OpenFiles.raiseLimit()
+        let ceiling = max(1, openFiles - ServerConfiguration.reservedDescriptors)
+        maxConnections = min(configuration.maxConnections ?? ceiling, ceiling)
+        if let wanted = configuration.maxConnections, wanted > ceiling {
+            logger.warning("connection limit lowered to fit the open-file limit", ["wanted": String(wanted), "limit": String(ceiling), "openFiles": String(openFiles)])
+        }
+
         let socket = try ListeningSocket(host: configuration.host, port: configuration.port)
         let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
         var options: [MHD_OptionItem] = [
             MHD_OptionItem(option: .LISTEN_SOCKET, value: Int(socket.descriptor), ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
-            MHD_OptionItem(option: .CONNECTION_LIMIT, value: 10_000, ptr_value: nil),
+            // libmicrohttpd splits its limit evenly between threads and a thread at its share
+            // stops accepting, so each share is kept above the whole limit enforced here.
+            MHD_OptionItem(option: .CONNECTION_LIMIT, value: (maxConnections + 1) * configuration.threads, ptr_value: nil),
+            MHD_OptionItem(option: .PER_IP_CONNECTION_LIMIT, value: configuration.maxConnectionsPerClient, ptr_value: nil),
         ]
         if configuration.threads > 1 {
             options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: configuration.threads, ptr_value: nil))
         }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
-        let context = Unmanaged.passUnretained(self).toOpaque()
+        let callbacks = DaemonCallbacks(context: Unmanaged.passUnretained(self).toOpaque())
         let started = options.withUnsafeBufferPointer { items in
-            lc_mhd_start(UInt32(flags), accessHandler, context, completedHandler, context, items.baseAddress)
+            lc_mhd_start(UInt32(flags), callbacks.pointer, items.baseAddress)
         }
         guard let started else {
             close(socket.descriptor)
             throw .startFailed
         }
+        self.callbacks = callbacks
         lock.withLock { daemon = started }
         port = socket.port
+        let interval = min(1, max(0.05, Double(limits.requestTimeout) / 4e9))
+        sweeper = Sweeper(interval: interval) { [connections, gate, limits, refusals] in
+            let cut = connections.cutLateRequests(now: DispatchTime.now().uptimeNanoseconds, gate: gate)
+            if cut > 0 { refusals.record(cut, reason: "request-timeout", limit: "\(limits.requestTimeout / 1_000_000_000)s") }
+        }
     }
 
     /// Stops accepting connections and requests, lets requests in flight finish (up to
@@ -107,102 +166,146 @@ public final class HTTPServer: @unchecked Sendable {
             return daemon
         }
         guard let running else { return }
-        requests.withLock { isStopping = true }
         let listening = MHD_quiesce_daemon(running)
         if listening >= 0 { close(listening) }
-        let deadline = Date().addingTimeInterval(drainSeconds)
-        requests.lock()
-        while requestsInFlight > 0, requests.wait(until: deadline) {}
-        let abandoned = requestsInFlight
-        requests.unlock()
+        let abandoned = gate.closeAndDrain(until: .now() + drainSeconds)
         if abandoned > 0 { logger.error("stopping with requests unfinished", ["count": String(abandoned)]) }
+        sweeper?.stop()
         MHD_stop_daemon(running)
     }
 
+    // MARK: callbacks (on the daemon's threads unless noted)
+
+    /// A new connection: its context, counted against the total limit.
+    fileprivate func connectionStarted(_ connection: OpaquePointer, _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        let context = ConnectionContext(
+            connection: connection, clientAddress: ClientAddress.describe(lc_connection_client_address(connection)),
+            limits: limits, now: DispatchTime.now().uptimeNanoseconds
+        )
+        socketContext.pointee = Unmanaged.passRetained(context).toOpaque()
+        if !connections.insert(context, limit: maxConnections) {
+            // The accept policy's check raced with other threads' accepts: refuse now.
+            shutdown(context.descriptor, Int32(SHUT_RDWR))
+            refusals.record(1, reason: "max-connections", limit: String(maxConnections))
+        }
+    }
+
+    fileprivate func connectionClosed(_ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        guard let opaque = socketContext.pointee else { return }
+        socketContext.pointee = nil
+        let context = Unmanaged<ConnectionContext>.fromOpaque(opaque).takeRetainedValue()
+        LastRequestLine.forget(context)
+        connections.remove(context)
+    }
+
+    /// The request line is parsed; `target` is still raw (libmicrohttpd decodes it later).
+    fileprivate func requestLineReceived(_ connection: OpaquePointer, target: UnsafePointer<CChar>?) {
+        guard let context = ConnectionContext.of(connection) else { return }
+        let raw = target.map { UnsafeBufferPointer(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: strlen($0)) }
+        context.machine.withLock { $0.receivedRequestLine(target: raw ?? UnsafeBufferPointer(start: nil, count: 0)) }
+        LastRequestLine.set(context)
+    }
+
     /// Called by libmicrohttpd once per request, several times: first with headers only,
-    /// then once per body chunk, then with no data, when the response is queued.
+    /// then once per body chunk, then with no data; once more after a suspended
+    /// connection is resumed.
     fileprivate func handle(
-        _ connection: OpaquePointer, url: String, method: String, upload: UnsafePointer<CChar>?,
-        uploadSize: UnsafeMutablePointer<Int>, context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+        _ connection: OpaquePointer, method: UnsafePointer<CChar>, version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?,
+        uploadSize: UnsafeMutablePointer<Int>, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
-        guard let existing = context.pointee else {
-            let pending = PendingRequest(method: method, path: url, connection: connection, isTimed: logger.isLogging(.debug))
-            context.pointee = Unmanaged.passRetained(pending).toOpaque()
-            pending.isCounted = requests.withLock {
-                if !isStopping { requestsInFlight += 1 }
-                return !isStopping
+        guard let existing = requestContext.pointee else {
+            guard let context = ConnectionContext.of(connection) else { return .NO }
+            requestContext.pointee = Unmanaged.passUnretained(context).toOpaque()
+            let head = RequestHead(
+                method: String(cString: method), version: String(cString: version), headers: Self.headers(of: connection),
+                headerSize: lc_connection_header_size(connection)
+            )
+            switch context.machine.withLock({ $0.receivedHeaders(head, admit: gate.admit) }) {
+            case .readBody:
+                // Wait: a response queued on the first call would force `Connection: close`.
+                return .YES
+            case .respond(let response):
+                logRequest(head.method, "-", response.status, since: 0)
+                return queue(response, on: connection)
+            case .close:
+                return .NO
             }
-            if !pending.isCounted {
-                // Answered at once (so without keep-alive): the server is going away.
-                let problem = Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")
-                return queue(Response.problem(problem, headers: [("Connection", "close")]), on: connection, for: pending)
-            }
-            if let length = pending.headers.first(where: { $0.name == "content-length" }).flatMap({ Int($0.value) }),
-               length > configuration.maxBodySize {
-                // The one response queued on the first call: libmicrohttpd accepts a response
-                // only before the body starts or after it ends, and this body is never read, so
-                // the connection closes after the 413 anyway.
-                pending.isTooLarge = true
-                return queue(tooLarge(), on: connection, for: pending)
-            }
-            // Otherwise wait: a response queued now would force `Connection: close`.
-            return .YES
         }
-        let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
-        if pending.isAnswered {
-            uploadSize.pointee = 0
-            return .YES
-        }
-        if let deferred = pending.takeDeferredResponse() {
-            // Called again after a deferred reply resumed the connection.
-            return queue(deferred, on: connection, for: pending)
-        }
+        let context = Unmanaged<ConnectionContext>.fromOpaque(existing).takeUnretainedValue()
         let size = uploadSize.pointee
         if size > 0 {
-            // A body without Content-Length (chunked) that outgrows the limit is drained
-            // without being kept, then answered with 413 below.
-            if pending.body.count + size > configuration.maxBodySize { pending.isTooLarge = true }
-            if !pending.isTooLarge, let upload {
-                pending.body.append(contentsOf: UnsafeRawBufferPointer(start: upload, count: size))
-            }
+            context.machine.withLock { $0.receivedBody(UnsafeRawBufferPointer(start: upload, count: size)) }
             uploadSize.pointee = 0
             return .YES
         }
-        if pending.isTooLarge {
-            pending.body = []
-            return queue(tooLarge(), on: connection, for: pending)
-        }
-        let request = Request(method: pending.method, path: pending.path, headers: pending.headers, query: pending.query, body: pending.body)
-        switch handler(request) {
-        case .now(let response):
-            return queue(response, on: connection, for: pending)
-        case .later(let start):
-            // Suspend before starting the work, so its reply can never arrive first.
-            MHD_suspend_connection(connection)
-            let suspended = SuspendedConnection(connection)
-            start { response in
-                pending.setDeferredResponse(response)
-                MHD_resume_connection(suspended.pointer)
-            }
+        switch context.machine.withLock({ $0.receivedEnd() }) {
+        case .wait:
             return .YES
+        case .close:
+            return .NO
+        case .respond(let response):
+            return queue(response, on: connection)
+        case .handle(let request):
+            let started = logger.isLogging(.debug) ? DispatchTime.now().uptimeNanoseconds : 0
+            switch handler(request) {
+            case .now(let response):
+                logRequest(request.method, request.path, response.status, since: started)
+                guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response) }) else { return .NO }
+                return queue(response, on: connection)
+            case .later(let start):
+                // Suspend before starting the work, so its reply can never arrive first.
+                context.machine.withLock { $0.handlerDeferred() }
+                MHD_suspend_connection(connection)
+                start { [self] response in
+                    logRequest(request.method, request.path, response.status, since: started)
+                    if case .resume = context.machine.withLock({ $0.handlerReplied(response) }) {
+                        MHD_resume_connection(context.handle.pointer)
+                    }
+                }
+                return .YES
+            }
         }
     }
 
-    /// Called from the completion callback for every counted request.
-    fileprivate func requestEnded() {
-        requests.withLock { requestsInFlight -= 1 }
-        requests.broadcast()
+    /// libmicrohttpd is done with a request: answered, or its connection failed.
+    fileprivate func requestCompleted(_ connection: OpaquePointer, _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        let context = requestContext.pointee.map { Unmanaged<ConnectionContext>.fromOpaque($0).takeUnretainedValue() }
+            ?? ConnectionContext.of(connection)
+        requestContext.pointee = nil
+        guard let context else { return }
+        if case .release = context.machine.withLock({ $0.completed(now: DispatchTime.now().uptimeNanoseconds) }) {
+            gate.release()
+        }
     }
 
-    private func tooLarge() -> Response {
-        .problem(Problem(
-            status: 413, title: "Content Too Large",
-            detail: "request body is larger than the limit of \(configuration.maxBodySize) bytes"
-        ))
+    /// The accept policy: refuses a client at once when the server is full. (The exact
+    /// count is kept at connection start; this check saves allocating a refused connection.)
+    fileprivate func accepts() -> Bool {
+        guard connections.count < maxConnections else {
+            refusals.record(1, reason: "max-connections", limit: String(maxConnections))
+            return false
+        }
+        return true
     }
 
-    private func queue(_ response: Response, on connection: OpaquePointer, for pending: PendingRequest) -> MHD_Result {
-        pending.isAnswered = true
+    private static func headers(of connection: OpaquePointer) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(8)
+        withUnsafeMutablePointer(to: &headers) { list in
+            _ = MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
+                let headers = cls!.assumingMemoryBound(to: [(name: String, value: String)].self)
+                if let key {
+                    let name = String(cString: key)
+                    let isLowercase = !name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+                    headers.pointee.append((isLowercase ? name : name.lowercased(), value.map { String(cString: $0) } ?? ""))
+                }
+                return .YES
+            }, list)
+        }
+        return headers
+    }
+
+    private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
         let created = response.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
         }
@@ -211,87 +314,115 @@ public final class HTTPServer: @unchecked Sendable {
         for (name, value) in response.headers {
             _ = MHD_add_response_header(created, name, value)
         }
-        if logger.isLogging(.debug) {
-            let micros = (DispatchTime.now().uptimeNanoseconds - pending.started) / 1000
-            logger.debug("request", ["method": pending.method, "path": pending.path, "status": String(response.status), "micros": String(micros)])
-        }
         return MHD_queue_response(connection, UInt32(response.status), created)
     }
-}
 
-/// A suspended connection, carried to the thread that resumes it. libmicrohttpd keeps the
-/// connection alive while suspended, and resuming is safe from any thread.
-private struct SuspendedConnection: @unchecked Sendable {
-    let pointer: OpaquePointer
-    init(_ pointer: OpaquePointer) { self.pointer = pointer }
-}
+    /// The debug line for a request; `micros` is the time in the handler.
+    private func logRequest(_ method: String, _ path: String, _ status: Int, since started: UInt64) {
+        guard logger.isLogging(.debug) else { return }
+        let micros = started == 0 ? 0 : (DispatchTime.now().uptimeNanoseconds - started) / 1000
+        logger.debug("request", ["method": method, "path": path, "status": String(status), "micros": String(micros)])
+    }
 
-/// A request being received: lives from the first call of the access handler to the
-/// completion callback, which releases it.
-private final class PendingRequest: @unchecked Sendable {
-    let method: String
-    let path: String
-    /// Start time for the debug log line; 0 when not logging requests.
-    let started: UInt64
-    var headers: [(name: String, value: String)] = []
-    var query: [(name: String, value: String)] = []
-    var body: [UInt8] = []
-    var isTooLarge = false
-    /// A response is queued; later calls for this request only drain what remains.
-    var isAnswered = false
-    /// Counted in the server's requests in flight until the completion callback.
-    var isCounted = false
-    /// Set from the thread that finished deferred work; read by the daemon after resume.
-    private let deferredLock = NSLock()
-    private var deferredResponse: Response?
+    // MARK: libmicrohttpd's log
 
-    func setDeferredResponse(_ response: Response) { deferredLock.withLock { deferredResponse = response } }
-
-    func takeDeferredResponse() -> Response? {
-        deferredLock.withLock {
-            defer { deferredResponse = nil }
-            return deferredResponse
+    /// A message from libmicrohttpd, as one structured line. Its refusals of a request are
+    /// logged as such; when one concerns a complete header block (a malformed or huge
+    /// Content-Length), the client gets a problem+json answer instead of libmicrohttpd's HTML.
+    fileprivate func libraryLogged(_ raw: String) {
+        let message = String(raw.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : Character($0) })
+            .trimmingCharacters(in: .whitespaces)
+        if let status = LibraryMessages.refusalStatus(message) {
+            let answered = answerHeadRefusal(status: status)
+            logger.debug("request refused by libmicrohttpd", [
+                "status": String(status), "reason": LibraryMessages.refusalTitle(message),
+                "body": answered ? "problem+json" : "libmicrohttpd html",
+            ])
+        } else if message.hasPrefix(LibraryMessages.perClientLimit) {
+            refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
+        } else if LibraryMessages.isAboutOneClient(message) {
+            logger.debug("libmicrohttpd", ["message": message])
+        } else {
+            logger.warning("libmicrohttpd", ["message": message])
         }
     }
 
-    init(method: String, path: String, connection: OpaquePointer, isTimed: Bool) {
-        self.method = method
-        self.path = path
-        started = isTimed ? DispatchTime.now().uptimeNanoseconds : 0
-        headers.reserveCapacity(8)
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
-            let pending = Unmanaged<PendingRequest>.fromOpaque(cls!).takeUnretainedValue()
-            if let key {
-                let name = String(cString: key)
-                let isLowercase = !name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
-                pending.headers.append((isLowercase ? name : name.lowercased(), value.map { String(cString: $0) } ?? ""))
-            }
-            return .YES
-        }, me)
-        MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, key, value in
-            let pending = Unmanaged<PendingRequest>.fromOpaque(cls!).takeUnretainedValue()
-            if let key { pending.query.append((String(cString: key), value.map { String(cString: $0) } ?? "")) }
-            return .YES
-        }, me)
+    /// libmicrohttpd is refusing a complete header block on this thread: after logging,
+    /// it would send its HTML answer (twice over for a bad Content-Length, a bug of 0.9.75).
+    /// The connection concerned is the one of this thread in the state that
+    /// ``ConnectionContext/isHeadBeingRefused`` describes (there is one at most: libmicrohttpd
+    /// goes from complete headers to the access handler, or to this refusal, without a
+    /// pause); usually the one whose request line it parsed last. It is answered here and
+    /// shut down, so libmicrohttpd's own answer fails to send and the connection closes.
+    private func answerHeadRefusal(status: Int) -> Bool {
+        let refused = LastRequestLine.context.flatMap { $0.isHeadBeingRefused ? $0 : nil }
+            ?? connections.first(ofThisThreadWhere: \.isHeadBeingRefused)
+        guard let context = refused else { return false }
+        let problem = switch status {
+        case 400: Problem(status: 400, title: "Bad Request", detail: "Content-Length must be one decimal number")
+        case 413: Problem(status: 413, title: "Content Too Large", detail: "request body is larger than the limit of \(configuration.maxBodySize) bytes")
+        case 431: Problem(status: 431, title: "Request Header Fields Too Large", detail: "the header fields are too large")
+        default: Problem(status: status, title: LibraryMessages.reasonPhrase(status), detail: "the request's header block was refused")
+        }
+        context.answerAndShutDown(ConnectionMachine.closing(problem))
+        return true
     }
 }
 
-private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, upload, uploadSize, context in
-    guard let cls, let connection, let url, let method, let uploadSize, let context else { return .NO }
-    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-    return server.handle(
-        connection, url: String(cString: url), method: String(cString: method), upload: upload,
-        uploadSize: uploadSize, context: context
-    )
+/// The callbacks' C struct, which the daemon reads until it stops.
+private final class DaemonCallbacks {
+    let pointer: UnsafeMutablePointer<lc_mhd_callbacks>
+
+    init(context: UnsafeMutableRawPointer) {
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: lc_mhd_callbacks(
+            context: context, access: accessHandler, completed: completedHandler, connection: connectionHandler,
+            accept: acceptHandler, uri: uriHandler, unescape: unescapeHandler, log: logHandler
+        ))
+    }
+
+    deinit { pointer.deallocate() }
 }
 
-private let completedHandler: MHD_RequestCompletedCallback = { cls, _, context, _ in
-    guard let context, let opaque = context.pointee else { return }
-    let pending = Unmanaged<PendingRequest>.fromOpaque(opaque)
-    if pending.takeUnretainedValue().isCounted, let cls {
-        Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().requestEnded()
+private func server(_ cls: UnsafeMutableRawPointer?) -> HTTPServer {
+    Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+}
+
+private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, _, method, version, upload, uploadSize, context in
+    guard let connection, let method, let version, let uploadSize, let context else { return .NO }
+    return server(cls).handle(connection, method: method, version: version, upload: upload, uploadSize: uploadSize, requestContext: context)
+}
+
+private let completedHandler: MHD_RequestCompletedCallback = { cls, connection, context, _ in
+    guard let connection, let context else { return }
+    server(cls).requestCompleted(connection, context)
+}
+
+private let connectionHandler: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
+    guard let connection, let socketContext else { return }
+    if code == .CONNECTION_NOTIFY_STARTED {
+        server(cls).connectionStarted(connection, socketContext)
+    } else {
+        server(cls).connectionClosed(socketContext)
     }
-    pending.release()
-    context.pointee = nil
+}
+
+private let acceptHandler: MHD_AcceptPolicyCallback = { cls, _, _ in
+    server(cls).accepts() ? .YES : .NO
+}
+
+private let uriHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = { cls, uri, connection in
+    if let connection { server(cls).requestLineReceived(connection, target: uri) }
+    // No request context yet: the access handler's first call is told apart by its absence.
+    return nil
+}
+
+/// Leaves the target as it came: ``RequestTarget`` decodes it from the raw request line.
+private let unescapeHandler: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<CChar>?) -> Int = { _, _, string in
+    string.map { strlen($0) } ?? 0
+}
+
+private let logHandler: lc_mhd_log_callback = { cls, message in
+    guard let message else { return }
+    server(cls).libraryLogged(String(cString: message))
 }

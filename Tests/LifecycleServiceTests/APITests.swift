@@ -292,8 +292,9 @@ struct APITests {
         #expect(index.text.contains("test dashboard"))
         #expect(try c.request("GET", "/js/app.js").header("content-type") == "text/javascript; charset=utf-8")
         for path in ["/../secret.txt", "/js/../../secret.txt", "/%2e%2e/secret.txt", "/js/%2E%2E/%2e%2e/secret.txt", "/leak.txt", "/nothing.html", "/js"] {
+            // Dot segments are refused (400) before routing.
             let response = try c.request("GET", path)
-            #expect(response.status == 404, "\(path)")
+            #expect(response.status == (path.contains("/.") || path.contains("%2") ? 400 : 404), "\(path)")
             #expect(!response.text.contains("top secret"), "\(path)")
         }
         let post = try c.request("POST", "/index.html", body: [], contentType: nil)

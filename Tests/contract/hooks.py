@@ -26,7 +26,7 @@ with open(os.environ["LIFECYCLED_CONTRACT_MODELS"], encoding="utf-8") as f:
         for model in json.load(f)["items"]
     }
 
-UNDECLARED = re.compile(r'^model "([^"]+)" has no (event|action) "(.*)"$', re.S)
+UNDECLARED = re.compile(r'^model "([^"]+)" has no (event|action) "(.*?)"(;.*)?$', re.S)
 KEY_REUSED = re.compile(r'^Idempotency-Key ".*" was used for a different request$', re.S)
 
 
@@ -52,7 +52,7 @@ def valid_input_refused_only_for_another_model_or_reused_key(ctx, response, case
         return None
     undeclared = UNDECLARED.match(detail)
     if undeclared:
-        model, kind, name = undeclared.groups()
+        model, kind, name, _ = undeclared.groups()
         others = [m for m, inputs in INPUTS.items() if m != model and name in inputs[kind]]
         if model in INPUTS and name not in INPUTS[model][kind] and others:
             return None

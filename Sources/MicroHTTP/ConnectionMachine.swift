@@ -1,0 +1,349 @@
+/// What a request looks like when its headers have all arrived.
+struct RequestHead {
+    var method: String
+    /// `HTTP/1.1` or `HTTP/1.0`.
+    var version: String
+    /// Lowercased names, in arrival order.
+    var headers: [(name: String, value: String)]
+    /// Bytes of the request line and header fields.
+    var headerSize: Int
+}
+
+/// Limits a connection's requests are held to.
+struct RequestLimits: Sendable {
+    var maxBodySize: Int
+    /// Longest request target (414 past it).
+    var maxTargetSize: Int
+    /// Largest header block, request line included (431 past it).
+    var maxHeaderSize: Int
+    /// Nanoseconds a whole request (headers and body) may take to arrive, counted from
+    /// the moment the connection is ready for it: accepted, or the previous response sent.
+    var requestTimeout: UInt64
+}
+
+/// One connection's progress through its requests, from libmicrohttpd's callbacks:
+/// the request line, the headers, the body, the end of the request, the handler's reply
+/// (maybe from another thread), the completion, and the request deadline checked by the
+/// server's sweeper. Each input is one mutating function returning what the caller must
+/// do; the caller holds the connection's lock around each call, and does the I/O.
+///
+/// A request is counted in the server's requests in flight (which `stop()` drains)
+/// from `receivedHeaders` admitting it to `completed`, or to a deadline cut.
+struct ConnectionMachine {
+    private enum State {
+        /// Before the request line: accepted, or after the previous response. The request
+        /// deadline runs from `since`.
+        case awaitingRequest(since: UInt64)
+        /// The request line is in (its target parsed); the headers are arriving.
+        case receivingHead(since: UInt64, Target)
+        /// Headers accepted, body arriving. Counted.
+        case reading(since: UInt64, Request)
+        /// The body is not wanted (it outgrew the limit: 413; or the target was refused: 400):
+        /// the rest is drained unread, then this response is sent. Counted.
+        case discarding(since: UInt64, Response)
+        /// The whole request is with the handler, on the daemon thread. Counted.
+        case handling
+        /// The handler answers later; the connection is suspended. Counted.
+        case suspended
+        /// The later answer arrived; it is queued when the resumed connection calls back. Counted.
+        case replied(Response)
+        /// A response is queued. Counted.
+        case answered
+        /// Refused while the server stops (503): answered, not counted.
+        case rejected
+        /// The deadline passed before the request arrived; the socket is shut down.
+        case cut
+        /// Only while a payload is being changed in place (so its buffer is not copied).
+        case modifying
+    }
+
+    /// A request line's target, parsed as it arrives (libmicrohttpd changes it afterwards).
+    private enum Target {
+        case parsed(RequestTarget)
+        /// Refused, but the request can be read to its end and the connection kept.
+        case refused(Problem)
+        /// Refused, and the connection closed.
+        case tooLong(Problem)
+    }
+
+    private var state: State
+    let limits: RequestLimits
+    let clientAddress: String
+
+    init(clientAddress: String, limits: RequestLimits, now: UInt64) {
+        self.clientAddress = clientAddress
+        self.limits = limits
+        state = .awaitingRequest(since: now)
+    }
+
+    // MARK: inputs
+
+    /// The request line is parsed (libmicrohttpd's URI callback); `target` is its raw target.
+    mutating func receivedRequestLine(target: UnsafeBufferPointer<UInt8>) {
+        guard case .awaitingRequest(let since) = state else { return }
+        if target.count > limits.maxTargetSize {
+            let problem = Problem(status: 414, title: "URI Too Long", detail: "the request target is longer than \(limits.maxTargetSize) bytes")
+            state = .receivingHead(since: since, .tooLong(problem))
+            return
+        }
+        do {
+            state = .receivingHead(since: since, .parsed(try RequestTarget(target)))
+        } catch {
+            state = .receivingHead(since: since, .refused(error))
+        }
+    }
+
+    /// What to do once the headers are in.
+    enum HeadersAction {
+        /// Read the body (or go on to the end of the request).
+        case readBody
+        /// Queue this at once; libmicrohttpd then closes the connection, dropping any body unread.
+        case respond(Response)
+        /// The connection was cut meanwhile: give up on it (return `MHD_NO`).
+        case close
+    }
+
+    /// All headers are in (the first call of the access handler). `admit` counts the
+    /// request in the server's requests in flight, or refuses it while the server stops;
+    /// it is called only for a request this connection still wants.
+    mutating func receivedHeaders(_ head: RequestHead, admit: () -> Bool) -> HeadersAction {
+        let since: UInt64
+        let target: Target
+        switch state {
+        case .receivingHead(let started, let parsed):
+            since = started
+            target = parsed
+        case .awaitingRequest(let started):
+            since = started
+            target = .refused(Problem(status: 400, title: "Bad Request", detail: "the request has no target"))
+        default:
+            return .close
+        }
+        guard admit() else {
+            state = .rejected
+            return .respond(Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
+        }
+        if let problem = Self.headProblem(head, limits: limits) {
+            state = .answered
+            return .respond(Self.closing(problem))
+        }
+        switch target {
+        case .parsed(let parsed):
+            var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: clientAddress)
+            if let length = head.headers.first(where: { $0.name == "content-length" }).flatMap({ Int($0.value) }), length > 0 {
+                request.body.reserveCapacity(length)
+            }
+            state = .reading(since: since, request)
+        case .refused(let problem):
+            // The framing is sound, so the body is drained and the connection kept.
+            state = .discarding(since: since, .problem(problem))
+        case .tooLong(let problem):
+            state = .answered
+            return .respond(Self.closing(problem))
+        }
+        return .readBody
+    }
+
+    /// A piece of the body arrived.
+    mutating func receivedBody(_ bytes: UnsafeRawBufferPointer) {
+        guard case .reading(let since, var request) = state else { return }
+        state = .modifying
+        if request.body.count + bytes.count > limits.maxBodySize {
+            state = .discarding(since: since, Self.closing(Problem(
+                status: 413, title: "Content Too Large",
+                detail: "request body is larger than the limit of \(limits.maxBodySize) bytes"
+            )))
+        } else {
+            request.body.append(contentsOf: bytes)
+            state = .reading(since: since, request)
+        }
+    }
+
+    /// What to do when the access handler is called with no data after the headers.
+    enum EndAction {
+        /// Run the handler on this request.
+        case handle(Request)
+        /// Queue this response.
+        case respond(Response)
+        /// Nothing to do yet.
+        case wait
+        /// Give up on the connection (return `MHD_NO`).
+        case close
+    }
+
+    /// The access handler was called with no data: the request has fully arrived, or a
+    /// suspended connection was resumed.
+    mutating func receivedEnd() -> EndAction {
+        switch state {
+        case .reading(_, let request):
+            state = .handling
+            return .handle(request)
+        case .discarding(_, let response), .replied(let response):
+            state = .answered
+            return .respond(response)
+        case .handling, .suspended, .answered, .rejected:
+            return .wait
+        case .cut, .awaitingRequest, .receivingHead, .modifying:
+            return .close
+        }
+    }
+
+    /// The handler answers later: the caller suspends the connection, then starts the work.
+    mutating func handlerDeferred() {
+        guard case .handling = state else { preconditionFailure("deferred in state \(state)") }
+        state = .suspended
+    }
+
+    /// What to do with a handler's reply.
+    enum ReplyAction {
+        /// Queue it now (the reply came on the daemon thread, within the access handler).
+        case queue(Response)
+        /// Resume the connection; the daemon then calls back and the reply is queued.
+        case resume
+        /// Nothing: a reply came twice (a handler bug), and the first one stands.
+        case none
+    }
+
+    /// The handler replied: at once on the daemon thread, or later from any thread.
+    mutating func handlerReplied(_ response: Response) -> ReplyAction {
+        switch state {
+        case .handling:
+            state = .answered
+            return .queue(response)
+        case .suspended:
+            state = .replied(response)
+            return .resume
+        default:
+            return .none
+        }
+    }
+
+    /// What the completion of a request means for the server's count.
+    enum CompletionAction {
+        case none
+        /// The request was counted: end it.
+        case release
+    }
+
+    /// libmicrohttpd finished the request (response sent, or the connection failed). The
+    /// next request's deadline starts now.
+    mutating func completed(now: UInt64) -> CompletionAction {
+        let wasCounted: Bool
+        switch state {
+        case .reading, .discarding, .handling, .suspended, .replied, .answered:
+            wasCounted = true
+        case .awaitingRequest, .receivingHead, .rejected, .modifying:
+            wasCounted = false
+        case .cut:
+            return .none  // the connection is closing; it stays cut
+        }
+        state = .awaitingRequest(since: now)
+        return wasCounted ? .release : .none
+    }
+
+    /// What to do about a connection whose request is late.
+    enum DeadlineAction {
+        case none
+        /// No request has started to be handled: shut the socket down.
+        case close
+        /// Headers were in and the body is late: send this 408, shut the socket down, and
+        /// end the counted request.
+        case answerAndClose(Response)
+    }
+
+    /// The sweeper checks the request deadline. A request that has fully arrived is never
+    /// cut: its handler, a deferred reply, or a slow reader of the response may take longer.
+    mutating func deadlinePassed(now: UInt64) -> DeadlineAction {
+        switch state {
+        case .awaitingRequest(let since), .receivingHead(let since, _):
+            guard now >= since, now - since > limits.requestTimeout else { return .none }
+            state = .cut
+            return .close
+        case .reading(let since, _), .discarding(let since, _):
+            guard now >= since, now - since > limits.requestTimeout else { return .none }
+            state = .cut
+            return .answerAndClose(Self.closing(Problem(
+                status: 408, title: "Request Timeout",
+                detail: "the request did not arrive within \(limits.requestTimeout / 1_000_000_000) seconds"
+            )))
+        case .handling, .suspended, .replied, .answered, .rejected, .cut, .modifying:
+            return .none
+        }
+    }
+
+    /// Whether the request line is in but the headers have not reached the access handler:
+    /// the only state in which libmicrohttpd itself may refuse a complete header block.
+    var isReceivingHead: Bool {
+        if case .receivingHead = state { return true }
+        return false
+    }
+
+    // MARK: rules
+
+    /// A problem response that also closes the connection.
+    static func closing(_ problem: Problem) -> Response {
+        .problem(problem, headers: [("Connection", "close")])
+    }
+
+    /// Why a request must be refused, and its connection closed, from its head alone.
+    static func headProblem(_ head: RequestHead, limits: RequestLimits) -> Problem? {
+        if head.headerSize > limits.maxHeaderSize {
+            return Problem(
+                status: 431, title: "Request Header Fields Too Large",
+                detail: "the request line and header fields are larger than \(limits.maxHeaderSize) bytes"
+            )
+        }
+        return framingProblem(head, maxBodySize: limits.maxBodySize)
+    }
+
+    /// Message framing by RFC 9112 §6: a request whose body length is ambiguous is refused
+    /// (and the connection closed), since a front end could read it differently and take
+    /// the rest of the body for another request.
+    static func framingProblem(_ head: RequestHead, maxBodySize: Int) -> Problem? {
+        var lengths: [Substring] = []
+        var codings: [Substring] = []
+        var hasTransferEncoding = false
+        for (name, value) in head.headers {
+            if name == "content-length" {
+                lengths.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed))
+            } else if name == "transfer-encoding" {
+                hasTransferEncoding = true
+                codings.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed))
+            }
+        }
+        func bad(_ detail: String) -> Problem { Problem(status: 400, title: "Bad Request", detail: detail) }
+        if hasTransferEncoding {
+            if head.version == "HTTP/1.0" { return bad("Transfer-Encoding is not allowed in an HTTP/1.0 request") }
+            for coding in codings {
+                let name = coding.split(separator: ";", maxSplits: 1).first.map(trimmed) ?? ""
+                if name.isEmpty { return bad("Transfer-Encoding has an empty coding") }
+                if name.lowercased() != "chunked" {
+                    return Problem(status: 501, title: "Not Implemented", detail: "transfer coding \"\(name)\" is not supported; send the body with Content-Length or chunked")
+                }
+            }
+            // libmicrohttpd reads a chunked body only when the first Transfer-Encoding is
+            // exactly `chunked`; any other spelling it would read to the end of the connection.
+            let first = head.headers.first { $0.name == "transfer-encoding" }?.value.lowercased()
+            if codings.count != 1 || first != "chunked" { return bad("Transfer-Encoding must be chunked, once") }
+            if !lengths.isEmpty { return bad("a request may not have both Transfer-Encoding and Content-Length") }
+            return nil
+        }
+        guard let first = lengths.first else { return nil }
+        guard lengths.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }) else {
+            return bad("Content-Length must be a decimal number")
+        }
+        guard lengths.allSatisfy({ $0 == first }) else { return bad("the request has differing Content-Length values") }
+        let length = Int(first)
+        if length == nil || length! > maxBodySize {
+            return Problem(status: 413, title: "Content Too Large", detail: "request body is larger than the limit of \(maxBodySize) bytes")
+        }
+        return nil
+    }
+
+    private static func trimmed(_ text: Substring) -> Substring {
+        var text = text
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
+    }
+}

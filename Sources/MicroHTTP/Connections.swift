@@ -1,0 +1,315 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A libmicrohttpd connection pointer. Used on the connection's own daemon thread, except
+/// for `MHD_resume_connection`, which libmicrohttpd allows from any thread.
+struct ConnectionHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// One connection: its socket, client address and state machine. Created when
+/// libmicrohttpd starts the connection, kept as its socket context, released when it closes.
+final class ConnectionContext: Sendable {
+    let handle: ConnectionHandle
+    /// The connection's socket; libmicrohttpd closes it only after the close notification,
+    /// which removes the context from the table (see ``ConnectionTable``).
+    let descriptor: Int32
+    /// The daemon thread that runs all of the connection's callbacks.
+    let owner: pthread_t
+    let machine: Mutex<ConnectionMachine>
+
+    init(connection: OpaquePointer, clientAddress: String, limits: RequestLimits, now: UInt64) {
+        handle = ConnectionHandle(pointer: connection)
+        descriptor = lc_connection_fd(connection)
+        owner = pthread_self()
+        machine = Mutex(ConnectionMachine(clientAddress: clientAddress, limits: limits, now: now))
+    }
+
+    /// The context of a connection, from its socket context.
+    static func of(_ connection: OpaquePointer) -> ConnectionContext? {
+        lc_connection_socket_context(connection).map { Unmanaged<ConnectionContext>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Whether libmicrohttpd is refusing this connection's header block: the request line
+    /// is in, the headers are complete (libmicrohttpd tells their size only from then on),
+    /// no response is queued, and the access handler has not seen them. Only on the
+    /// connection's own thread.
+    var isHeadBeingRefused: Bool {
+        machine.withLock { $0.isReceivingHead } && lc_connection_header_size(handle.pointer) >= 0 && lc_connection_has_response(handle.pointer) == 0
+    }
+
+    /// Sends a final response past libmicrohttpd, then shuts the socket down both ways, so
+    /// libmicrohttpd sees the connection end and closes it. Only for a connection that has
+    /// sent nothing of its current response.
+    func answerAndShutDown(_ response: Response) {
+        let message = response.closingMessage()
+        _ = message.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+        shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+}
+
+/// Every open connection of a server, for the total limit and the request deadline.
+final class ConnectionTable: Sendable {
+    private let contexts = Mutex<[ObjectIdentifier: ConnectionContext]>([:])
+
+    var count: Int { contexts.withLock { $0.count } }
+
+    /// Adds a connection unless `limit` are already open.
+    func insert(_ context: ConnectionContext, limit: Int) -> Bool {
+        contexts.withLock { contexts in
+            guard contexts.count < limit else { return false }
+            contexts[ObjectIdentifier(context)] = context
+            return true
+        }
+    }
+
+    func remove(_ context: ConnectionContext) {
+        _ = contexts.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
+    }
+
+    /// The first connection of the calling thread that satisfies `predicate` (which may
+    /// use libmicrohttpd on it, being on its thread).
+    func first(ofThisThreadWhere predicate: (ConnectionContext) -> Bool) -> ConnectionContext? {
+        let me = pthread_self()
+        return contexts.withLock { contexts in
+            contexts.values.first { pthread_equal($0.owner, me) != 0 && predicate($0) }
+        }
+    }
+
+    /// Shuts down every connection whose request is late (answering 408 when its headers
+    /// were in); returns how many. Done under the table's lock, so no socket can be closed
+    /// (and its number reused) by libmicrohttpd meanwhile.
+    func cutLateRequests(now: UInt64, gate: RequestGate) -> Int {
+        contexts.withLock { contexts in
+            var cut = 0
+            for context in contexts.values {
+                switch context.machine.withLock({ $0.deadlinePassed(now: now) }) {
+                case .none:
+                    continue
+                case .close:
+                    shutdown(context.descriptor, Int32(SHUT_RDWR))
+                case .answerAndClose(let response):
+                    context.answerAndShutDown(response)
+                    gate.release()
+                }
+                cut += 1
+            }
+            return cut
+        }
+    }
+}
+
+/// Counts requests in flight so `stop()` can wait for them: no connection may still be
+/// suspended when the daemon stops (libmicrohttpd forbids it).
+final class RequestGate: Sendable {
+    private struct State {
+        var isClosed = false
+        var inFlight = 0
+    }
+
+    private let state = Mutex(State())
+    private let group = DispatchGroup()
+
+    /// Counts a request, unless the server is stopping.
+    func admit() -> Bool {
+        state.withLock { state in
+            guard !state.isClosed else { return false }
+            state.inFlight += 1
+            group.enter()
+            return true
+        }
+    }
+
+    func release() {
+        state.withLock { $0.inFlight -= 1 }
+        group.leave()
+    }
+
+    /// Refuses new requests, waits for those in flight until `deadline`; returns how many
+    /// did not finish.
+    func closeAndDrain(until deadline: DispatchTime) -> Int {
+        state.withLock { $0.isClosed = true }
+        _ = group.wait(timeout: deadline)
+        return state.withLock { $0.inFlight }
+    }
+}
+
+/// A thread running `work` every `interval` seconds until stopped.
+final class Sweeper: Sendable {
+    private let stopping = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(interval: Double, work: @escaping @Sendable () -> Void) {
+        let thread = Thread { [stopping, finished] in
+            while stopping.wait(timeout: .now() + interval) == .timedOut { work() }
+            finished.signal()
+        }
+        thread.name = "lifecycled-http-sweeper"
+        thread.start()
+    }
+
+    func stop() {
+        stopping.signal()
+        finished.wait()
+    }
+}
+
+/// The connection whose request line this daemon thread parsed last (a pthread key's
+/// value per thread, unretained: cleared when that connection closes, on this thread).
+/// libmicrohttpd checks a header block in the same pass that parsed its request line,
+/// unless the block arrived later, so a refusal of it it logs concerns this connection.
+enum LastRequestLine {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
+        return key
+    }()
+
+    static func set(_ context: ConnectionContext) {
+        pthread_setspecific(key, Unmanaged.passUnretained(context).toOpaque())
+    }
+
+    static var context: ConnectionContext? {
+        pthread_getspecific(key).map { Unmanaged<ConnectionContext>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Forgets `context` if it is the one kept.
+    static func forget(_ context: ConnectionContext) {
+        if pthread_getspecific(key) == Unmanaged.passUnretained(context).toOpaque() { pthread_setspecific(key, nil) }
+    }
+}
+
+/// Refused and cut connections, logged at info without flooding: the first at once, then
+/// at most one line per reason every 10 seconds with the count since the last line.
+final class RefusalLog: Sendable {
+    private struct Pending {
+        var count = 0
+        var lastLine: UInt64 = 0
+    }
+
+    private let logger: Logger
+    private let pending = Mutex<[String: Pending]>([:])
+    private static let interval: UInt64 = 10_000_000_000
+
+    init(logger: Logger) { self.logger = logger }
+
+    func record(_ count: Int, reason: String, limit: String) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let due = pending.withLock { pending -> Int? in
+            var entry = pending[reason, default: Pending()]
+            entry.count += count
+            if entry.lastLine != 0, now - entry.lastLine < Self.interval {
+                pending[reason] = entry
+                return nil
+            }
+            pending[reason] = Pending(count: 0, lastLine: now)
+            return entry.count
+        }
+        if let due {
+            logger.info(reason == "request-timeout" ? "connections closed" : "connections refused", ["reason": reason, "limit": limit, "count": String(due)])
+        }
+    }
+}
+
+/// A client's address as text.
+enum ClientAddress {
+    /// `127.0.0.1`, `::1`; an IPv4 client of an IPv6 socket (`::ffff:a.b.c.d`) as IPv4.
+    static func describe(_ address: UnsafePointer<sockaddr>?) -> String {
+        guard let address else { return "" }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            var v4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+            inet_ntop(AF_INET, &v4, &text, socklen_t(text.count))
+        case AF_INET6:
+            var v6 = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+            let isMapped = withUnsafeBytes(of: &v6) { bytes in bytes.prefix(10).allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF }
+            if isMapped {
+                var v4 = withUnsafeBytes(of: &v6) { bytes in in_addr(s_addr: bytes.load(fromByteOffset: 12, as: UInt32.self)) }
+                inet_ntop(AF_INET, &v4, &text, socklen_t(text.count))
+            } else {
+                inet_ntop(AF_INET6, &v6, &text, socklen_t(text.count))
+            }
+        default:
+            return ""
+        }
+        return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+}
+
+/// The process's limit on open files.
+enum OpenFiles {
+    /// Raises the soft limit to the hard limit; returns the soft limit now in force.
+    static func raiseLimit() -> Int {
+        #if os(Linux)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        var limit = rlimit()
+        guard getrlimit(resource, &limit) == 0 else { return 1024 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(resource, &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: min(limit.rlim_cur, 1 << 30))
+    }
+}
+
+/// What libmicrohttpd 0.9.75's log messages mean.
+enum LibraryMessages {
+    private static let refusalPrefix = "Error processing request (HTTP response code is "
+    /// Logged when a client is at libmicrohttpd's per-IP limit (its total limit, kept
+    /// above the server's, is never reached).
+    static let perClientLimit = "Server reached connection limit"
+
+    /// The status of a refusal libmicrohttpd is about to send itself.
+    static func refusalStatus(_ message: String) -> Int? {
+        guard message.hasPrefix(refusalPrefix) else { return nil }
+        return Int(message.dropFirst(refusalPrefix.count).prefix { $0.isNumber })
+    }
+
+    /// The title of the refusal's HTML body, such as `Request malformed`.
+    static func refusalTitle(_ message: String) -> String {
+        guard let open = message.range(of: "<title>"), let close = message.range(of: "</title>", range: open.upperBound..<message.endIndex) else { return "" }
+        return String(message[open.upperBound..<close.lowerBound]).replacingOccurrences(of: "&quot;", with: "\"")
+    }
+
+    static func reasonPhrase(_ status: Int) -> String {
+        String(cString: MHD_get_reason_phrase_for(UInt32(status)))
+    }
+
+    /// Messages about one client's connection (it went away, sent a bad request, is
+    /// slow): logged at debug, as the request lines are.
+    static func isAboutOneClient(_ message: String) -> Bool {
+        [
+            "Connection was closed by remote side", "Socket has been disconnected when reading", "Connection socket is closed when reading",
+            "Failed to parse `Content-Length'", "Too large value of 'Content-Length'", "Not enough memory in pool to",
+            "Received HTTP/1.1 request without", "Failed to send", "Too late", "Closing connection (failed to queue error",
+            "Connection \"Upgrade\"",
+        ].contains { message.hasPrefix($0) }
+    }
+}
+
+extension Response {
+    /// The whole response as bytes, announcing that the connection closes: for the few
+    /// answers sent past libmicrohttpd.
+    func closingMessage() -> [UInt8] {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        var date = [CChar](repeating: 0, count: 64)
+        strftime(&date, date.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        var head = "HTTP/1.1 \(status) \(LibraryMessages.reasonPhrase(status))\r\nDate: \(date.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })\r\n"
+        for (name, value) in headers where name.lowercased() != "connection" && name.lowercased() != "content-length" {
+            head += "\(name): \(value)\r\n"
+        }
+        head += "Connection: close\r\nContent-Length: \(body.count)\r\n\r\n"
+        return Array(head.utf8) + body
+    }
+}

@@ -1,0 +1,230 @@
+import Foundation
+import Testing
+@testable import MicroHTTP
+
+/// The connection state machine, driven without a socket.
+@Suite("connection machine")
+struct ConnectionMachineTests {
+    static let second: UInt64 = 1_000_000_000
+    static let limits = RequestLimits(maxBodySize: 10, maxTargetSize: 20, maxHeaderSize: 100, requestTimeout: 5 * second)
+
+    static func head(_ headers: [(String, String)] = [], method: String = "POST", version: String = "HTTP/1.1", size: Int = 50) -> RequestHead {
+        RequestHead(method: method, version: version, headers: headers.map { (name: $0.0, value: $0.1) }, headerSize: size)
+    }
+
+    static func feed(_ machine: inout ConnectionMachine, _ text: String) {
+        Array(text.utf8).withUnsafeBytes { machine.receivedBody($0) }
+    }
+
+    /// A machine whose request line `target` has arrived at time 0.
+    static func machine(target: String = "/items/a%2Db?x=1") -> ConnectionMachine {
+        var machine = ConnectionMachine(clientAddress: "192.0.2.1", limits: limits, now: 0)
+        Array(target.utf8).withUnsafeBufferPointer { machine.receivedRequestLine(target: $0) }
+        return machine
+    }
+
+    static func status(_ action: ConnectionMachine.HeadersAction) -> Int? {
+        if case .respond(let response) = action { return response.status }
+        return nil
+    }
+
+    @Test("a request with a body: read, handled, answered at once, completed")
+    func immediateReply() throws {
+        var machine = Self.machine()
+        var admitted = 0
+        guard case .readBody = machine.receivedHeaders(Self.head([("content-length", "4")]), admit: { admitted += 1; return true }) else {
+            Issue.record("headers refused")
+            return
+        }
+        #expect(admitted == 1)
+        Self.feed(&machine, "ab")
+        Self.feed(&machine, "cd")
+        guard case .handle(let request) = machine.receivedEnd() else {
+            Issue.record("not handled")
+            return
+        }
+        #expect(request.method == "POST" && request.path == "/items/a-b" && request.body == Array("abcd".utf8))
+        #expect(request.query.map(\.name) == ["x"] && request.query.map(\.value) == ["1"])
+        #expect(request.clientAddress == "192.0.2.1")
+        guard case .queue(let response) = machine.handlerReplied(Response(status: 204)) else {
+            Issue.record("not queued")
+            return
+        }
+        #expect(response.status == 204)
+        guard case .release = machine.completed(now: 7 * Self.second) else {
+            Issue.record("a counted request must be released")
+            return
+        }
+        // The next request's deadline runs from the completion.
+        guard case .none = machine.deadlinePassed(now: 11 * Self.second) else {
+            Issue.record("cut before its deadline")
+            return
+        }
+        guard case .close = machine.deadlinePassed(now: 13 * Self.second) else {
+            Issue.record("not cut after its deadline")
+            return
+        }
+    }
+
+    @Test("a deferred reply: suspended, resumed from another thread, queued on the next call")
+    func deferredReply() {
+        var machine = Self.machine()
+        _ = machine.receivedHeaders(Self.head(method: "GET"), admit: { true })
+        guard case .handle = machine.receivedEnd() else {
+            Issue.record("not handled")
+            return
+        }
+        machine.handlerDeferred()
+        guard case .wait = machine.receivedEnd() else {
+            Issue.record("a suspended request has nothing to queue")
+            return
+        }
+        // However late the reply, a fully received request is never cut.
+        guard case .none = machine.deadlinePassed(now: 1000 * Self.second) else {
+            Issue.record("a deferred request was cut")
+            return
+        }
+        guard case .resume = machine.handlerReplied(Response(status: 201)) else {
+            Issue.record("not resumed")
+            return
+        }
+        guard case .none = machine.handlerReplied(Response(status: 500)) else {
+            Issue.record("a second reply must be ignored")
+            return
+        }
+        guard case .respond(let response) = machine.receivedEnd() else {
+            Issue.record("the reply was not queued")
+            return
+        }
+        #expect(response.status == 201)
+        guard case .release = machine.completed(now: 0) else {
+            Issue.record("not released")
+            return
+        }
+    }
+
+    @Test("a body past the limit is drained, then answered 413")
+    func tooLargeBody() {
+        var machine = Self.machine()
+        _ = machine.receivedHeaders(Self.head([("transfer-encoding", "chunked")]), admit: { true })
+        Self.feed(&machine, "123456")
+        Self.feed(&machine, "123456")
+        Self.feed(&machine, "123456")
+        guard case .respond(let response) = machine.receivedEnd() else {
+            Issue.record("not answered")
+            return
+        }
+        #expect(response.status == 413 && response.headers.contains { $0.name == "Connection" && $0.value == "close" })
+    }
+
+    @Test("refusals at the headers", arguments: [
+        (head(), "/ok", false, 503),
+        (head(), "/" + String(repeating: "a", count: 30), true, 414),
+        (head(size: 101), "/ok", true, 431),
+        (head([("content-length", "11")]), "/ok", true, 413),
+        (head([("content-length", "2"), ("content-length", "3")]), "/ok", true, 400),
+        (head([("transfer-encoding", "chunked"), ("content-length", "3")]), "/ok", true, 400),
+        (head([("transfer-encoding", "br")]), "/ok", true, 501),
+        (head([("transfer-encoding", "chunked")], version: "HTTP/1.0"), "/ok", true, 400),
+    ])
+    func refusals(head: RequestHead, target: String, isAdmitted: Bool, status: Int) {
+        var machine = Self.machine(target: target)
+        let action = machine.receivedHeaders(head, admit: { isAdmitted })
+        #expect(Self.status(action) == status)
+        // Counted (admitted) refusals are released at completion; a 503 was never counted.
+        if case .release = machine.completed(now: 0) {
+            #expect(isAdmitted)
+        } else {
+            #expect(!isAdmitted)
+        }
+    }
+
+    @Test("a bad target: the body is drained, then 400, keeping the connection", arguments: ["/a%00b", "/a/../b", "/caf%C3%A9", ""])
+    func badTarget(target: String) {
+        var machine = Self.machine(target: target)
+        guard case .readBody = machine.receivedHeaders(Self.head([("content-length", "4")]), admit: { true }) else {
+            Issue.record("the body must be drained")
+            return
+        }
+        Self.feed(&machine, "abcd")
+        guard case .respond(let response) = machine.receivedEnd() else {
+            Issue.record("not answered")
+            return
+        }
+        #expect(response.status == 400 && !response.headers.contains { $0.name == "Connection" })
+        guard case .release = machine.completed(now: 0) else {
+            Issue.record("not released")
+            return
+        }
+    }
+
+    @Test("a late request: cut before its headers silently, after them with 408 and a release")
+    func deadlines() {
+        var waiting = ConnectionMachine(clientAddress: "", limits: Self.limits, now: 0)
+        guard case .close = waiting.deadlinePassed(now: 6 * Self.second) else {
+            Issue.record("an idle connection must be closed")
+            return
+        }
+        // Once cut, the connection is given up whatever libmicrohttpd still delivers.
+        guard case .close = waiting.receivedHeaders(Self.head(), admit: { Issue.record("admitted after the cut"); return true }) else {
+            Issue.record("a cut connection took a request")
+            return
+        }
+
+        var reading = Self.machine()
+        _ = reading.receivedHeaders(Self.head([("content-length", "5")]), admit: { true })
+        Self.feed(&reading, "12")
+        guard case .answerAndClose(let response) = reading.deadlinePassed(now: 6 * Self.second) else {
+            Issue.record("a late body must be answered 408")
+            return
+        }
+        #expect(response.status == 408)
+        guard case .close = reading.receivedEnd() else {
+            Issue.record("a cut request must not be handled")
+            return
+        }
+        guard case .none = reading.completed(now: 7 * Self.second) else {
+            Issue.record("a cut request was released twice")
+            return
+        }
+    }
+
+    @Test("only a connection between request line and access handler can be refused by libmicrohttpd's header checks")
+    func receivingHead() {
+        var machine = ConnectionMachine(clientAddress: "", limits: Self.limits, now: 0)
+        #expect(!machine.isReceivingHead)
+        Array("/".utf8).withUnsafeBufferPointer { machine.receivedRequestLine(target: $0) }
+        #expect(machine.isReceivingHead)
+        _ = machine.receivedHeaders(Self.head(method: "GET"), admit: { true })
+        #expect(!machine.isReceivingHead)
+    }
+}
+
+@Suite("request target")
+struct RequestTargetTests {
+    static func parse(_ text: String) -> RequestTarget? { try? RequestTarget(Array(text.utf8)) }
+
+    /// The query as `name=value` texts, for comparing.
+    static func query(_ text: String) -> [String]? { parse(text)?.query.map { "\($0.name)=\($0.value)" } }
+
+    @Test("origin and absolute forms, decoding")
+    func forms() {
+        #expect(Self.parse("/v1/instances/a.b_c-D9")?.path == "/v1/instances/a.b_c-D9")
+        #expect(Self.parse("/v1//x/")?.path == "/v1//x/")
+        #expect(Self.parse("/%41%62")?.path == "/Ab")
+        #expect(Self.parse("/.../a..b/.c")?.path == "/.../a..b/.c")
+        let absolute = Self.parse("http://example.com:8080/healthz?x=1")
+        #expect(absolute?.path == "/healthz" && Self.query("http://example.com:8080/healthz?x=1") == ["x=1"])
+        #expect(Self.parse("HTTPS://example.com")?.path == "/")
+        #expect(Self.parse("http://example.com?a")?.path == "/" && Self.query("http://example.com?a") == ["a="])
+        #expect(Self.query("/?a=1&&b=%C3%A9+x&c&=&d=%3D") == ["a=1", "b=é+x", "c=", "=", "d=="])
+    }
+
+    @Test("refused targets", arguments: [
+        "", "*", "example.com:80", "v1/instances", "/a%00b", "/a%2", "/a%g0", "/a b", "/a~b", "/a/./b", "/..", "/a/%2E%2E", "/é",
+        "/?x=%00", "/?x=%ff", "/?x=a%0db", "/?%7F=1", "/a/.", "/.", "/a%", "httpx://h/", "http:/h/", "ftp://h/",
+    ])
+    func refused(target: String) {
+        #expect(Self.parse(target) == nil, "\(target)")
+    }
+}

@@ -68,6 +68,8 @@ final class StreamHub: Sendable {
     enum Refusal: Error, Equatable {
         /// As many subscriptions are open as the hub allows.
         case tooManySubscribers(limit: Int)
+        /// The service is stopping.
+        case stopping
     }
 
     let settings: StreamSettings
@@ -129,9 +131,8 @@ final class StreamHub: Sendable {
     /// `lastEventID` gets every record published after this call returns.
     func subscribe(filter: RecordFilter, lastEventID: Int64?) throws(Refusal) -> Subscription {
         let (id, opening) = try state.withLock { (state) throws(Refusal) -> (Int, Opening) in
-            guard !state.isStopping, state.slots.count < settings.maxSubscribers else {
-                throw .tooManySubscribers(limit: settings.maxSubscribers)
-            }
+            guard !state.isStopping else { throw .stopping }
+            guard state.slots.count < settings.maxSubscribers else { throw .tooManySubscribers(limit: settings.maxSubscribers) }
             state.nextID += 1
             state.slots[state.nextID] = Slot(filter: filter)
             return (state.nextID, state.ring.opening(resumingAfter: lastEventID))

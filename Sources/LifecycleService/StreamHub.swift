@@ -514,6 +514,12 @@ struct HubState {
     }
 
     mutating func take(_ id: Int, _ cursor: inout RingCursor, room: Int, mayWait: Bool, budget: Int) -> RingTake {
+        if slots[id]?.waitingFrom != nil {
+            // Read before it was woken (a spurious read): it waits no more, so that no wake
+            // later tells it to skip records it has since moved past.
+            waiting.remove(id, cursor.filter)
+            slots[id]!.waitingFrom = nil
+        }
         if let skip = slots[id]?.skipTo {
             slots[id]?.skipTo = nil
             // Woken by the hub, which matched the entries from where it waited up to `skip`

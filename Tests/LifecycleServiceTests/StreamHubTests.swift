@@ -278,7 +278,9 @@ struct StreamHubTests {
         let created = hub.lastSequence
         let pages = hub.replayPagesRead
 
-        // Waiting, it was passed over by every record until its own woke it.
+        // Waiting, it was passed over by every record until its own woke it; as the server
+        // does, it reads once woken.
+        waiting.waitForWake(timeout: 30)
         try waiting.read(through: created)
         #expect(waiting.records.map { $0.id! } == [created])
         #expect(hub.replayPagesRead == pages, "woken straight at its record")

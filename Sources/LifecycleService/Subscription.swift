@@ -16,10 +16,16 @@ import Synchronization
 ///   kept (`null` if none) and `N` the newest published. The replay goes on with what is kept.
 /// - `event: reset`, `id: N`, `data: {"lastEventId":L,"newest":N,"oldest":O}`: `L` is ahead of
 ///   every sequence number published (a client of another database); it goes on live after `N`.
-/// - `event: overflow`, `id: S`, `data: {"lastEventId":S}`: the subscription fell further behind
-///   than its budget; `S` is the last record it was sent, and the stream ends. Reconnecting
-///   with `Last-Event-ID: S` (EventSource does) replays the rest.
+/// - `event: overflow`, `id: S`, `data: {"lastEventId":S}`: live, the subscription fell further
+///   behind than its budget (bytes of matching records not yet sent; for an unfiltered one,
+///   also when its next record left the ring, which is at least the budget); `S` is the last
+///   record it was sent (or where it started), and the stream ends. Reconnecting with
+///   `Last-Event-ID: S` (EventSource does) replays the rest. A resume catching up is never cut
+///   off, and a filtered subscription whose place left the ring replays from the store instead.
 /// - `: heartbeat` comments when idle for a heartbeat interval.
+///
+/// Records of a deleted instance are not replayed from the store after its deletion (they
+/// went with it; its `instance.deleted` record stays for 24 hours); the ring may still hold them.
 final class Subscription: ResponseStream {
     let hub: StreamHub
     let id: Int

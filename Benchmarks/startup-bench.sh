@@ -45,9 +45,10 @@ INSERT INTO instances (id, model, state, version, launch_count, buffered_action,
 SELECT printf('instance-%06d', i), 'ios-app', 'foreground', $RECORDS / $INSTANCES, 1, NULL, 'main', NULL, 0, 0, 0, 0,
   1800000000000, 1800000000000 FROM n;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $RECORDS)
-INSERT INTO records (seq, instance, version, body)
-SELECT i, printf('instance-%06d', (i - 1) % $INSTANCES), (i - 1) / $INSTANCES + 1,
-  '{"sequence":' || i || ',"version":' || ((i - 1) / $INSTANCES + 1) || ',"kind":"event","event":"didBecomeActive",'
+INSERT INTO records (seq, instance, version, kind, outcome, body)
+SELECT i, printf('instance-%06d', (i - 1) % $INSTANCES), (i - 1) / $INSTANCES + 1, 0, 0,
+  '{"sequence":' || i || ',"instance":"' || printf('instance-%06d', (i - 1) % $INSTANCES) || '","version":'
+  || ((i - 1) / $INSTANCES + 1) || ',"kind":"event","event":"didBecomeActive",'
   || '"from":"background","to":"foreground","outcome":"transitioned","hooks":["Foreground.onTransition",'
   || '"Foreground.didReturn"],"row":"r13","time":"2027-01-15T08:00:00.000Z"}'
 FROM n;

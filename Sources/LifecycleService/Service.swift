@@ -53,6 +53,14 @@ public final class Service: Sendable {
             registry = try InstanceRegistry(models: models, store: store, hub: hub, logger: logger)
         } catch {
             hub.stop()
+            throw StartError(description: store.reason(for: error).message)
+        }
+        do {
+            // Nothing is served from a database that has not passed its check.
+            try store.verifyIntegrity()
+        } catch {
+            registry.stop()
+            hub.stop()
             throw StartError(description: error.message)
         }
 

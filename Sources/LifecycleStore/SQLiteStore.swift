@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import LifecycleKit
+import Synchronization
 
 /// The embedded default store: one SQLite file in WAL mode.
 public final class SQLiteStore: InstanceStore, @unchecked Sendable {
@@ -143,6 +144,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     /// Reads of committed data (WAL lets them run beside a write).
     private let readLock = NSLock()
     private let reader: Database
+    /// The start-up check of the database, running beside the rest of start-up.
+    private let startupCheck: IntegrityCheck
     private let selectHistory: Statement
     private let selectOldestVersion: Statement
     private let selectReplayBounds: Statement
@@ -192,7 +195,9 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
-        try Self.quickCheck(writer, path: path, report: report)
+        // Runs while the rest of start-up does (opening here, loading instances in the service):
+        // ``verifyIntegrity()`` waits for it before anything is served.
+        startupCheck = IntegrityCheck(path: path, report: report)
         do {
             try Self.migrate(writer)
             statements = try WriteStatements(writer)
@@ -202,7 +207,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             let floor = try writer.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
         } catch {
-            throw StoreError(error, doing: "cannot open the database \(path)")
+            throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
         if case .committed(let marked) = lock.marker, sequence < marked {
             loss = loss ?? "the database holds sequence numbers up to \(sequence), but numbers up to \(marked) were committed"
@@ -245,7 +250,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             checkpointer = try BackgroundCheckpointer(path: path, synchronous: synchronous, report: report)
             try purgeExpired()
         } catch {
-            throw StoreError(error, doing: "cannot open the database \(path)")
+            throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
         try lock.mark(sequence)
         checkpointer.start()
@@ -278,11 +283,66 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         }
     }
 
+    /// Waits for the start-up integrity check; throws if the database is damaged. Call before
+    /// serving anything read from the store.
+    public func verifyIntegrity() throws(StoreError) {
+        try startupCheck.wait()
+    }
+
+    /// The reason to give for a failed start: the start-up check's, if it finds the database
+    /// damaged (the likely cause), else `failure`.
+    public func reason(for failure: StoreError) -> StoreError {
+        startupCheck.explaining(failure)
+    }
+
+    /// `PRAGMA quick_check` on its own connection and thread, so that it runs beside the rest
+    /// of start-up (migrations, loading every instance): start-up costs the longer of the two
+    /// rather than their sum (on 1,000,000 records the check alone takes 0.4 to 0.7 s).
+    final class IntegrityCheck: Sendable {
+        private let outcome = Mutex<Result<Void, StoreError>?>(nil)
+        private let done = DispatchSemaphore(value: 0)
+
+        init(path: String, report: @escaping @Sendable (StoreEvent) -> Void) {
+            Thread.detachNewThread { [self] in
+                let result = Result { () throws(StoreError) in
+                    let database = try checked("cannot open the database \(path) to check it") { () throws(SQLiteError) in
+                        try Database(path: path)
+                    }
+                    try SQLiteStore.quickCheck(database, path: path, report: report)
+                }
+                outcome.withLock { $0 = result }
+                done.signal()
+            }
+        }
+
+        /// `failure`, unless the check finds the database damaged, which is the better reason.
+        func explaining(_ failure: StoreError) -> StoreError {
+            do {
+                try wait()
+                return failure
+            } catch {
+                return error
+            }
+        }
+
+        /// Returns once the check is over, whatever it found.
+        func waitUntilDone() {
+            done.wait()
+            done.signal()
+        }
+
+        /// The check's verdict, once it is in (every caller gets it).
+        func wait() throws(StoreError) {
+            waitUntilDone()
+            try outcome.withLock { $0! }.get()
+        }
+    }
+
     /// Refuses a damaged database: `PRAGMA quick_check` reads every page and checks its
     /// structure (not that indexes match their tables, which needs a full integrity check).
     /// Through a memory map: with 1 KiB pages, reading page by page costs more in system
     /// calls than the check itself (0.8 s against 0.4 s for 1,000,000 records).
-    private static func quickCheck(_ database: Database, path: String, report: (StoreEvent) -> Void) throws(StoreError) {
+    fileprivate static func quickCheck(_ database: Database, path: String, report: (StoreEvent) -> Void) throws(StoreError) {
         let started = ContinuousClock.now
         var problems: [String] = []
         var bytes: Int64 = 0
@@ -326,6 +386,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         defer { writeLock.unlock() }
         guard !isClosed else { return }
         isClosed = true
+        // Its connection reads the file: done before the folder's lock is let go.
+        startupCheck.waitUntilDone()
         checkpointer.stop()
         do {
             if try checkpointer.excludingRounds(waiting: true, { () throws(SQLiteError) in try writer.checkpoint(.truncate) }) == false {

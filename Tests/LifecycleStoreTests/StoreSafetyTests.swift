@@ -161,8 +161,10 @@ struct StoreSafetyTests {
         #expect(reports.first("database checked")?["quickCheckMillis"].flatMap { Int($0) } != nil, "the check's time is reported")
         try overwriteMiddle(of: database)
         for accept in [false, true] {
+            // Refused while opening (when opening trips over the damage) or by the check.
             #expect {
-                _ = try SQLiteStore(directory: folder.path, options: .init(acceptDataLoss: accept))
+                let store = try SQLiteStore(directory: folder.path, options: .init(acceptDataLoss: accept))
+                try store.verifyIntegrity()
             } throws: { error in
                 "\(error)".contains("the database \(database) is damaged (PRAGMA quick_check:")
             }

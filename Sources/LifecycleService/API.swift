@@ -23,6 +23,8 @@ struct API: Sendable {
         router.addDeferred("POST", "/v1/instances/{id}/actions", write(postAction))
         router.addDeferred("POST", "/v1/instances/{id}/launches", write(postLaunch))
         router.get("/v1/instances/{id}/history", read(history))
+        router.get("/v1/instances/{id}/stream", instanceStream)
+        router.get("/v1/stream", globalStream)
         router.fallback = { [staticFiles] request in
             if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
                 return .notFound(request)

@@ -54,15 +54,17 @@ extension Request {
         return members.mapValues(BodyValue.init)
     }
 
-    /// Refuses query arguments other than `names`, and any given twice, so that neither a
-    /// typo nor a second value is silently ignored.
-    func checkQuery(allowing names: [String]) throws(Problem) {
+    /// Refuses query arguments other than `names`, and any but `repeatable` given twice, so
+    /// that neither a typo nor a second value is silently ignored.
+    func checkQuery(allowing names: [String], repeatable: Set<String> = []) throws(Problem) {
         var seen: Set<String> = []
         for (name, _) in query {
             guard names.contains(name) else {
                 throw .badRequest("unknown query parameter \"\(name)\"; use \(names.joined(separator: ", "))")
             }
-            guard seen.insert(name).inserted else { throw .badRequest("query parameter \"\(name)\" is given more than once") }
+            guard seen.insert(name).inserted || repeatable.contains(name) else {
+                throw .badRequest("query parameter \"\(name)\" is given more than once")
+            }
         }
     }
 

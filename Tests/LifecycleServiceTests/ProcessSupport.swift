@@ -81,8 +81,9 @@ final class LifecycledProcess {
     }
 
     /// Starts a server on a free port and waits until it answers.
-    static func serving(dataDirectory: String, extra: [String] = [], pollMicroseconds: UInt32 = 20_000) throws -> LifecycledProcess {
-        let port = freePort()
+    /// `port`: a given one (to start again where a stopped server listened), else a free one.
+    static func serving(dataDirectory: String, extra: [String] = [], port: UInt16? = nil, pollMicroseconds: UInt32 = 20_000) throws -> LifecycledProcess {
+        let port = port ?? freePort()
         let server = try LifecycledProcess(arguments: ["--port", String(port), "--data-dir", dataDirectory] + extra, port: port)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {

@@ -39,14 +39,14 @@ struct ConnectionMachineTests {
         #expect(admitted == 1)
         Self.feed(&machine, "ab")
         Self.feed(&machine, "cd")
-        guard case .handle(let request) = machine.receivedEnd() else {
+        guard case .handle(let request) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not handled")
             return
         }
         #expect(request.method == "POST" && request.path == "/items/a-b" && request.body == Array("abcd".utf8))
         #expect(request.query.map(\.name) == ["x"] && request.query.map(\.value) == ["1"])
         #expect(request.clientAddress == "192.0.2.1")
-        guard case .queue(let response) = machine.handlerReplied(Response(status: 204)) else {
+        guard case .queue(let response) = machine.handlerReplied(Response(status: 204), isStopping: { false }) else {
             Issue.record("not queued")
             return
         }
@@ -70,12 +70,15 @@ struct ConnectionMachineTests {
     func deferredReply() {
         var machine = Self.machine()
         _ = machine.receivedHeaders(Self.head(method: "GET"), admit: { true })
-        guard case .handle = machine.receivedEnd() else {
+        guard case .handle = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not handled")
             return
         }
-        machine.handlerDeferred()
-        guard case .wait = machine.receivedEnd() else {
+        guard case .suspend = machine.handlerDeferred() else {
+            Issue.record("not suspended")
+            return
+        }
+        guard case .wait = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("a suspended request has nothing to queue")
             return
         }
@@ -84,15 +87,15 @@ struct ConnectionMachineTests {
             Issue.record("a deferred request was cut")
             return
         }
-        guard case .resume = machine.handlerReplied(Response(status: 201)) else {
+        guard case .resume = machine.handlerReplied(Response(status: 201), isStopping: { false }) else {
             Issue.record("not resumed")
             return
         }
-        guard case .none = machine.handlerReplied(Response(status: 500)) else {
+        guard case .none = machine.handlerReplied(Response(status: 500), isStopping: { false }) else {
             Issue.record("a second reply must be ignored")
             return
         }
-        guard case .respond(let response) = machine.receivedEnd() else {
+        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("the reply was not queued")
             return
         }
@@ -110,7 +113,7 @@ struct ConnectionMachineTests {
         Self.feed(&machine, "123456")
         Self.feed(&machine, "123456")
         Self.feed(&machine, "123456")
-        guard case .respond(let response) = machine.receivedEnd() else {
+        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not answered")
             return
         }
@@ -147,7 +150,7 @@ struct ConnectionMachineTests {
             return
         }
         Self.feed(&machine, "abcd")
-        guard case .respond(let response) = machine.receivedEnd() else {
+        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not answered")
             return
         }
@@ -179,7 +182,7 @@ struct ConnectionMachineTests {
             return
         }
         #expect(response.status == 408)
-        guard case .close = reading.receivedEnd() else {
+        guard case .close = reading.receivedEnd(isStopping: { false }) else {
             Issue.record("a cut request must not be handled")
             return
         }

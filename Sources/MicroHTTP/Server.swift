@@ -330,7 +330,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
         case .stream(let stream):
             guard let context = ConnectionContext.of(connection) else { return .NO }
-            created = StreamBody.response(stream, on: context, logger: logger)
+            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, logger: logger)
         }
         guard let created else { return .NO }
         defer { MHD_destroy_response(created) }

@@ -1,4 +1,7 @@
 import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A streamed body as libmicrohttpd sees it: a callback response of unknown size (chunked
 /// for HTTP/1.1 clients, delimited by the connection's close for HTTP/1.0 ones) whose
@@ -9,7 +12,9 @@ import CMicroHTTPD
 /// calls the reader again. A suspended connection is neither polled nor timed out, so it
 /// costs no thread and no wakeups; a peer that has gone away is found when the stream next
 /// writes (its heartbeat): the send fails, libmicrohttpd closes the connection and frees
-/// the response.
+/// the response. A peer that vanished without a word (no reset ever comes back) is given
+/// up by the kernel once written data stays unacknowledged for the connection timeout
+/// (`TCP_USER_TIMEOUT`), so the heartbeat after that fails too.
 ///
 /// Owned by the libmicrohttpd response (retained as the reader's context) and released by
 /// its free callback, which libmicrohttpd calls exactly once, after the request's
@@ -37,7 +42,13 @@ final class StreamBody {
     /// Starts `stream` and makes the libmicrohttpd response that reads it, for the caller
     /// to queue on `context`'s connection and then destroy (libmicrohttpd keeps its own
     /// reference). `nil` if libmicrohttpd could not make it (then the stream is finished).
-    static func response(_ stream: any ResponseStream, on context: ConnectionContext, logger: Logger) -> OpaquePointer? {
+    /// `unacknowledgedSeconds` (when above 0) bounds how long the kernel keeps trying to
+    /// deliver to a silent peer.
+    static func response(_ stream: any ResponseStream, on context: ConnectionContext, unacknowledgedSeconds: Int, logger: Logger) -> OpaquePointer? {
+        if unacknowledgedSeconds > 0 {
+            var milliseconds = UInt32(clamping: unacknowledgedSeconds * 1000)
+            setsockopt(context.descriptor, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, &milliseconds, socklen_t(MemoryLayout<UInt32>.size))
+        }
         let body = StreamBody(stream: stream, context: context, logger: logger)
         stream.start(waker: body.waker)
         let retained = Unmanaged.passRetained(body)

@@ -243,7 +243,7 @@ public final class HTTPServer: @unchecked Sendable {
                 return .YES
             case .respond(let response):
                 logRequest(head.method, "-", response.status, since: 0)
-                return queue(response, on: connection)
+                return queue(response, on: context)
             case .close:
                 return .NO
             }
@@ -261,7 +261,7 @@ public final class HTTPServer: @unchecked Sendable {
         case .close:
             return .NO
         case .respond(let response):
-            return queue(response, on: connection)
+            return queue(response, on: context)
         case .handle(let request):
             let started = logger.isLogging(.debug) ? DispatchTime.now().uptimeNanoseconds : 0
             switch handler(request) {
@@ -270,7 +270,7 @@ public final class HTTPServer: @unchecked Sendable {
                 guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response, isStopping: { gate.isClosed }) }) else {
                     return .NO
                 }
-                return queue(response, on: connection)
+                return queue(response, on: context)
             case .later(let start):
                 // Suspend before starting the work, so its reply can never arrive first.
                 guard context.suspendForReply() else { return .NO }
@@ -321,7 +321,7 @@ public final class HTTPServer: @unchecked Sendable {
         return headers
     }
 
-    private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
+    private func queue(_ response: Response, on context: ConnectionContext) -> MHD_Result {
         let created: OpaquePointer?
         switch response.body {
         case .bytes(let body):
@@ -329,7 +329,6 @@ public final class HTTPServer: @unchecked Sendable {
                 MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .stream(let stream):
-            guard let context = ConnectionContext.of(connection) else { return .NO }
             created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, logger: logger)
         }
         guard let created else { return .NO }
@@ -337,7 +336,7 @@ public final class HTTPServer: @unchecked Sendable {
         for (name, value) in response.headers {
             _ = MHD_add_response_header(created, name, value)
         }
-        return MHD_queue_response(connection, UInt32(response.status), created)
+        return MHD_queue_response(context.handle.pointer, UInt32(response.status), created)
     }
 
     /// The debug line for a request; `micros` is the time in the handler.

@@ -45,6 +45,11 @@ static inline struct MHD_Daemon *lc_mhd_start(unsigned int flags, const struct l
                             MHD_OPTION_END);
 }
 
+/* Macros with casts, which Swift does not import. */
+static const uint64_t lc_size_unknown = MHD_SIZE_UNKNOWN;
+static const ssize_t lc_content_reader_end_of_stream = MHD_CONTENT_READER_END_OF_STREAM;
+static const ssize_t lc_content_reader_end_with_error = MHD_CONTENT_READER_END_WITH_ERROR;
+
 /* MHD_get_connection_info is variadic too: one wrapper per piece of information used. */
 
 static inline int lc_connection_fd(struct MHD_Connection *connection) {

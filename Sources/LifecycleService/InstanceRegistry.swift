@@ -551,8 +551,7 @@ final class InstanceRegistry: @unchecked Sendable {
             type: "https://lifecycled.dev/problems/unexpected-event",
             extensions: ["record": JSONFragment(record)]
         )
-        let body = Response.problem(problem).body
-        return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 409, contentType: "application/problem+json", body: body))
+        return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 409, contentType: "application/problem+json", body: problem.json))
     }
 
     /// The instance's JSON. Encoding fails only on a value JSON cannot hold (a number that is

@@ -91,14 +91,20 @@ public final class Service: Sendable {
         ])
     }
 
-    /// Stops serving; in-flight requests finish first.
+    /// Stops serving: open streams end cleanly, in-flight requests finish first (for up to
+    /// ``stopDrainSeconds``; those still running then are abandoned, their connections closed).
     public func stop() {
-        server.stop()
+        server.stop(drainSeconds: Self.stopDrainSeconds)
         registry.stop()
         hub.stop()
         store.close()
         logger.info("lifecycled stopped", [:])
     }
+
+    /// How long a stop waits for requests in flight and for streams to deliver their end:
+    /// short enough that the process exits within 5 s even when a stream's client has
+    /// stopped reading (a stuck stream cannot send its end).
+    static let stopDrainSeconds = 3.0
 
     static func loadModels(from directory: String) throws(StartError) -> [String: Model] {
         let files: [String]

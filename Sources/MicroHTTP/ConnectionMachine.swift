@@ -23,12 +23,19 @@ struct RequestLimits: Sendable {
 
 /// One connection's progress through its requests, from libmicrohttpd's callbacks:
 /// the request line, the headers, the body, the end of the request, the handler's reply
-/// (maybe from another thread), the completion, and the request deadline checked by the
-/// server's sweeper. Each input is one mutating function returning what the caller must
-/// do; the caller holds the connection's lock around each call, and does the I/O.
+/// (maybe from another thread), a streamed body's reads and wakes, the completion, the
+/// request deadline checked by the server's sweeper, and the server stopping. Each input is
+/// one mutating function returning what the caller must do; the caller holds the
+/// connection's lock around each call, and does the I/O.
+///
+/// Suspending and resuming the connection are done under that lock, as the state changes:
+/// so a resume only ever follows the suspend it undoes, and none can come once the
+/// connection has left the suspended states (it completed, or the server gave up on it
+/// before stopping libmicrohttpd).
 ///
 /// A request is counted in the server's requests in flight (which `stop()` drains)
-/// from `receivedHeaders` admitting it to `completed`, or to a deadline cut.
+/// from `receivedHeaders` admitting it to `completed`, or to a deadline cut, or to the
+/// server giving up on it. A streamed response counts as its request until it ends.
 struct ConnectionMachine {
     private enum State {
         /// Before the request line: accepted, or after the previous response. The request
@@ -49,10 +56,23 @@ struct ConnectionMachine {
         case replied(Response)
         /// A response is queued. Counted.
         case answered
+        /// A stream is the response. libmicrohttpd calls its reader now or soon (the
+        /// connection is not suspended). Counted until completed; never cut by the request
+        /// deadline (the request is complete), nor idle while suspended.
+        case streaming
+        /// As `streaming`, and the stream was woken since its current read began: if that
+        /// read finds nothing, it reads again instead of suspending.
+        case streamWoken
+        /// The stream had nothing to send; the connection is suspended until a wake.
+        case streamSuspended
+        /// The server is stopping: the stream's next read ends the body cleanly.
+        case streamEnding
         /// Refused while the server stops (503): answered, not counted.
         case rejected
-        /// The deadline passed before the request arrived; the socket is shut down.
-        case cut
+        /// Given up: the deadline passed before the request arrived (the socket is shut
+        /// down), or the server stopped waiting for the connection before stopping
+        /// libmicrohttpd. Every later callback closes it; it is never suspended again. Not counted.
+        case abandoned
         /// Only while a payload is being changed in place (so its buffer is not copied).
         case modifying
     }
@@ -172,26 +192,45 @@ struct ConnectionMachine {
     }
 
     /// The access handler was called with no data: the request has fully arrived, or a
-    /// suspended connection was resumed.
-    mutating func receivedEnd() -> EndAction {
+    /// suspended connection was resumed. `isStopping` tells whether the server is stopping,
+    /// which a stream queued now must know (asked only then).
+    mutating func receivedEnd(isStopping: () -> Bool) -> EndAction {
         switch state {
         case .reading(_, let request):
             state = .handling
             return .handle(request)
-        case .discarding(_, let response), .replied(let response):
+        case .discarding(_, let response):
             state = .answered
+            return .respond(response)
+        case .replied(let response):
+            answer(response, isStopping: isStopping)
             return .respond(response)
         case .handling, .suspended, .answered, .rejected:
             return .wait
-        case .cut, .awaitingRequest, .receivingHead, .modifying:
+        case .streaming, .streamWoken, .streamSuspended, .streamEnding, .abandoned, .awaitingRequest, .receivingHead, .modifying:
             return .close
         }
     }
 
-    /// The handler answers later: the caller suspends the connection, then starts the work.
-    mutating func handlerDeferred() {
-        guard case .handling = state else { preconditionFailure("deferred in state \(state)") }
-        state = .suspended
+    /// What to do when the handler answers later.
+    enum DeferAction {
+        /// Suspend the connection (under the lock), then start the work.
+        case suspend
+        /// The server gave up on the connection meanwhile: do not start the work, close.
+        case close
+    }
+
+    /// The handler answers later.
+    mutating func handlerDeferred() -> DeferAction {
+        switch state {
+        case .handling:
+            state = .suspended
+            return .suspend
+        case .abandoned:
+            return .close
+        default:
+            preconditionFailure("deferred in state \(state)")
+        }
     }
 
     /// What to do with a handler's reply.
@@ -204,11 +243,12 @@ struct ConnectionMachine {
         case none
     }
 
-    /// The handler replied: at once on the daemon thread, or later from any thread.
-    mutating func handlerReplied(_ response: Response) -> ReplyAction {
+    /// The handler replied: at once on the daemon thread, or later from any thread (then
+    /// the caller resumes the connection under the lock). `isStopping` as for ``receivedEnd(isStopping:)``.
+    mutating func handlerReplied(_ response: Response, isStopping: () -> Bool) -> ReplyAction {
         switch state {
         case .handling:
-            state = .answered
+            answer(response, isStopping: isStopping)
             return .queue(response)
         case .suspended:
             state = .replied(response)
@@ -216,6 +256,136 @@ struct ConnectionMachine {
         default:
             return .none
         }
+    }
+
+    /// A response is being queued. A stream queued while the server stops ends at its first
+    /// read: the server's pass that ends streams may already have looked at this connection.
+    private mutating func answer(_ response: Response, isStopping: () -> Bool) {
+        switch response.body {
+        case .bytes: state = .answered
+        case .stream: state = isStopping() ? .streamEnding : .streaming
+        }
+    }
+
+    /// What the stream's reader does before reading.
+    enum StreamReadAction {
+        /// Ask the stream for bytes.
+        case read
+        /// End the body cleanly (the server is stopping).
+        case end
+        /// End the connection abruptly (the server gave up on it).
+        case fail
+    }
+
+    /// libmicrohttpd asks for the stream's next bytes. Any wake so far is answered by this read.
+    mutating func streamWillRead() -> StreamReadAction {
+        switch state {
+        case .streaming, .streamWoken:
+            state = .streaming
+            return .read
+        case .streamEnding:
+            return .end
+        default:
+            return .fail
+        }
+    }
+
+    /// What the reader does when the stream has nothing to send.
+    enum StreamWaitAction {
+        /// Suspend the connection (under the lock) and return 0.
+        case suspend
+        /// A wake came during the read: read again.
+        case readAgain
+        case end
+        case fail
+    }
+
+    /// The stream answered ``StreamRead/wait``.
+    mutating func streamWaits() -> StreamWaitAction {
+        switch state {
+        case .streaming:
+            state = .streamSuspended
+            return .suspend
+        case .streamWoken:
+            state = .streaming
+            return .readAgain
+        case .streamEnding:
+            return .end
+        default:
+            return .fail
+        }
+    }
+
+    /// What a wake means for the connection.
+    enum WakeAction {
+        case none
+        /// Resume the connection (under the lock).
+        case resume
+    }
+
+    /// The stream has bytes again (from any thread).
+    mutating func streamWoken() -> WakeAction {
+        switch state {
+        case .streaming:
+            state = .streamWoken
+            return .none
+        case .streamSuspended:
+            state = .streaming
+            return .resume
+        default:
+            // Already woken, ending, or the stream is over.
+            return .none
+        }
+    }
+
+    /// What the server stopping means for a connection's stream.
+    enum StopAction {
+        /// No stream, or already ending.
+        case none
+        /// The stream will end at its next read.
+        case end
+        /// As `end`, and the connection is suspended: resume it (under the lock).
+        case resumeToEnd
+    }
+
+    /// The server is stopping: a stream ends at its next read, with a clean end of its body.
+    mutating func serverStopping() -> StopAction {
+        switch state {
+        case .streaming, .streamWoken:
+            state = .streamEnding
+            return .end
+        case .streamSuspended:
+            state = .streamEnding
+            return .resumeToEnd
+        default:
+            return .none
+        }
+    }
+
+    /// What giving up on a connection requires.
+    enum AbandonAction {
+        case none
+        /// End the counted request.
+        case release
+        /// Resume the suspended connection (under the lock), so none is left suspended
+        /// when libmicrohttpd stops, and end the counted request.
+        case resumeAndRelease
+    }
+
+    /// The server stops waiting for this connection (its drain time is over) and is about to
+    /// stop libmicrohttpd, which closes it. From now on nothing suspends or resumes it.
+    mutating func abandon() -> AbandonAction {
+        let action: AbandonAction
+        switch state {
+        case .suspended, .streamSuspended:
+            action = .resumeAndRelease
+        case .reading, .discarding, .handling, .replied, .answered, .streaming, .streamWoken, .streamEnding:
+            action = .release
+        case .awaitingRequest, .receivingHead, .rejected, .abandoned, .modifying:
+            action = .none
+        }
+        state = .abandoned
+        return action
     }
 
     /// What the completion of a request means for the server's count.
@@ -230,12 +400,12 @@ struct ConnectionMachine {
     mutating func completed(now: UInt64) -> CompletionAction {
         let wasCounted: Bool
         switch state {
-        case .reading, .discarding, .handling, .suspended, .replied, .answered:
+        case .reading, .discarding, .handling, .suspended, .replied, .answered, .streaming, .streamWoken, .streamSuspended, .streamEnding:
             wasCounted = true
         case .awaitingRequest, .receivingHead, .rejected, .modifying:
             wasCounted = false
-        case .cut:
-            return .none  // the connection is closing; it stays cut
+        case .abandoned:
+            return .none  // the connection is closing; it stays abandoned
         }
         state = .awaitingRequest(since: now)
         return wasCounted ? .release : .none
@@ -257,16 +427,16 @@ struct ConnectionMachine {
         switch state {
         case .awaitingRequest(let since), .receivingHead(let since, _):
             guard now >= since, now - since > limits.requestTimeout else { return .none }
-            state = .cut
+            state = .abandoned
             return .close
         case .reading(let since, _), .discarding(let since, _):
             guard now >= since, now - since > limits.requestTimeout else { return .none }
-            state = .cut
+            state = .abandoned
             return .answerAndClose(Self.closing(Problem(
                 status: 408, title: "Request Timeout",
                 detail: "the request did not arrive within \(limits.requestTimeout / 1_000_000_000) seconds"
             )))
-        case .handling, .suspended, .replied, .answered, .rejected, .cut, .modifying:
+        case .handling, .suspended, .replied, .answered, .streaming, .streamWoken, .streamSuspended, .streamEnding, .rejected, .abandoned, .modifying:
             return .none
         }
     }

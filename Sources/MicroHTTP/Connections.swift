@@ -6,7 +6,8 @@ import Glibc
 #endif
 
 /// A libmicrohttpd connection pointer. Used on the connection's own daemon thread, except
-/// for `MHD_resume_connection`, which libmicrohttpd allows from any thread.
+/// for `MHD_resume_connection`, which libmicrohttpd allows from any thread (and which is
+/// only called under the connection's lock, while its machine says it is suspended).
 struct ConnectionHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
@@ -42,6 +43,80 @@ final class ConnectionContext: Sendable {
         machine.withLock { $0.isReceivingHead } && lc_connection_header_size(handle.pointer) >= 0 && lc_connection_has_response(handle.pointer) == 0
     }
 
+    // MARK: suspending and resuming, each under the connection's lock
+
+    /// The handler answers later: suspends the connection, unless the server gave up on it.
+    /// Returns whether it did (then start the work).
+    func suspendForReply() -> Bool {
+        machine.withLock { machine in
+            guard case .suspend = machine.handlerDeferred() else { return false }
+            MHD_suspend_connection(handle.pointer)
+            return true
+        }
+    }
+
+    /// A deferred reply, from any thread: resumes the connection so that libmicrohttpd calls
+    /// the access handler, which queues it. Ignored when the connection is not waiting for
+    /// it (the server gave up on it, or the reply came twice).
+    func reply(_ response: Response, isStopping: () -> Bool) {
+        machine.withLock { machine in
+            if case .resume = machine.handlerReplied(response, isStopping: isStopping) {
+                MHD_resume_connection(handle.pointer)
+            }
+        }
+    }
+
+    /// The stream has bytes again (its waker's action, from any thread).
+    func wakeStream() {
+        machine.withLock { machine in
+            if case .resume = machine.streamWoken() { MHD_resume_connection(handle.pointer) }
+        }
+    }
+
+    /// The stream found nothing to send: suspends the connection unless a wake came meanwhile.
+    func streamWaits() -> ConnectionMachine.StreamWaitAction {
+        machine.withLock { machine in
+            let action = machine.streamWaits()
+            if case .suspend = action { MHD_suspend_connection(handle.pointer) }
+            return action
+        }
+    }
+
+    /// The server is stopping: makes the connection's stream, if any, end at its next read,
+    /// resuming it if suspended. Returns whether there was a stream to end.
+    func endStream() -> Bool {
+        machine.withLock { machine in
+            switch machine.serverStopping() {
+            case .none:
+                return false
+            case .end:
+                return true
+            case .resumeToEnd:
+                MHD_resume_connection(handle.pointer)
+                return true
+            }
+        }
+    }
+
+    /// The server gives up on the connection before stopping libmicrohttpd: resumes it if
+    /// suspended (libmicrohttpd must not stop with a suspended connection), and ends its
+    /// counted request in `gate`. Returns whether a request was still in flight.
+    func abandon(gate: RequestGate) -> Bool {
+        machine.withLock { machine in
+            switch machine.abandon() {
+            case .none:
+                return false
+            case .release:
+                gate.release()
+                return true
+            case .resumeAndRelease:
+                MHD_resume_connection(handle.pointer)
+                gate.release()
+                return true
+            }
+        }
+    }
+
     /// Sends a final response past libmicrohttpd, then shuts the socket down both ways, so
     /// libmicrohttpd sees the connection end and closes it. Only for a connection that has
     /// sent nothing of its current response.
@@ -69,6 +144,12 @@ final class ConnectionTable: Sendable {
 
     func remove(_ context: ConnectionContext) {
         _ = contexts.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
+    }
+
+    /// The connections open now, to act on outside the table's lock. A context stays valid
+    /// after its connection closes; its machine then says so.
+    var all: [ConnectionContext] {
+        contexts.withLock { Array($0.values) }
     }
 
     /// The first connection of the calling thread that satisfies `predicate` (which may
@@ -103,38 +184,38 @@ final class ConnectionTable: Sendable {
     }
 }
 
-/// Counts requests in flight so `stop()` can wait for them: no connection may still be
-/// suspended when the daemon stops (libmicrohttpd forbids it).
+/// Counts requests in flight, streams included, so `stop()` can wait for them.
 final class RequestGate: Sendable {
-    private struct State {
-        var isClosed = false
-        var inFlight = 0
-    }
-
-    private let state = Mutex(State())
+    private let isClosedNow = Mutex(false)
     private let group = DispatchGroup()
 
     /// Counts a request, unless the server is stopping.
     func admit() -> Bool {
-        state.withLock { state in
-            guard !state.isClosed else { return false }
-            state.inFlight += 1
+        isClosedNow.withLock { isClosed in
+            guard !isClosed else { return false }
             group.enter()
             return true
         }
     }
 
+    /// Ends a counted request.
     func release() {
-        state.withLock { $0.inFlight -= 1 }
         group.leave()
     }
 
-    /// Refuses new requests, waits for those in flight until `deadline`; returns how many
-    /// did not finish.
-    func closeAndDrain(until deadline: DispatchTime) -> Int {
-        state.withLock { $0.isClosed = true }
+    /// Refuses new requests from now on.
+    func close() {
+        isClosedNow.withLock { $0 = true }
+    }
+
+    /// Whether new requests are refused: the server is stopping.
+    var isClosed: Bool {
+        isClosedNow.withLock { $0 }
+    }
+
+    /// Waits until no request is in flight, or `deadline`.
+    func drain(until deadline: DispatchTime) {
         _ = group.wait(timeout: deadline)
-        return state.withLock { $0.inFlight }
     }
 }
 
@@ -298,8 +379,9 @@ enum LibraryMessages {
 
 extension Response {
     /// The whole response as bytes, announcing that the connection closes: for the few
-    /// answers sent past libmicrohttpd.
+    /// answers sent past libmicrohttpd, all problems held in memory (a stream has no place here).
     func closingMessage() -> [UInt8] {
+        let body = body.bytes ?? []
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)

@@ -1,15 +1,38 @@
 import Foundation
 
-/// An HTTP response: status, headers and a body held in memory.
+/// An HTTP response: status, headers and a body, held in memory or written over time.
 public struct Response: Sendable {
     public var status: Int
     public var headers: [(name: String, value: String)]
-    public var body: [UInt8]
+    public var body: Body
 
+    /// What follows the headers.
+    public enum Body: Sendable {
+        /// Bytes held in memory, sent with `Content-Length`.
+        case bytes([UInt8])
+        /// Bytes written over time (a chunked body for HTTP/1.1 clients); the connection
+        /// holds no thread while the stream has nothing to send.
+        case stream(any ResponseStream)
+
+        /// The bytes of a body held in memory; `nil` for a stream.
+        public var bytes: [UInt8]? {
+            if case .bytes(let bytes) = self { return bytes }
+            return nil
+        }
+    }
+
+    /// A response whose body is held in memory.
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
-        self.body = body
+        self.body = .bytes(body)
+    }
+
+    /// A response whose body is written over time by `stream` (see ``ResponseStream``).
+    public init(status: Int, headers: [(name: String, value: String)] = [], stream: any ResponseStream) {
+        self.status = status
+        self.headers = headers
+        self.body = .stream(stream)
     }
 
     /// A JSON body encoded from a value.
@@ -23,8 +46,7 @@ public struct Response: Sendable {
 
     /// An RFC 9457 problem body.
     public static func problem(_ problem: Problem, headers: [(name: String, value: String)] = []) -> Response {
-        let body = (try? JSON.encode(problem)) ?? Array("{}".utf8)
-        return Response(status: problem.status, headers: [("Content-Type", "application/problem+json")] + headers, body: body)
+        Response(status: problem.status, headers: [("Content-Type", "application/problem+json")] + headers, body: problem.json)
     }
 
     /// 404 for a path nothing serves.
@@ -83,6 +105,11 @@ public struct Problem: Error, Sendable, Encodable {
         self.detail = detail
         self.type = type ?? "about:blank"
         self.extensions = extensions
+    }
+
+    /// The problem as an `application/problem+json` body.
+    public var json: [UInt8] {
+        (try? JSON.encode(self)) ?? Array("{}".utf8)
     }
 
     struct Key: CodingKey {

@@ -82,6 +82,11 @@ public enum ServerError: Error, Sendable, CustomStringConvertible {
 /// policy here, below libmicrohttpd's own limit, at which it would stop accepting and
 /// leave new clients hanging); both refuse a client at once by closing its socket. A
 /// sweeper thread closes connections whose request has not arrived in time.
+///
+/// A response body may be a ``ResponseStream``: a libmicrohttpd callback response, chunked,
+/// whose reader suspends the connection while the stream has nothing to send (see
+/// `StreamBody`). The connection table, with each connection's state, is the registry of
+/// open streams that `stop()` ends first.
 public final class HTTPServer: @unchecked Sendable {
     public let configuration: ServerConfiguration
     /// The port actually bound (useful when configured with 0).
@@ -158,19 +163,31 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// Stops accepting connections and requests, lets requests in flight finish (up to
-    /// `drainSeconds`), then stops the daemon's threads.
+    /// Stops accepting connections and requests, ends every open stream (each client sees
+    /// the clean end of its body), lets requests in flight and the ending streams finish (up
+    /// to `drainSeconds`), then stops the daemon's threads.
+    ///
+    /// libmicrohttpd must not stop with a suspended connection (it aborts the process), and
+    /// no connection may be resumed once it has stopped (its memory is freed). So, before
+    /// stopping it, the server gives up on every connection still open: each suspended one
+    /// is resumed, and from then on no reply or wake resumes any (see ``ConnectionMachine``).
     public func stop(drainSeconds: Double = 10) {
         let running = lock.withLock { () -> OpaquePointer? in
             defer { daemon = nil }
             return daemon
         }
         guard let running else { return }
+        let deadline = DispatchTime.now() + drainSeconds
         let listening = MHD_quiesce_daemon(running)
         if listening >= 0 { close(listening) }
-        let abandoned = gate.closeAndDrain(until: .now() + drainSeconds)
-        if abandoned > 0 { logger.error("stopping with requests unfinished", ["count": String(abandoned)]) }
+        gate.close()
+        // After closing the gate: a stream queued from now on starts out ending.
+        let streams = connections.all.reduce(0) { $0 + ($1.endStream() ? 1 : 0) }
+        if streams > 0 { logger.info("ending streams", ["count": String(streams)]) }
+        gate.drain(until: deadline)
         sweeper?.stop()
+        let abandoned = connections.all.reduce(0) { $0 + ($1.abandon(gate: gate) ? 1 : 0) }
+        if abandoned > 0 { logger.error("stopping with requests unfinished", ["count": String(abandoned)]) }
         MHD_stop_daemon(running)
     }
 
@@ -226,7 +243,7 @@ public final class HTTPServer: @unchecked Sendable {
                 return .YES
             case .respond(let response):
                 logRequest(head.method, "-", response.status, since: 0)
-                return queue(response, on: connection)
+                return queue(response, on: context)
             case .close:
                 return .NO
             }
@@ -238,29 +255,28 @@ public final class HTTPServer: @unchecked Sendable {
             uploadSize.pointee = 0
             return .YES
         }
-        switch context.machine.withLock({ $0.receivedEnd() }) {
+        switch context.machine.withLock({ $0.receivedEnd(isStopping: { gate.isClosed }) }) {
         case .wait:
             return .YES
         case .close:
             return .NO
         case .respond(let response):
-            return queue(response, on: connection)
+            return queue(response, on: context)
         case .handle(let request):
             let started = logger.isLogging(.debug) ? DispatchTime.now().uptimeNanoseconds : 0
             switch handler(request) {
             case .now(let response):
                 logRequest(request.method, request.path, response.status, since: started)
-                guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response) }) else { return .NO }
-                return queue(response, on: connection)
+                guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response, isStopping: { gate.isClosed }) }) else {
+                    return .NO
+                }
+                return queue(response, on: context)
             case .later(let start):
                 // Suspend before starting the work, so its reply can never arrive first.
-                context.machine.withLock { $0.handlerDeferred() }
-                MHD_suspend_connection(connection)
+                guard context.suspendForReply() else { return .NO }
                 start { [self] response in
                     logRequest(request.method, request.path, response.status, since: started)
-                    if case .resume = context.machine.withLock({ $0.handlerReplied(response) }) {
-                        MHD_resume_connection(context.handle.pointer)
-                    }
+                    context.reply(response, isStopping: { gate.isClosed })
                 }
                 return .YES
             }
@@ -305,16 +321,22 @@ public final class HTTPServer: @unchecked Sendable {
         return headers
     }
 
-    private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
-        let created = response.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+    private func queue(_ response: Response, on context: ConnectionContext) -> MHD_Result {
+        let created: OpaquePointer?
+        switch response.body {
+        case .bytes(let body):
+            created = body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+            }
+        case .stream(let stream):
+            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, logger: logger)
         }
         guard let created else { return .NO }
         defer { MHD_destroy_response(created) }
         for (name, value) in response.headers {
             _ = MHD_add_response_header(created, name, value)
         }
-        return MHD_queue_response(connection, UInt32(response.status), created)
+        return MHD_queue_response(context.handle.pointer, UInt32(response.status), created)
     }
 
     /// The debug line for a request; `micros` is the time in the handler.

@@ -52,3 +52,15 @@ public enum ServerSentEvents {
         return Array(": \(text)\n\n".utf8)
     }
 }
+
+extension Response {
+    /// A `200` event stream written by `stream`: `text/event-stream`, not cached, and not
+    /// buffered by proxies that honour `X-Accel-Buffering` (nginx), so each event leaves at once.
+    public static func eventStream(_ stream: any ResponseStream, headers: [(name: String, value: String)] = []) -> Response {
+        Response(
+            status: 200,
+            headers: [("Content-Type", ServerSentEvents.contentType), ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")] + headers,
+            stream: stream
+        )
+    }
+}

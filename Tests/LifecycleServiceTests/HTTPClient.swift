@@ -46,12 +46,13 @@ final class HTTPConnection {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else {
-            close(fd)
+            // No close here: deinit closes it (it runs when an initializer throws after
+            // setting every property), and closing twice could close another thread's descriptor.
             throw HTTPClientError(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
         }
     }
 
-    deinit { close(fd) }
+    deinit { if fd >= 0 { close(fd) } }
 
     func send(_ bytes: [UInt8]) throws {
         var offset = 0

@@ -22,19 +22,20 @@ final class RawSocket {
             var local = Self.address(source, port: 0)
             let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
             guard bound == 0 else {
-                close(fd)
+                // deinit closes it (see below).
                 throw HTTPClientError(description: "bind to \(source) failed: \(String(cString: strerror(errno)))")
             }
         }
         var remote = Self.address("127.0.0.1", port: port)
         let connected = withUnsafePointer(to: &remote) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard connected == 0 else {
-            close(fd)
+            // No close here: deinit closes it (it runs when an initializer throws after
+            // setting every property), and closing twice could close another thread's descriptor.
             throw HTTPClientError(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
         }
     }
 
-    deinit { close(fd) }
+    deinit { if fd >= 0 { close(fd) } }
 
     private static func address(_ host: String, port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()

@@ -39,14 +39,14 @@ struct ConnectionMachineTests {
         #expect(admitted == 1)
         Self.feed(&machine, "ab")
         Self.feed(&machine, "cd")
-        guard case .handle(let request) = machine.receivedEnd() else {
+        guard case .handle(let request) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not handled")
             return
         }
         #expect(request.method == "POST" && request.path == "/items/a-b" && request.body == Array("abcd".utf8))
         #expect(request.query.map(\.name) == ["x"] && request.query.map(\.value) == ["1"])
         #expect(request.clientAddress == "192.0.2.1")
-        guard case .queue(let response) = machine.handlerReplied(Response(status: 204)) else {
+        guard case .queue(let response) = machine.handlerReplied(Response(status: 204), isStopping: { false }) else {
             Issue.record("not queued")
             return
         }
@@ -70,12 +70,15 @@ struct ConnectionMachineTests {
     func deferredReply() {
         var machine = Self.machine()
         _ = machine.receivedHeaders(Self.head(method: "GET"), admit: { true })
-        guard case .handle = machine.receivedEnd() else {
+        guard case .handle = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not handled")
             return
         }
-        machine.handlerDeferred()
-        guard case .wait = machine.receivedEnd() else {
+        guard case .suspend = machine.handlerDeferred() else {
+            Issue.record("not suspended")
+            return
+        }
+        guard case .wait = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("a suspended request has nothing to queue")
             return
         }
@@ -84,15 +87,15 @@ struct ConnectionMachineTests {
             Issue.record("a deferred request was cut")
             return
         }
-        guard case .resume = machine.handlerReplied(Response(status: 201)) else {
+        guard case .resume = machine.handlerReplied(Response(status: 201), isStopping: { false }) else {
             Issue.record("not resumed")
             return
         }
-        guard case .none = machine.handlerReplied(Response(status: 500)) else {
+        guard case .none = machine.handlerReplied(Response(status: 500), isStopping: { false }) else {
             Issue.record("a second reply must be ignored")
             return
         }
-        guard case .respond(let response) = machine.receivedEnd() else {
+        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("the reply was not queued")
             return
         }
@@ -110,7 +113,7 @@ struct ConnectionMachineTests {
         Self.feed(&machine, "123456")
         Self.feed(&machine, "123456")
         Self.feed(&machine, "123456")
-        guard case .respond(let response) = machine.receivedEnd() else {
+        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not answered")
             return
         }
@@ -147,7 +150,7 @@ struct ConnectionMachineTests {
             return
         }
         Self.feed(&machine, "abcd")
-        guard case .respond(let response) = machine.receivedEnd() else {
+        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not answered")
             return
         }
@@ -179,12 +182,141 @@ struct ConnectionMachineTests {
             return
         }
         #expect(response.status == 408)
-        guard case .close = reading.receivedEnd() else {
+        guard case .close = reading.receivedEnd(isStopping: { false }) else {
             Issue.record("a cut request must not be handled")
             return
         }
         guard case .none = reading.completed(now: 7 * Self.second) else {
             Issue.record("a cut request was released twice")
+            return
+        }
+    }
+
+    /// A stream that is never read: the machine only needs a response whose body is one.
+    final class IdleStream: ResponseStream {
+        func start(waker: StreamWaker) {}
+        func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead { .wait }
+        func finish() {}
+    }
+
+    /// A machine whose GET was answered with a stream; `isStopping` as the server says.
+    static func streaming(isStopping: Bool = false) -> ConnectionMachine? {
+        var machine = Self.machine()
+        _ = machine.receivedHeaders(Self.head(method: "GET"), admit: { true })
+        guard case .handle = machine.receivedEnd(isStopping: { false }),
+              case .queue = machine.handlerReplied(Response(status: 200, stream: IdleStream()), isStopping: { isStopping })
+        else { return nil }
+        return machine
+    }
+
+    @Test("a stream: an empty read suspends, a wake resumes; a wake during a read makes an empty read read again")
+    func stream() throws {
+        var machine = try #require(Self.streaming())
+        guard case .read = machine.streamWillRead(), case .suspend = machine.streamWaits() else {
+            Issue.record("an empty read must suspend")
+            return
+        }
+        guard case .resume = machine.streamWoken(), case .none = machine.streamWoken() else {
+            Issue.record("the first wake resumes, the next ones wait for the read")
+            return
+        }
+        // Woken while reading: the read found nothing, but the stream has bytes by now.
+        guard case .read = machine.streamWillRead(), case .none = machine.streamWoken(), case .readAgain = machine.streamWaits() else {
+            Issue.record("a wake during a read was lost")
+            return
+        }
+        guard case .read = machine.streamWillRead(), case .suspend = machine.streamWaits() else {
+            Issue.record("the wake was not used up by the read after it")
+            return
+        }
+        // The request is complete: however long the stream lasts, it is not cut.
+        guard case .none = machine.deadlinePassed(now: 1000 * Self.second) else {
+            Issue.record("a stream was cut")
+            return
+        }
+        guard case .release = machine.completed(now: 0) else {
+            Issue.record("a stream counts as its request until it completes")
+            return
+        }
+        // Wakes that come after the stream's end touch nothing.
+        guard case .none = machine.streamWoken(), case .fail = machine.streamWillRead() else {
+            Issue.record("a stale wake acted")
+            return
+        }
+    }
+
+    @Test("the server stopping ends a stream at its next read, resuming it if suspended")
+    func streamStopping() throws {
+        var running = try #require(Self.streaming())
+        guard case .end = running.serverStopping(), case .end = running.streamWillRead(), case .none = running.serverStopping() else {
+            Issue.record("a running stream must end at its next read")
+            return
+        }
+        var woken = try #require(Self.streaming())
+        _ = woken.streamWillRead()
+        _ = woken.streamWoken()
+        guard case .end = woken.serverStopping(), case .end = woken.streamWaits() else {
+            Issue.record("a stream stopped during its read must end, not read again")
+            return
+        }
+        var suspended = try #require(Self.streaming())
+        _ = suspended.streamWillRead()
+        _ = suspended.streamWaits()
+        guard case .resumeToEnd = suspended.serverStopping(), case .none = suspended.streamWoken(), case .end = suspended.streamWillRead() else {
+            Issue.record("a suspended stream must be resumed once, to end")
+            return
+        }
+        // A stream queued after the server's pass over the streams starts out ending.
+        var late = try #require(Self.streaming(isStopping: true))
+        guard case .end = late.streamWillRead() else {
+            Issue.record("a stream queued while stopping must end at once")
+            return
+        }
+        // Requests without a stream are left to finish.
+        var plain = Self.machine()
+        _ = plain.receivedHeaders(Self.head(method: "GET"), admit: { true })
+        guard case .none = plain.serverStopping(), case .handle = plain.receivedEnd(isStopping: { true }) else {
+            Issue.record("stopping touched a request without a stream")
+            return
+        }
+    }
+
+    @Test("giving up on connections before libmicrohttpd stops: suspended ones are resumed, and none is suspended or resumed after")
+    func abandon() throws {
+        var deferred = Self.machine()
+        _ = deferred.receivedHeaders(Self.head(method: "GET"), admit: { true })
+        _ = deferred.receivedEnd(isStopping: { false })
+        _ = deferred.handlerDeferred()
+        guard case .resumeAndRelease = deferred.abandon() else {
+            Issue.record("a suspended deferred request must be resumed and released")
+            return
+        }
+        guard case .none = deferred.handlerReplied(Response(status: 200), isStopping: { true }), case .close = deferred.receivedEnd(isStopping: { true }),
+              case .none = deferred.completed(now: 0)
+        else {
+            Issue.record("a late reply must not resume, the resumed connection must close, and nothing is released twice")
+            return
+        }
+
+        var handling = Self.machine()
+        _ = handling.receivedHeaders(Self.head(method: "GET"), admit: { true })
+        _ = handling.receivedEnd(isStopping: { false })
+        guard case .release = handling.abandon(), case .close = handling.handlerDeferred() else {
+            Issue.record("a handler that defers after the server gave up must not suspend")
+            return
+        }
+
+        var suspendedStream = try #require(Self.streaming())
+        _ = suspendedStream.streamWillRead()
+        _ = suspendedStream.streamWaits()
+        guard case .resumeAndRelease = suspendedStream.abandon(), case .none = suspendedStream.streamWoken(), case .fail = suspendedStream.streamWillRead() else {
+            Issue.record("an abandoned stream must be resumed once and then fail")
+            return
+        }
+
+        var idle = ConnectionMachine(clientAddress: "", limits: Self.limits, now: 0)
+        guard case .none = idle.abandon(), case .close = idle.receivedHeaders(Self.head(), admit: { Issue.record("admitted"); return true }) else {
+            Issue.record("an idle connection has nothing to release and takes no request")
             return
         }
     }

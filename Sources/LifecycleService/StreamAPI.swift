@@ -56,21 +56,16 @@ extension API {
         let subscription: Subscription
         do {
             subscription = try registry.hub.subscribe(filter: filter, lastEventID: lastEventID)
-        } catch .tooManySubscribers(let limit) {
-            let detail = "\(limit) streams are open, the most this server takes (--max-subscribers); retry later"
-            return .problem(.unavailable(detail), headers: [("Retry-After", "5")])
-        } catch .stopping {
-            return .problem(.unavailable("lifecycled is stopping"), headers: [("Retry-After", "1")])
+        } catch {
+            switch error {
+            case .tooManySubscribers(let limit):
+                let detail = "\(limit) streams are open, the most this server takes (--max-subscribers); retry later"
+                return .problem(.unavailable(detail), headers: [("Retry-After", "5")])
+            case .stopping:
+                return .problem(.unavailable("lifecycled is stopping"), headers: [("Retry-After", "1")])
+            }
         }
-        return Response(
-            status: 200,
-            headers: [
-                ("Content-Type", ServerSentEvents.contentType), ("Cache-Control", "no-cache"),
-                // nginx (and proxies that follow it) would otherwise buffer the stream.
-                ("X-Accel-Buffering", "no"),
-            ],
-            stream: subscription
-        )
+        return .eventStream(subscription)
     }
 }
 

@@ -61,8 +61,8 @@ struct StreamEndpointTests {
         _ = try c.event("c", #"{"event": "didFinishLaunching"}"#)
 
         #expect(unexpected.next(timeout: 10)?.json["instance"] as? String == "c")
-        #expect(android.next(2).map { "\($0.type) \($0.json["instance"] ?? "")" } == ["instance.created b", "record b"])
-        #expect(pair.next(5).map { "\($0.type) \($0.json["instance"] ?? "")" } == [
+        #expect(android.next(2).map { "\($0.type ?? "") \($0.json["instance"] ?? "")" } == ["instance.created b", "record b"])
+        #expect(pair.next(5).map { "\($0.type ?? "") \($0.json["instance"] ?? "")" } == [
             "instance.created a", "record a", "instance.created c", "record c", "record c",
         ])
         #expect(perInstance.next(3).map(\.type) == ["instance.created", "record", "record"])
@@ -97,7 +97,7 @@ struct StreamEndpointTests {
         let expected = answered.withLock { $0.sorted() }
         #expect(expected.count == 8 * perPoster)
         for stream in streams {
-            let got = stream.next(expected.count, timeout: 60).compactMap(\.sequence)
+            let got = stream.next(expected.count, timeout: 60).compactMap(\.id)
             #expect(got == expected)
         }
     }
@@ -109,8 +109,9 @@ struct StreamEndpointTests {
         try setup.makeInstance("r", events: coldStart)
         let isPosting = Atomic<Bool>(true)
         let posted = Mutex<[Int64]>([])
+        let port = server.port
         let poster = Thread {
-            guard let c = try? server.connect() else { return }
+            guard let c = try? HTTPConnection(port: port) else { return }
             while isPosting.load(ordering: .relaxed) {
                 guard let records = try? Self.cycle(c, "r", 2) else { return }
                 posted.withLock { $0 += records.compactMap { ($0["sequence"] as? Int).map(Int64.init) } }
@@ -127,8 +128,8 @@ struct StreamEndpointTests {
             let take = Int.random(in: 1...60, using: &generator)
             let events = stream.next(take, timeout: 30)
             #expect(events.count == take)
-            seen += events.compactMap(\.sequence)
-            lastID = events.last?.sequence ?? lastID
+            seen += events.compactMap(\.id)
+            lastID = events.last?.id ?? lastID
             stream.disconnect()
         }
         isPosting.store(false, ordering: .relaxed)
@@ -151,8 +152,8 @@ struct StreamEndpointTests {
         try server.restart()
         c = try server.connect()
         let records = try Self.cycle(c, "x", 2)
-        let resumed = try EventStreamClient(port: server.port, path: "/v1/instances/x/stream", headers: [("Last-Event-ID", String(firstFour.last!.sequence!))])
-        #expect(resumed.next(2).compactMap(\.sequence) == records.map { Int64($0["sequence"] as! Int) })
+        let resumed = try EventStreamClient(port: server.port, path: "/v1/instances/x/stream", headers: [("Last-Event-ID", String(firstFour.last!.id!))])
+        #expect(resumed.next(2).compactMap(\.id) == records.map { Int64($0["sequence"] as! Int) })
 
         // History keeps 3 records: the first ones are gone, and a resume from 0 says so first.
         _ = try Self.cycle(c, "x", 4)
@@ -167,7 +168,7 @@ struct StreamEndpointTests {
         #expect(reset.type == "reset")
         let newest = try #require(reset.json["newest"] as? Int)
         let next = try Self.cycle(c, "x", 1)[0]
-        #expect(future.next()?.sequence == Int64(next["sequence"] as! Int))
+        #expect(future.next()?.id == Int64(next["sequence"] as! Int))
         #expect(newest < next["sequence"] as! Int)
     }
 
@@ -186,32 +187,40 @@ struct StreamEndpointTests {
         let c = try server.connect()
         try c.makeInstance("o", events: coldStart)
         let stuck = try EventStreamClient(port: server.port, path: "/v1/stream", receiveBuffer: 4096)
-        // Far more than the socket buffers and the stream's budget hold.
+        // Far more than the socket buffers (megabytes on loopback) and the stream's budget hold:
+        // 400 actions of 30 KB each.
+        let url = "https://example.com/" + String(repeating: "a", count: 30_000)
         var answered: [Int64] = []
-        for _ in 0..<40 { answered += try Self.cycle(c, "o", 100).map { Int64($0["sequence"] as! Int) } }
+        for _ in 0..<400 {
+            let record = try c.request("POST", "/v1/instances/o/actions", json: #"{"action": "openURL", "url": "\#(url)"}"#).json
+            answered.append(Int64(record["sequence"] as! Int))
+        }
         var events: [StreamEvent] = []
         while let event = stuck.next(timeout: 10) { events.append(event) }
         let overflow = try #require(events.last)
         #expect(overflow.type == "overflow")
         #expect(stuck.hasEnded)
         let lastSent = try #require(overflow.json["lastEventId"] as? Int)
-        let received = events.dropLast().compactMap(\.sequence).filter { $0 > 3 }
+        let received = events.dropLast().compactMap(\.id).filter { $0 > 3 }
         #expect(received.last.map { Int($0) } ?? 3 <= lastSent)
         // Reconnecting from the overflow's id replays the rest: nothing is lost.
         let again = try EventStreamClient(port: server.port, path: "/v1/stream", headers: [("Last-Event-ID", String(lastSent))])
         let rest = answered.filter { $0 > Int64(lastSent) }
-        #expect(again.next(rest.count, timeout: 60).compactMap(\.sequence) == rest)
+        #expect(again.next(rest.count, timeout: 60).compactMap(\.id) == rest)
     }
 
     @Test("1,000 simultaneous subscribers each receive every record; one more than allowed gets 503 with Retry-After")
     func thousandSubscribers() throws {
-        let server = try TestServer { $0.maxSubscribers = 1000 }
+        let server = try TestServer {
+            $0.maxSubscribers = 1000
+            $0.maxConnectionsPerClient = 2000  // all from 127.0.0.1
+        }
         let c = try server.connect()
         try c.makeInstance("k", events: coldStart)
         let streams = try (0..<1000).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream") }
         let refused = try EventStreamClient(port: server.port, path: "/v1/stream")
         #expect(refused.status == 503 && refused.header("retry-after") != nil)
         let answered = try Self.cycle(c, "k", 20).map { Int64($0["sequence"] as! Int) }
-        for stream in streams { #expect(stream.next(20, timeout: 60).compactMap(\.sequence) == answered) }
+        for stream in streams { #expect(stream.next(20, timeout: 60).compactMap(\.id) == answered) }
     }
 }

@@ -11,7 +11,7 @@ struct StreamProcessTests {
     @Test("SIGTERM with 1,000 open streams and posts in flight: every stream ends cleanly, exit 0 within 5 s")
     func shutdownWithOpenStreams() throws {
         let data = TemporaryDirectory()
-        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        let server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--max-connections-per-client", "2000"])
         let setup = try HTTPConnection(port: server.port)
         for id in 0..<8 { try setup.makeInstance("s\(id)", events: coldStart) }
         let streams = try (0..<1000).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream") }

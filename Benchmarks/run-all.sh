@@ -13,6 +13,8 @@ echo "== start-up"
 bash Benchmarks/startup-bench.sh
 echo "== WAL under sustained writes"
 bash Benchmarks/wal-bench.sh
+echo "== event streams: 10,000 subscribers, lifecycled beside nginx+nchan"
+bash Benchmarks/sse-bench.sh .build/release/lifecycled
 
 {
   echo "# Benchmark results"
@@ -32,6 +34,7 @@ bash Benchmarks/wal-bench.sh
   cat Benchmarks/.http-results.md
   cat Benchmarks/.startup-results.md
   cat Benchmarks/.wal-results.md
+  cat Benchmarks/.sse-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md
+rm -f Benchmarks/.http-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md Benchmarks/.sse-results.md
 echo "wrote Benchmarks/RESULTS.md"

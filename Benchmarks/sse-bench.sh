@@ -94,7 +94,7 @@ LIFECYCLED_STATE="no /v1/stream yet (no executable at $LIFECYCLED)"
 if [ -x "$LIFECYCLED" ]; then
   PORT_L=$(free_port)
   # shellcheck disable=SC2086
-  "$LIFECYCLED" --port "$PORT_L" --data-dir "$WORK/data" --log-level warning ${SSE_LIFECYCLED_FLAGS:-} & LIFECYCLED_PID=$!
+  "$LIFECYCLED" --port "$PORT_L" --data-dir "$WORK/data" --log-level warning --max-connections-per-client 20000 ${SSE_LIFECYCLED_FLAGS:-} & LIFECYCLED_PID=$!
   PIDS+=("$LIFECYCLED_PID")
   wait_for "$PORT_L" /healthz || exit 1
   curl -s -N -m 2 -o /dev/null -D "$WORK/stream-head" -H 'Accept: text/event-stream' \

@@ -29,20 +29,7 @@ final class EventStreamClient {
     /// Connects and sends `GET path` with the given headers; reads the response head.
     /// `receiveBuffer` shrinks the socket's receive buffer, for a reader that falls behind.
     init(port: UInt16, path: String, headers: [(String, String)] = [], headTimeout: Double = 10, receiveBuffer: Int32? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HTTPClientError(description: "socket failed") }
-        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw HTTPClientError(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
-        }
+        fd = try connectLoopback(port: port, receiveBuffer: receiveBuffer)
         var head = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"

@@ -127,3 +127,24 @@ final class HTTPConnection {
         buffer += chunk[..<count]
     }
 }
+
+/// A TCP socket connected to 127.0.0.1:`port` (close-on-exec); `receiveBuffer` shrinks its
+/// receive buffer, for a client that reads slowly or not at all. The caller owns the descriptor.
+func connectLoopback(port: UInt16, receiveBuffer: Int32? = nil) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw HTTPClientError(description: "socket failed: \(String(cString: strerror(errno)))") }
+    if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        let reason = String(cString: strerror(errno))
+        close(fd)
+        throw HTTPClientError(description: "connect to \(port) failed: \(reason)")
+    }
+    return fd
+}

@@ -229,23 +229,7 @@ final class StreamClient {
     /// `receiveBuffer` (bytes) keeps the kernel from taking much on this side's behalf,
     /// for a client that reads nothing.
     init(port: UInt16, receiveBuffer: Int32? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HTTPClientError(description: "socket failed: \(String(cString: strerror(errno)))") }
-        if var size = receiveBuffer {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            // No close here: deinit closes it (it runs when an initializer throws after
-            // setting every property), and closing twice could close another thread's descriptor.
-            throw HTTPClientError(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
-        }
+        fd = try connectLoopback(port: port, receiveBuffer: receiveBuffer)
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
     }
 

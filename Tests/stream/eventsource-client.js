@@ -25,12 +25,13 @@ for (const type of types) {
     received += 1;
     if (received >= count) {
       source.close();
-      process.exit(0);
+      // Exit once stdout has taken every line (a socket is written asynchronously).
+      process.stdout.write('', () => process.exit(0));
     }
   });
 }
 setTimeout(() => {
   print({ timeout: true, received });
   source.close();
-  process.exit(2);
+  process.stdout.write('', () => process.exit(2));
 }, timeoutSeconds * 1000);

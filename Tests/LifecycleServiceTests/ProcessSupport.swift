@@ -51,6 +51,9 @@ final class PipeCollector: @unchecked Sendable {
         }
     }
 
+    /// What has arrived so far.
+    var received: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
+
     /// Everything written, once every writer has closed the pipe.
     func finish() -> String {
         done.wait()

@@ -28,9 +28,10 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 final class Database {
     private let handle: OpaquePointer
 
-    init(path: String) throws(SQLiteError) {
+    /// `isReadOnly`: opens an existing file for reading only, never creating one.
+    init(path: String, isReadOnly: Bool = false) throws(SQLiteError) {
         var opened: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags = (isReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &opened, flags, nil)
         guard let opened else { throw SQLiteError(code: code, message: "cannot open \(path)") }
         handle = opened

@@ -256,7 +256,11 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         checkpointer.start()
     }
 
-    deinit { checkpointer.stop() }
+    deinit {
+        // The check's connection reads the file: done before the folder's lock is let go.
+        startupCheck.waitUntilDone()
+        checkpointer.stop()
+    }
 
     private static func refusal(_ path: String, _ loss: String) -> StoreError {
         StoreError("refusing the database \(path): \(loss)", isDataLoss: true)
@@ -306,7 +310,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             Thread.detachNewThread { [self] in
                 let result = Result { () throws(StoreError) in
                     let database = try checked("cannot open the database \(path) to check it") { () throws(SQLiteError) in
-                        try Database(path: path)
+                        try Database(path: path, isReadOnly: true)
                     }
                     try SQLiteStore.quickCheck(database, path: path, report: report)
                 }

@@ -49,6 +49,18 @@ public struct Configuration: Sendable {
         /// A switch takes no value on the command line: given means "1" (its variable still takes 1 or 0).
         var isSwitch = false
         var apply: @Sendable (inout Configuration, String) -> Bool
+
+        /// An option whose value is a whole number within `range`.
+        static func integer(
+            _ flag: String, _ variable: String, placeholder: String = "N", help: String, in range: ClosedRange<Int>,
+            _ set: @escaping @Sendable (inout Configuration, Int) -> Void
+        ) -> Option {
+            Option(flag: flag, variable: variable, placeholder: placeholder, help: help) { c, v in
+                guard let n = Int(v), range.contains(n) else { return false }
+                set(&c, n)
+                return true
+            }
+        }
     }
 
     static let options: [Option] = [
@@ -83,29 +95,10 @@ public struct Configuration: Sendable {
             c.sync = mode
             return true
         },
-        Option(flag: "--history-limit", variable: "LIFECYCLED_HISTORY_LIMIT", placeholder: "N", help: "records kept per instance (default 10000)") { c, v in
-            guard let n = Int(v), n >= 1 else { return false }
-            c.historyLimit = n
-            return true
-        },
-        Option(flag: "--max-body", variable: "LIFECYCLED_MAX_BODY", placeholder: "BYTES", help: "largest request body accepted (default 65536)") { c, v in
-            guard let n = Int(v), n >= 1 else { return false }
-            c.maxBodySize = n
-            return true
-        },
-        Option(flag: "--threads", variable: "LIFECYCLED_THREADS", placeholder: "N", help: "HTTP worker threads (default: one per core)") { c, v in
-            guard let n = Int(v), (1...256).contains(n) else { return false }
-            c.threads = n
-            return true
-        },
-        Option(
-            flag: "--max-wal", variable: "LIFECYCLED_MAX_WAL", placeholder: "BYTES",
-            help: "bound on the SQLite WAL file under any write load (default 67108864 = 64 MiB; at least 1048576)"
-        ) { c, v in
-            guard let n = Int(v), n >= 1 << 20 else { return false }
-            c.maxWALSize = n
-            return true
-        },
+        .integer("--history-limit", "LIFECYCLED_HISTORY_LIMIT", help: "records kept per instance (default 10000)", in: 1...Int.max) { $0.historyLimit = $1 },
+        .integer("--max-body", "LIFECYCLED_MAX_BODY", placeholder: "BYTES", help: "largest request body accepted (default 65536)", in: 1...Int.max) { $0.maxBodySize = $1 },
+        .integer("--threads", "LIFECYCLED_THREADS", help: "HTTP worker threads (default: one per core)", in: 1...256) { $0.threads = $1 },
+        .integer("--max-wal", "LIFECYCLED_MAX_WAL", placeholder: "BYTES", help: "bound on the SQLite WAL file under any write load (default 67108864 = 64 MiB; at least 1048576)", in: (1 << 20)...Int.max) { $0.maxWALSize = $1 },
         Option(
             flag: "--accept-data-loss", variable: "LIFECYCLED_ACCEPT_DATA_LOSS", placeholder: "",
             help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); a damaged database is still refused",
@@ -115,21 +108,9 @@ public struct Configuration: Sendable {
             c.acceptDataLoss = accept
             return true
         },
-        Option(flag: "--max-connections", variable: "LIFECYCLED_MAX_CONNECTIONS", placeholder: "N", help: "open connections in all; more are refused at once (default: the open-file limit less 256)") { c, v in
-            guard let n = Int(v), n >= 1 else { return false }
-            c.maxConnections = n
-            return true
-        },
-        Option(flag: "--max-connections-per-client", variable: "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT", placeholder: "N", help: "open connections from one client address; more are refused at once (default 256)") { c, v in
-            guard let n = Int(v), n >= 1 else { return false }
-            c.maxConnectionsPerClient = n
-            return true
-        },
-        Option(flag: "--request-timeout", variable: "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)") { c, v in
-            guard let n = Int(v), n >= 1 else { return false }
-            c.requestTimeout = n
-            return true
-        },
+        .integer("--max-connections", "LIFECYCLED_MAX_CONNECTIONS", help: "open connections in all; more are refused at once (default: the open-file limit less 256)", in: 1...Int.max) { $0.maxConnections = $1 },
+        .integer("--max-connections-per-client", "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT", help: "open connections from one client address; more are refused at once (default 256)", in: 1...Int.max) { $0.maxConnectionsPerClient = $1 },
+        .integer("--request-timeout", "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)", in: 1...Int.max) { $0.requestTimeout = $1 },
         Option(
             flag: "--heartbeat", variable: "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
             help: "seconds between comments on an idle stream (default 15; fractions allowed, at most 3600)"
@@ -138,30 +119,9 @@ public struct Configuration: Sendable {
             c.heartbeat = seconds
             return true
         },
-        Option(
-            flag: "--stream-buffer", variable: "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES",
-            help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)"
-        ) { c, v in
-            guard let n = Int(v), n >= 4096 else { return false }
-            c.streamBuffer = n
-            return true
-        },
-        Option(
-            flag: "--stream-ring", variable: "LIFECYCLED_STREAM_RING", placeholder: "BYTES",
-            help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)"
-        ) { c, v in
-            guard let n = Int(v), n >= 65536 else { return false }
-            c.streamRing = n
-            return true
-        },
-        Option(
-            flag: "--max-subscribers", variable: "LIFECYCLED_MAX_SUBSCRIBERS", placeholder: "N",
-            help: "streams open at once; more are refused with 503 (default 20000)"
-        ) { c, v in
-            guard let n = Int(v), n >= 1 else { return false }
-            c.maxSubscribers = n
-            return true
-        },
+        .integer("--stream-buffer", "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES", help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)", in: 4096...Int.max) { $0.streamBuffer = $1 },
+        .integer("--stream-ring", "LIFECYCLED_STREAM_RING", placeholder: "BYTES", help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)", in: 65536...Int.max) { $0.streamRing = $1 },
+        .integer("--max-subscribers", "LIFECYCLED_MAX_SUBSCRIBERS", help: "streams open at once; more are refused with 503 (default 20000)", in: 1...Int.max) { $0.maxSubscribers = $1 },
     ]
 
     /// What the stream hub is given.

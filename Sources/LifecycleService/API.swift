@@ -23,8 +23,8 @@ struct API: Sendable {
         router.addDeferred("POST", "/v1/instances/{id}/actions", write(postAction))
         router.addDeferred("POST", "/v1/instances/{id}/launches", write(postLaunch))
         router.get("/v1/instances/{id}/history", read(history))
-        router.get("/v1/instances/{id}/stream", instanceStream)
-        router.get("/v1/stream", globalStream)
+        router.get("/v1/instances/{id}/stream", read(instanceStream))
+        router.get("/v1/stream", read(globalStream))
         router.fallback = { [staticFiles] request in
             if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
                 return .notFound(request)
@@ -35,7 +35,7 @@ struct API: Sendable {
     }
 
     /// A read: answered on the HTTP thread; a thrown problem becomes its response.
-    private func read(_ answer: @escaping @Sendable (Request) throws(Problem) -> Response) -> Handler {
+    func read(_ answer: @escaping @Sendable (Request) throws(Problem) -> Response) -> Handler {
         { request in
             switch Result(catching: { () throws(Problem) in try answer(request) }) {
             case .success(let response): response
@@ -133,11 +133,16 @@ struct API: Sendable {
         if let state, !registry.stateNames.contains(state) {
             throw .badRequest("no loaded model has a state \"\(state)\"; \(suggestion(for: state, among: registry.stateNames, kind: "state"))")
         }
+        try checkModelFilter(model)
+        let page = registry.list(state: state, model: model, after: request.query("cursor"), limit: limit)
+        return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
+    }
+
+    /// Refuses a `model` filter that names no loaded model (a typo would match nothing).
+    func checkModelFilter(_ model: String?) throws(Problem) {
         if let model, registry.models[model] == nil {
             throw .badRequest("no model \"\(model)\" is loaded; \(suggestion(for: model, among: registry.models.keys.sorted(), kind: "model"))")
         }
-        let page = registry.list(state: state, model: model, after: request.query("cursor"), limit: limit)
-        return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
     }
 
     // MARK: inputs

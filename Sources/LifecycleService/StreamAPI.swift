@@ -7,48 +7,31 @@ import MicroHTTP
 /// `GET /v1/instances/{id}/stream`. Each answer is a subscription of the hub, which the
 /// server reads whenever the connection can take more.
 extension API {
-    func globalStream(_ request: Request) -> Response {
-        answer {
-            () throws(Problem) in
-            try request.checkQuery(allowing: ["model", "instance", "outcome", "lastEventId"], repeatable: ["instance", "outcome"])
-            let model = request.query("model")
-            if let model, registry.models[model] == nil {
-                throw .badRequest("no model \"\(model)\" is loaded; \(suggestion(for: model, among: registry.models.keys.sorted(), kind: "model"))")
-            }
-            var instances: Set<String>?
-            for (name, id) in request.query where name == "instance" {
-                guard isValidInstanceID(id) else { throw .badRequest("\(invalidInstanceID) (instance filter \"\(id)\")") }
-                instances = (instances ?? []).union([id])
-            }
-            var outcomes: Set<Outcome>?
-            for (name, value) in request.query where name == "outcome" {
-                guard let outcome = Outcome(rawValue: value) else {
-                    let names = Outcome.allCases.map(\.rawValue)
-                    throw .badRequest("no outcome \"\(value)\"; \(suggestion(for: value, among: names, kind: "outcome"))")
-                }
-                outcomes = (outcomes ?? []).union([outcome])
-            }
-            return try stream(RecordFilter(model: model, instances: instances, outcomes: outcomes), request)
+    func globalStream(_ request: Request) throws(Problem) -> Response {
+        try request.checkQuery(allowing: ["model", "instance", "outcome", "lastEventId"], repeatable: ["instance", "outcome"])
+        let model = request.query("model")
+        try checkModelFilter(model)
+        var instances: Set<String>?
+        for (name, id) in request.query where name == "instance" {
+            guard isValidInstanceID(id) else { throw .badRequest("\(invalidInstanceID) (instance filter \"\(id)\")") }
+            instances = (instances ?? []).union([id])
         }
+        var outcomes: Set<Outcome>?
+        for (name, value) in request.query where name == "outcome" {
+            guard let outcome = Outcome(rawValue: value) else {
+                let names = Outcome.allCases.map(\.rawValue)
+                throw .badRequest("no outcome \"\(value)\"; \(suggestion(for: value, among: names, kind: "outcome"))")
+            }
+            outcomes = (outcomes ?? []).union([outcome])
+        }
+        return try stream(RecordFilter(model: model, instances: instances, outcomes: outcomes), request)
     }
 
-    func instanceStream(_ request: Request) -> Response {
-        answer {
-            () throws(Problem) in
-            try request.checkQuery(allowing: ["lastEventId"])
-            let id = request.parameters["id"] ?? ""
-            _ = try registry.instance(id)
-            return try stream(RecordFilter(instances: [id]), request)
-        }
-    }
-
-    /// A thrown problem as its response.
-    private func answer(_ body: () throws(Problem) -> Response) -> Response {
-        do {
-            return try body()
-        } catch {
-            return .problem(error)
-        }
+    func instanceStream(_ request: Request) throws(Problem) -> Response {
+        try request.checkQuery(allowing: ["lastEventId"])
+        let id = request.parameters["id"] ?? ""
+        _ = try registry.instance(id)
+        return try stream(RecordFilter(instances: [id]), request)
     }
 
     private func stream(_ filter: RecordFilter, _ request: Request) throws(Problem) -> Response {

@@ -13,14 +13,20 @@ struct DeferredStopTests {
         var count: Int { pending.withLock { $0.count } }
     }
 
-    @Test("stop() gives up on a deferred request that does not finish in time; its reply after the stop does nothing")
-    func pendingReply() throws {
-        let replies = Replies()
+    /// A started server whose one route, `GET /later`, keeps each request's reply for the test.
+    static func startServer(keeping replies: Replies) throws -> HTTPServer {
         var router = Router()
         router.addDeferred("GET", "/later") { _, respond in replies.pending.withLock { $0.append(respond) } }
         let routes = router
         let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: Logger(level: .error)) { routes.reply(to: $0) }
         try server.start()
+        return server
+    }
+
+    @Test("stop() gives up on a deferred request that does not finish in time; its reply after the stop does nothing")
+    func pendingReply() throws {
+        let replies = Replies()
+        let server = try Self.startServer(keeping: replies)
         let clients = try (0..<4).map { _ in try RawSocket(port: server.port) }
         for client in clients { client.send("GET /later HTTP/1.1\r\nHost: test\r\n\r\n") }
         #expect(eventually { replies.count == clients.count })
@@ -30,8 +36,7 @@ struct DeferredStopTests {
         for respond in replies.pending.withLock({ $0 }) { respond(.text("too late")) }
         for client in clients { #expect(client.waitForClose(within: 10)) }
         // A server started afterwards in the same process works: nothing was left broken.
-        let next = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: Logger(level: .error)) { routes.reply(to: $0) }
-        try next.start()
+        let next = try Self.startServer(keeping: replies)
         let probe = try RawSocket(port: next.port)
         probe.send("GET /later HTTP/1.1\r\nHost: test\r\n\r\n")
         #expect(eventually { replies.count == clients.count + 1 })
@@ -44,11 +49,7 @@ struct DeferredStopTests {
     func replyRacingStop() throws {
         for round in 0..<20 {
             let replies = Replies()
-            var router = Router()
-            router.addDeferred("GET", "/later") { _, respond in replies.pending.withLock { $0.append(respond) } }
-            let routes = router
-            let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: Logger(level: .error)) { routes.reply(to: $0) }
-            try server.start()
+            let server = try Self.startServer(keeping: replies)
             let clients = try (0..<8).map { _ in try RawSocket(port: server.port) }
             for client in clients { client.send("GET /later HTTP/1.1\r\nHost: test\r\n\r\n") }
             #expect(eventually { replies.count == clients.count })

@@ -11,6 +11,7 @@ public struct Configuration: Sendable {
     public var publicDirectory = "Public"
     public var modelsDirectory: String?
     public var logLevel = Logger.Level.info
+    public var logFormat = Logger.Format.logfmt
     public var sync = SQLiteStore.SyncMode.normal
     public var historyLimit = 10_000
     public var maxBodySize = 64 * 1024
@@ -85,9 +86,14 @@ public struct Configuration: Sendable {
             c.modelsDirectory = v
             return !v.isEmpty
         },
-        Option(flag: "--log-level", variable: "LIFECYCLED_LOG_LEVEL", placeholder: "LEVEL", help: "debug, info, warning or error (default info; debug logs every request)") { c, v in
+        Option(flag: "--log-level", variable: "LIFECYCLED_LOG_LEVEL", placeholder: "LEVEL", help: "debug, info, warning or error (default info: a line per request and per notable event)") { c, v in
             guard let level = Logger.Level(name: v) else { return false }
             c.logLevel = level
+            return true
+        },
+        Option(flag: "--log-format", variable: "LIFECYCLED_LOG_FORMAT", placeholder: "FORMAT", help: "logfmt (default) or json (one object per line, for log shippers)") { c, v in
+            guard let format = Logger.Format(rawValue: v) else { return false }
+            c.logFormat = format
             return true
         },
         Option(flag: "--sync", variable: "LIFECYCLED_SYNC", placeholder: "MODE", help: "normal (survives a crash; default) or full (survives power loss)") { c, v in

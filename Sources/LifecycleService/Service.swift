@@ -24,7 +24,7 @@ public final class Service: Sendable {
     /// Opens the store, restores every instance and starts serving.
     public init(configuration: Configuration) throws(StartError) {
         self.configuration = configuration
-        let logger = Logger(level: configuration.logLevel)
+        let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
         let started = DispatchTime.now().uptimeNanoseconds
 
@@ -74,7 +74,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            handler: { router.reply(to: $0) }
+            pipeline: Pipeline(router: router, middlewares: [RequestIDs(), AccessLog(logger: logger)])
         )
         do {
             try server.start()

@@ -47,7 +47,7 @@ struct ConnectionMachine {
         case reading(since: UInt64, Request)
         /// The body is not wanted (it outgrew the limit: 413; or the target was refused: 400):
         /// the rest is drained unread, then this response is sent. Counted.
-        case discarding(since: UInt64, Response)
+        case discarding(since: UInt64, Answer)
         /// The whole request is with the handler, on the daemon thread. Counted.
         case handling
         /// The handler answers later; the connection is suspended. Counted.
@@ -75,6 +75,14 @@ struct ConnectionMachine {
         case abandoned
         /// Only while a payload is being changed in place (so its buffer is not copied).
         case modifying
+    }
+
+    /// What a discarded request is answered.
+    private enum Answer {
+        /// The server's own refusal of the request, which the middlewares have not yet seen.
+        case refusal(Request, Response)
+        /// A middleware's refusal, already through the middlewares.
+        case final(Response)
     }
 
     /// A request line's target, parsed as it arrives (libmicrohttpd changes it afterwards).
@@ -119,14 +127,23 @@ struct ConnectionMachine {
         case readBody
         /// Queue this at once; libmicrohttpd then closes the connection, dropping any body unread.
         case respond(Response)
+        /// As `respond`, for the server's own refusal: let the middlewares see it first
+        /// (``Pipeline/refuse(_:with:)``).
+        case refuse(Request, Response)
         /// The connection was cut meanwhile: give up on it (return `MHD_NO`).
         case close
     }
 
     /// All headers are in (the first call of the access handler). `admit` counts the
     /// request in the server's requests in flight, or refuses it while the server stops;
-    /// it is called only for a request this connection still wants.
-    mutating func receivedHeaders(_ head: RequestHead, admit: () -> Bool) -> HeadersAction {
+    /// it is called only for a request this connection still wants. `screen` sees the
+    /// request (routing it) before any body is read, and may refuse it (see
+    /// ``Pipeline/admit(_:)``): a refused request without a body is answered at its end and
+    /// the connection kept; one with a body is answered at once and the connection closed,
+    /// so the body is never read.
+    mutating func receivedHeaders(
+        _ head: RequestHead, admit: () -> Bool, screen: (inout Request) -> Response? = { _ in nil }
+    ) -> HeadersAction {
         let since: UInt64
         let target: Target
         switch state {
@@ -139,27 +156,43 @@ struct ConnectionMachine {
         default:
             return .close
         }
+        // As much of the request as is known, for the middlewares to see a refusal of it.
+        var refused: Request {
+            let path = if case .parsed(let parsed) = target { parsed.path } else { "" }
+            return Request(method: head.method, path: path, headers: head.headers, clientAddress: clientAddress)
+        }
         guard admit() else {
             state = .rejected
-            return .respond(Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
+            return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
         if let problem = Self.headProblem(head, limits: limits) {
             state = .answered
-            return .respond(Self.closing(problem))
+            return .refuse(refused, Self.closing(problem))
         }
         switch target {
         case .parsed(let parsed):
             var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: clientAddress)
-            if let length = head.headers.first(where: { $0.name == "content-length" }).flatMap({ Int($0.value) }), length > 0 {
-                request.body.reserveCapacity(length)
+            let length = head.headers.first(where: { $0.name == "content-length" }).flatMap { Int($0.value) } ?? 0
+            if let refusal = screen(&request) {
+                // Framing was checked above: no Transfer-Encoding and no Content-Length means no body.
+                let hasBody = length > 0 || head.headers.contains { $0.name == "transfer-encoding" }
+                guard hasBody else {
+                    state = .discarding(since: since, .final(refusal))
+                    return .readBody
+                }
+                state = .answered
+                var closing = refusal
+                closing.headers.append(("Connection", "close"))
+                return .respond(closing)
             }
+            if length > 0 { request.body.reserveCapacity(length) }
             state = .reading(since: since, request)
         case .refused(let problem):
             // The framing is sound, so the body is drained and the connection kept.
-            state = .discarding(since: since, .problem(problem))
+            state = .discarding(since: since, .refusal(refused, .problem(problem)))
         case .tooLong(let problem):
             state = .answered
-            return .respond(Self.closing(problem))
+            return .refuse(refused, Self.closing(problem))
         }
         return .readBody
     }
@@ -169,10 +202,11 @@ struct ConnectionMachine {
         guard case .reading(let since, var request) = state else { return }
         state = .modifying
         if request.body.count + bytes.count > limits.maxBodySize {
-            state = .discarding(since: since, Self.closing(Problem(
+            request.body = []
+            state = .discarding(since: since, .refusal(request, Self.closing(Problem(
                 status: 413, title: "Content Too Large",
                 detail: "request body is larger than the limit of \(limits.maxBodySize) bytes"
-            )))
+            ))))
         } else {
             request.body.append(contentsOf: bytes)
             state = .reading(since: since, request)
@@ -185,6 +219,8 @@ struct ConnectionMachine {
         case handle(Request)
         /// Queue this response.
         case respond(Response)
+        /// Queue this refusal of the server's own, once the middlewares have seen it.
+        case refuse(Request, Response)
         /// Nothing to do yet.
         case wait
         /// Give up on the connection (return `MHD_NO`).
@@ -199,9 +235,12 @@ struct ConnectionMachine {
         case .reading(_, let request):
             state = .handling
             return .handle(request)
-        case .discarding(_, let response):
+        case .discarding(_, .final(let response)):
             state = .answered
             return .respond(response)
+        case .discarding(_, .refusal(let request, let response)):
+            state = .answered
+            return .refuse(request, response)
         case .replied(let response):
             answer(response, isStopping: isStopping)
             return .respond(response)

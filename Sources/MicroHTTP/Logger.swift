@@ -1,9 +1,12 @@
 import Foundation
 
-/// Structured log lines on standard error: `time level message key=value ...`.
+/// Structured log lines on standard error, one per line: logfmt
+/// (`time=… level=info msg="lifecycled started" key=value …`) or, for log shippers, one
+/// JSON object per line with the same members.
 ///
-/// Requests are logged at debug, notable events (start, stop, instance created,
-/// unexpected events, store failures) at info or above.
+/// Requests are logged at info by the access-log middleware (one line each); notable
+/// events (start, stop, instance created, unexpected events, store failures) at info or
+/// above; libmicrohttpd's messages about single clients at debug.
 public struct Logger: Sendable {
     public enum Level: Int, Sendable, Comparable, CaseIterable {
         case debug, info, warning, error
@@ -16,23 +19,66 @@ public struct Logger: Sendable {
         public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
     }
 
-    public var level: Level
+    /// How a line is written.
+    public enum Format: String, Sendable, CaseIterable {
+        case logfmt, json
+    }
 
-    public init(level: Level = .info) {
+    public var level: Level
+    public var format: Format
+
+    public init(level: Level = .info, format: Format = .logfmt) {
         self.level = level
+        self.format = format
     }
 
     public func isLogging(_ level: Level) -> Bool { level >= self.level }
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        log(level, message, fields: fields.map { ($0.key, $0.value) })
+    }
+
+    /// As ``log(_:_:_:)``, for fields assembled at run time.
+    public func log(_ level: Level, _ message: String, fields: [(String, String)]) {
         guard isLogging(level) else { return }
-        var line = "\(JSON.formatTime(Date())) \(level) \(message)"
-        for (key, value) in fields {
-            let needsQuotes = value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
-            line += " \(key)=" + (needsQuotes ? "\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : value)
+        FileHandle.standardError.write(Data(line(level, message, fields, time: Date()).utf8))
+    }
+
+    /// The line as written, newline included.
+    func line(_ level: Level, _ message: String, _ fields: [(String, String)], time: Date) -> String {
+        let members = [("time", JSON.formatTime(time)), ("level", "\(level)"), ("msg", message)] + fields
+        switch format {
+        case .logfmt:
+            return members.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ") + "\n"
+        case .json:
+            let object = members.map { "\(Self.jsonString($0.0)):\(Self.jsonString($0.1))" }.joined(separator: ",")
+            return "{\(object)}\n"
         }
-        line += "\n"
-        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    /// A value as logfmt writes it: bare when it can be, else quoted with `\` escapes, so
+    /// a value never breaks the line or forges another key.
+    static func logfmtValue(_ value: String) -> String {
+        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0.value <= 0x20 || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value == 0x7F }
+        return needsQuotes ? jsonString(value) : value
+    }
+
+    /// A JSON string literal (also logfmt's quoted form).
+    static func jsonString(_ value: String) -> String {
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 
     public func debug(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, message, fields) }

@@ -16,6 +16,12 @@ public struct Request: Sendable {
     /// The client's IP address as text (`127.0.0.1`, `::1`; IPv4 clients of an IPv6
     /// socket as IPv4), for per-client limits; empty when not from a socket.
     public var clientAddress: String
+    /// The pattern of the route the path matched (`/v1/instances/{id}`, or
+    /// ``Router/fallbackTemplate``): set before any middleware runs; `nil` before routing.
+    public var route: String?
+    /// The request's id for logs and the `X-Request-ID` header: set by the request-id
+    /// middleware (the client's, when valid, or a new one); empty without it.
+    public var id: String = ""
 
     public init(
         method: String, path: String, headers: [(name: String, value: String)] = [], query: [(name: String, value: String)] = [],

@@ -43,6 +43,7 @@ private final class ResponseBox: @unchecked Sendable {
 public struct Router: Sendable {
     private struct Route: Sendable {
         var method: String
+        var pattern: String
         var segments: [Segment]
         var handler: Target
     }
@@ -84,47 +85,70 @@ public struct Router: Sendable {
             }
             return .literal(Array(bytes))
         }
-        routes.append(Route(method: method, segments: segments, handler: target))
+        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: target))
     }
 
     public mutating func get(_ pattern: String, _ handler: @escaping Handler) { add("GET", pattern, handler) }
 
     /// Every route as (method, pattern), in the order added: for checking the API description.
     public var routeList: [(method: String, pattern: String)] {
-        routes.map { route in
-            let path = route.segments.map { segment -> String in
-                switch segment {
-                case .literal(let bytes): String(decoding: bytes, as: UTF8.self)
-                case .capture(let name): "{\(name)}"
-                }
+        routes.map { ($0.method, $0.pattern) }
+    }
+
+    /// What ``Request/route`` names for paths that only the fallback serves.
+    public static let fallbackTemplate = "*"
+
+    /// What a request's method and path lead to.
+    private enum Destination {
+        case route(Route, parameters: [String: String])
+        /// The path exists only under other methods: their patterns' first, and `Allow`.
+        case otherMethods(pattern: String, allow: String)
+        case fallback
+    }
+
+    private func destination(of request: Request) -> Destination {
+        let method = request.method == "HEAD" ? "GET" : request.method
+        return Self.withBytes(of: request.path) { path -> Destination in
+            var others: [Route] = []
+            for route in routes {
+                guard let parameters = Self.match(route.segments, path) else { continue }
+                if route.method == method { return .route(route, parameters: parameters) }
+                others.append(route)
             }
-            return (route.method, "/" + path.joined(separator: "/"))
+            guard let first = others.first else { return .fallback }
+            var allowed = Set(others.map(\.method))
+            if allowed.contains("GET") { allowed.insert("HEAD") }
+            return .otherMethods(pattern: first.pattern, allow: Self.methodOrder.filter(allowed.contains).joined(separator: ", "))
         }
     }
 
-    /// Routes a request and runs (or, for a deferred handler, prepares) its handler.
-    public func reply(to request: Request) -> Reply {
-        let method = request.method == "HEAD" ? "GET" : request.method
-        let found = Self.withBytes(of: request.path) { path -> (Route, [String: String])? in
-            for route in routes where route.method == method {
-                if let parameters = Self.match(route.segments, path) { return (route, parameters) }
-            }
-            return nil
+    /// The pattern of the route a request's path matches (`/v1/instances/{id}`), also when
+    /// only under another method; ``fallbackTemplate`` otherwise. Few and fixed, so fit for
+    /// metric labels and log lines, unlike paths.
+    public func template(for request: Request) -> String {
+        switch destination(of: request) {
+        case .route(let route, _): route.pattern
+        case .otherMethods(let pattern, _): pattern
+        case .fallback: Self.fallbackTemplate
         }
-        if let (route, parameters) = found {
+    }
+
+    /// Routes a request and runs (or, for a deferred handler, prepares) its handler. A path
+    /// served under other methods only is 405 with `Allow`; an unmatched one goes to the fallback.
+    public func reply(to request: Request) -> Reply {
+        switch destination(of: request) {
+        case .route(let route, let parameters):
             var routed = request
             routed.parameters = parameters
             switch route.handler {
             case .now(let handler): return .now(handler(routed))
             case .later(let handler): return .later { [routed] respond in handler(routed, respond) }
             }
+        case .otherMethods(_, let allow):
+            return .now(.methodNotAllowed(request, allow: allow))
+        case .fallback:
+            return .now(fallback(request))
         }
-        // No route for this method: 405 if the path exists under another, else the fallback.
-        var allowed = Self.withBytes(of: request.path) { path in Set(routes.filter { Self.match($0.segments, path) != nil }.map(\.method)) }
-        if allowed.isEmpty { return .now(fallback(request)) }
-        if allowed.contains("GET") { allowed.insert("HEAD") }
-        let allow = Self.methodOrder.filter(allowed.contains).joined(separator: ", ")
-        return .now(.methodNotAllowed(request, allow: allow))
     }
 
     /// Routes a request and waits for its response.

@@ -93,7 +93,7 @@ public final class HTTPServer: @unchecked Sendable {
     public private(set) var port: UInt16 = 0
     /// The limit on open connections in force, once started.
     public private(set) var maxConnections = 0
-    let handler: @Sendable (Request) -> Reply
+    let pipeline: Pipeline
     let logger: Logger
     private let lock = NSLock()
     private var daemon: OpaquePointer?
@@ -104,10 +104,10 @@ public final class HTTPServer: @unchecked Sendable {
     let refusals: RefusalLog
     let limits: RequestLimits
 
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(), handler: @escaping @Sendable (Request) -> Reply) {
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(), pipeline: Pipeline) {
         self.configuration = configuration
         self.logger = logger
-        self.handler = handler
+        self.pipeline = pipeline
         refusals = RefusalLog(logger: logger)
         limits = RequestLimits(
             maxBodySize: configuration.maxBodySize, maxTargetSize: configuration.maxTargetSize, maxHeaderSize: configuration.maxHeaderSize,
@@ -237,13 +237,14 @@ public final class HTTPServer: @unchecked Sendable {
                 method: String(cString: method), version: String(cString: version), headers: Self.headers(of: connection),
                 headerSize: lc_connection_header_size(connection)
             )
-            switch context.machine.withLock({ $0.receivedHeaders(head, admit: gate.admit) }) {
+            switch context.machine.withLock({ $0.receivedHeaders(head, admit: gate.admit, screen: pipeline.admit) }) {
             case .readBody:
                 // Wait: a response queued on the first call would force `Connection: close`.
                 return .YES
             case .respond(let response):
-                logRequest(head.method, "-", response.status, since: 0)
                 return queue(response, on: context)
+            case .refuse(let request, let response):
+                return queue(pipeline.refuse(request, with: response), on: context)
             case .close:
                 return .NO
             }
@@ -262,11 +263,11 @@ public final class HTTPServer: @unchecked Sendable {
             return .NO
         case .respond(let response):
             return queue(response, on: context)
+        case .refuse(let request, let response):
+            return queue(pipeline.refuse(request, with: response), on: context)
         case .handle(let request):
-            let started = logger.isLogging(.debug) ? DispatchTime.now().uptimeNanoseconds : 0
-            switch handler(request) {
+            switch pipeline.reply(to: request) {
             case .now(let response):
-                logRequest(request.method, request.path, response.status, since: started)
                 guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response, isStopping: { gate.isClosed }) }) else {
                     return .NO
                 }
@@ -274,8 +275,7 @@ public final class HTTPServer: @unchecked Sendable {
             case .later(let start):
                 // Suspend before starting the work, so its reply can never arrive first.
                 guard context.suspendForReply() else { return .NO }
-                start { [self] response in
-                    logRequest(request.method, request.path, response.status, since: started)
+                start { [gate] response in
                     context.reply(response, isStopping: { gate.isClosed })
                 }
                 return .YES
@@ -337,13 +337,6 @@ public final class HTTPServer: @unchecked Sendable {
             _ = MHD_add_response_header(created, name, value)
         }
         return MHD_queue_response(context.handle.pointer, UInt32(response.status), created)
-    }
-
-    /// The debug line for a request; `micros` is the time in the handler.
-    private func logRequest(_ method: String, _ path: String, _ status: Int, since started: UInt64) {
-        guard logger.isLogging(.debug) else { return }
-        let micros = started == 0 ? 0 : (DispatchTime.now().uptimeNanoseconds - started) / 1000
-        logger.debug("request", ["method": method, "path": path, "status": String(status), "micros": String(micros)])
     }
 
     // MARK: libmicrohttpd's log

@@ -18,7 +18,7 @@ struct DeferredStopTests {
         var router = Router()
         router.addDeferred("GET", "/later") { _, respond in replies.pending.withLock { $0.append(respond) } }
         let routes = router
-        let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: Logger(level: .error)) { routes.reply(to: $0) }
+        let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: Logger(level: .error), pipeline: Pipeline(router: routes))
         try server.start()
         return server
     }

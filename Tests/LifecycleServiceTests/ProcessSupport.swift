@@ -112,4 +112,19 @@ final class LifecycledProcess {
     }
 
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// What the process has written to standard error so far.
+    var standardErrorSoFar: String { errors.received }
+
+    /// Waits (up to 10 s) for a line of standard error that contains every one of `parts`.
+    func waitForLogLine(containing parts: [String]) -> String? {
+        let deadline = Date().addingTimeInterval(10)
+        repeat {
+            if let line = standardErrorSoFar.split(separator: "\n").first(where: { line in parts.allSatisfy { line.contains($0) } }) {
+                return String(line)
+            }
+            usleep(10_000)
+        } while Date() < deadline
+        return nil
+    }
 }

@@ -59,7 +59,7 @@ struct ProcessTests {
         let run = server.finish()
         #expect(run.status == 0)
         #expect(run.stderr.contains("lifecycled stopped"))
-        #expect(run.stderr.contains("debug request method=GET path=/healthz status=200"), "one line per request at debug")
+        #expect(run.stderr.contains("level=info msg=request method=GET route=/healthz status=200"), "one line per request")
     }
 
     @Test("a stop signal sent the moment the port answers is never lost")

@@ -143,7 +143,7 @@ final class StreamServer: Sendable {
                 maxConnectionsPerClient: maxConnectionsPerClient
             ),
             logger: Logger(level: logLevel),
-            handler: { routes.reply(to: $0) }
+            pipeline: Pipeline(router: routes)
         )
         try server.start()
     }

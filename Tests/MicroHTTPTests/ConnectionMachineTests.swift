@@ -24,8 +24,10 @@ struct ConnectionMachineTests {
     }
 
     static func status(_ action: ConnectionMachine.HeadersAction) -> Int? {
-        if case .respond(let response) = action { return response.status }
-        return nil
+        switch action {
+        case .respond(let response), .refuse(_, let response): response.status
+        default: nil
+        }
     }
 
     @Test("a request with a body: read, handled, answered at once, completed")
@@ -113,11 +115,49 @@ struct ConnectionMachineTests {
         Self.feed(&machine, "123456")
         Self.feed(&machine, "123456")
         Self.feed(&machine, "123456")
-        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
+        // The server's own refusal: the middlewares see it (with the request, body dropped) before it is sent.
+        guard case .refuse(let request, let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not answered")
             return
         }
         #expect(response.status == 413 && response.headers.contains { $0.name == "Connection" && $0.value == "close" })
+        #expect(request.path == "/items/a-b" && request.body.isEmpty)
+    }
+
+    @Test("a request screened out at its head, without a body: answered at its end, connection kept")
+    func screenedWithoutBody() {
+        var machine = Self.machine()
+        var screened: Request?
+        let refusal = Response.problem(Problem(status: 401, title: "Unauthorized", detail: "no token"))
+        guard case .readBody = machine.receivedHeaders(Self.head(method: "GET"), admit: { true }, screen: { screened = $0; return refusal }) else {
+            Issue.record("a request without a body is answered at its end")
+            return
+        }
+        #expect(screened?.path == "/items/a-b" && screened?.query.first?.value == "1" && screened?.clientAddress == "192.0.2.1")
+        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
+            Issue.record("not answered")
+            return
+        }
+        #expect(response.status == 401 && !response.headers.contains { $0.name == "Connection" })
+    }
+
+    @Test("a request screened out at its head, with a body: answered at once, closing, the body never read", arguments: [
+        [("content-length", "4")], [("transfer-encoding", "chunked")],
+    ])
+    func screenedWithBody(headers: [(String, String)]) {
+        var machine = Self.machine()
+        let refusal = Response.problem(Problem(status: 401, title: "Unauthorized", detail: "no token"))
+        let action = machine.receivedHeaders(Self.head(headers), admit: { true }, screen: { _ in refusal })
+        guard case .respond(let response) = action else {
+            Issue.record("not answered at the headers: \(action)")
+            return
+        }
+        #expect(response.status == 401 && response.headers.contains { $0.name == "Connection" && $0.value == "close" })
+        Self.feed(&machine, "abcd")
+        guard case .wait = machine.receivedEnd(isStopping: { false }) else {
+            Issue.record("a body after the refusal must not reach a handler")
+            return
+        }
     }
 
     @Test("refusals at the headers", arguments: [
@@ -150,7 +190,7 @@ struct ConnectionMachineTests {
             return
         }
         Self.feed(&machine, "abcd")
-        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
+        guard case .refuse(_, let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not answered")
             return
         }

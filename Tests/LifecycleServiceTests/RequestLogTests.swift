@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@testable import LifecycleService
+@testable import MicroHTTP
+
+/// Request ids and the one log line per request, on the real executable.
+@Suite("request ids and access logs")
+struct RequestLogTests {
+    @Test("a valid X-Request-ID is echoed and written in the request's log line; an invalid one is replaced")
+    func requestIDs() throws {
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        defer { server.signal(SIGTERM); server.finish() }
+        let connection = try HTTPConnection(port: server.port)
+
+        let kept = try connection.request("GET", "/v1/models/ios-app", headers: [("X-Request-ID", "trace-4bf92f35.00f0:7")])
+        #expect(kept.header("x-request-id") == "trace-4bf92f35.00f0:7")
+        let line = server.waitForLogLine(containing: ["request_id=trace-4bf92f35.00f0:7"])
+        #expect(line?.contains("level=info msg=request method=GET route=/v1/models/{model} status=200 duration_ms=") == true, "\(line ?? "no line")")
+        #expect(line?.contains(" bytes=\(kept.body.count) ") == true, "\(line ?? "no line")")
+        #expect(line?.contains("client=127.0.0.1") == true, "\(line ?? "no line")")
+
+        for offered in ["has space", String(repeating: "a", count: RequestIDs.maxLength + 1), "quote\"", ""] {
+            let replaced = try connection.request("GET", "/healthz", headers: [("X-Request-ID", offered)])
+            let id = try #require(replaced.header("x-request-id"))
+            #expect(id != offered && RequestIDs.isValid(id), "offered \(offered.debugDescription), got \(id)")
+        }
+        // Generated ids differ from one request to the next.
+        let first = try connection.request("GET", "/healthz").header("x-request-id")
+        let second = try connection.request("GET", "/healthz").header("x-request-id")
+        #expect(first != nil && first != second)
+    }
+
+    @Test("refusals get a request id and a line too: the server's own (route -) and a 404's (route *)")
+    func refusalsAreLogged() throws {
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        defer { server.signal(SIGTERM); server.finish() }
+        let connection = try HTTPConnection(port: server.port)
+        let bad = try connection.request("GET", "/v1/instances/a%00b", headers: [("X-Request-ID", "bad-target")])
+        #expect(bad.status == 400 && bad.header("x-request-id") == "bad-target")
+        let line = server.waitForLogLine(containing: ["request_id=bad-target"])
+        #expect(line?.contains("method=GET route=- status=400") == true, "\(line ?? "no line")")
+
+        let missing = try connection.request("GET", "/nothing/here", headers: [("X-Request-ID", "not-found")])
+        #expect(missing.status == 404)
+        let missingLine = server.waitForLogLine(containing: ["request_id=not-found"])
+        #expect(missingLine?.contains("route=* status=404") == true, "\(missingLine ?? "no line")")
+    }
+
+    @Test("--log-format json writes one JSON object per line with the same members")
+    func jsonLines() throws {
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--log-format", "json"])
+        defer { server.signal(SIGTERM); server.finish() }
+        _ = try HTTPConnection(port: server.port).request("GET", "/healthz", headers: [("X-Request-ID", "json-line")])
+        let line = try #require(server.waitForLogLine(containing: ["json-line"]))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        #expect(object["msg"] == "request" && object["level"] == "info" && object["route"] == "/healthz" && object["status"] == "200")
+        #expect(object["request_id"] == "json-line" && object["time"] != nil && object["duration_ms"] != nil)
+        // Every line is JSON, the start-up line too.
+        for line in server.standardErrorSoFar.split(separator: "\n") {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) is [String: String], "\(line)")
+        }
+    }
+
+    @Test("a value never breaks a logfmt line or forges a key", arguments: [
+        ("plain", "plain"), ("", "\"\""), ("two words", "\"two words\""), ("a=b", "\"a=b\""),
+        ("line\nbreak", "\"line\\nbreak\""), ("say \"hi\"", "\"say \\\"hi\\\"\""), ("back\\slash", "\"back\\\\slash\""), ("bell\u{7}", "\"bell\\u0007\""),
+    ])
+    func logfmtValues(value: String, written: String) {
+        #expect(Logger.logfmtValue(value) == written)
+        let line = Logger(format: .logfmt).line(.info, "m", [("k", value)], time: Date(timeIntervalSince1970: 0))
+        #expect(line == "time=1970-01-01T00:00:00.000Z level=info msg=m k=\(written)\n")
+        let json = Logger(format: .json).line(.info, "m", [("k", value)], time: Date(timeIntervalSince1970: 0))
+        let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: String]
+        #expect(object?["k"] == value)
+    }
+}

@@ -7,11 +7,13 @@ import MicroHTTP
 struct API: Sendable {
     let registry: InstanceRegistry
     let staticFiles: StaticFiles?
+    let metrics: ServiceMetrics
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
         var router = Router()
         router.get("/healthz") { _ in health() }
+        router.get("/metrics") { [metrics] _ in metrics.response() }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
         router.addDeferred("POST", "/v1/instances", write(createInstance))

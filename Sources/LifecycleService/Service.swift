@@ -15,6 +15,8 @@ public final class Service: Sendable {
     let registry: InstanceRegistry
     /// Committed records for the streams.
     let hub: StreamHub
+    /// What `GET /metrics` reports.
+    let metrics: ServiceMetrics
     public let store: SQLiteStore
     public let logger: Logger
 
@@ -66,7 +68,9 @@ public final class Service: Sendable {
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
-        let router = API(registry: registry, staticFiles: staticFiles).makeRouter()
+        let requestMetrics = RequestMetrics()
+        metrics = ServiceMetrics(requests: requestMetrics, registry: registry, databasePath: store.path)
+        let router = API(registry: registry, staticFiles: staticFiles, metrics: metrics).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
@@ -74,7 +78,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: [RequestIDs(), AccessLog(logger: logger)])
+            pipeline: Pipeline(router: router, middlewares: [RequestIDs(), requestMetrics, AccessLog(logger: logger)])
         )
         do {
             try server.start()

@@ -38,8 +38,20 @@ public struct Configuration: Sendable {
     public var streamRing = 16 * 1024 * 1024
     /// Streams open at once; past it a stream is refused (503).
     public var maxSubscribers = 20_000
+    /// Origins whose pages may call the API from a browser (CORS); none by default.
+    public var corsOrigins: [String] = []
 
     public init() {}
+
+    /// `*`, or an origin as a browser sends it: scheme and host, maybe a port, no path.
+    static func isOrigin(_ text: String) -> Bool {
+        if text == "*" { return true }
+        guard let components = URLComponents(string: text), let scheme = components.scheme, ["http", "https"].contains(scheme),
+              let host = components.host, !host.isEmpty, components.path.isEmpty, components.query == nil, components.fragment == nil,
+              components.user == nil
+        else { return false }
+        return true
+    }
 
     /// One row of the configuration table: flag, variable, what it sets.
     struct Option: Sendable {
@@ -127,6 +139,12 @@ public struct Configuration: Sendable {
         },
         .integer("--stream-buffer", "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES", help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)", in: 4096...Int.max) { $0.streamBuffer = $1 },
         .integer("--stream-ring", "LIFECYCLED_STREAM_RING", placeholder: "BYTES", help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)", in: 65536...Int.max) { $0.streamRing = $1 },
+        Option(flag: "--cors-origin", variable: "LIFECYCLED_CORS_ORIGIN", placeholder: "ORIGINS", help: "comma-separated origins (https://host[:port]) whose pages may call the API, or *; CORS is off without it") { c, v in
+            let origins = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !origins.isEmpty, origins.allSatisfy(Self.isOrigin) else { return false }
+            c.corsOrigins = origins
+            return true
+        },
         .integer("--max-subscribers", "LIFECYCLED_MAX_SUBSCRIBERS", help: "streams open at once; more are refused with 503 (default 20000)", in: 1...Int.max) { $0.maxSubscribers = $1 },
     ]
 

@@ -74,7 +74,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: [RequestIDs(), AccessLog(logger: logger)])
+            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, logger: logger))
         )
         do {
             try server.start()
@@ -89,6 +89,15 @@ public final class Service: Sendable {
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
         ])
+    }
+
+    /// What runs around the router for every request, outermost first: the id and the log
+    /// line cover everything inside, refusals included; CORS answers preflights before any
+    /// check that a browser's preflight could not pass.
+    static func middlewares(_ configuration: Configuration, logger: Logger) -> [any Middleware] {
+        var middlewares: [any Middleware] = [RequestIDs(), AccessLog(logger: logger), SecurityHeaders()]
+        if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
+        return middlewares
     }
 
     /// Stops serving: open streams end cleanly, in-flight requests finish first (for up to

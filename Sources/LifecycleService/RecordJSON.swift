@@ -97,6 +97,13 @@ extension Record {
     }
 }
 
+extension StoredInstance {
+    /// The instance's JSON, as the API shows it; throws on a value JSON cannot hold.
+    func jsonBytes() throws -> [UInt8] {
+        try JSON.encode(InstanceView(self))
+    }
+}
+
 /// The creation or deletion of an instance: numbered like a record and streamed
 /// (`instance.created`, `instance.deleted`), so that a resumed stream sees it, but not part of
 /// the instance's history, which holds applied inputs only.

@@ -35,6 +35,7 @@ public final class Service: Sendable {
                 models[name] = model
             }
         }
+        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
         do {
             store = try SQLiteStore(
                 directory: configuration.dataDirectory,
@@ -42,7 +43,7 @@ public final class Service: Sendable {
                     sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages,
                     maxWALSize: configuration.maxWALSize, acceptDataLoss: configuration.acceptDataLoss
                 ),
-                report: { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
+                report: report
             )
         } catch {
             let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
@@ -50,7 +51,7 @@ public final class Service: Sendable {
         }
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
-            registry = try InstanceRegistry(models: models, store: store, hub: hub, logger: logger)
+            registry = try InstanceRegistry(models: models, store: store, hub: hub, report: report)
         } catch {
             hub.stop()
             throw StartError(description: store.reason(for: error).message)
@@ -138,7 +139,7 @@ public final class Service: Sendable {
 }
 
 extension Logger.Level {
-    /// The level a store event is logged at.
+    /// The level a store's or the registry's event is logged at.
     init(_ level: StoreEvent.Level) {
         self = switch level {
         case .info: .info

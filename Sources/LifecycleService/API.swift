@@ -213,12 +213,18 @@ struct API: Sendable {
         json.raw(",\"olderDropped\":")
         json.bool((page.oldestRetainedVersion ?? 1) > 1)
         json.byte(UInt8(ascii: "}"))
+        json.byte(JSON.newline)
         return Response(status: 200, headers: [("Content-Type", "application/json")], body: json.bytes)
     }
 }
 
 extension Response {
+    /// A write's answer. Every stored body is JSON (an instance, a problem, or a record, which
+    /// is kept as a stream sends it, without the newline that ends a body) or empty (204).
     init(_ stored: StoredResponse) {
-        self.init(status: stored.status, headers: stored.contentType.isEmpty ? [] : [("Content-Type", stored.contentType)], body: stored.body)
+        self.init(
+            status: stored.status, headers: stored.contentType.isEmpty ? [] : [("Content-Type", stored.contentType)],
+            body: stored.body.isEmpty ? [] : JSON.terminated(stored.body)
+        )
     }
 }

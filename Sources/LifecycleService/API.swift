@@ -208,6 +208,8 @@ struct API: Sendable {
         }
         json.raw("],\"nextAfter\":")
         if page.hasMore, let last = page.lastSequence { json.integer(last) } else { json.raw("null") }
+        json.raw(",\"oldestRetainedSequence\":")
+        if let oldest = page.oldestRetainedSequence { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"oldestRetainedVersion\":")
         if let oldest = page.oldestRetainedVersion { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"olderDropped\":")

@@ -85,7 +85,7 @@ public final class Service: Sendable {
         }
         let millis = (DispatchTime.now().uptimeNanoseconds - started) / 1_000_000
         logger.info("lifecycled started", [
-            "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
+            "version": Configuration.version, "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
         ])

@@ -85,9 +85,10 @@ public final class Service: Sendable {
         }
         let millis = (DispatchTime.now().uptimeNanoseconds - started) / 1_000_000
         logger.info("lifecycled started", [
-            "version": Configuration.version, "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
+            "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
+            "version": Configuration.version,
         ])
     }
 

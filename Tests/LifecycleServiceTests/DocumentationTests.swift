@@ -87,5 +87,13 @@ struct DocumentationTests {
         #expect(run.status == 0)
         #expect(run.stdout == "lifecycled \(Configuration.version)\n")
         #expect(Configuration.version.split(separator: ".").count == 3)
+        // And the start-up line says which version is serving.
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        server.signal(SIGTERM)
+        let served = server.finish()
+        #expect(served.status == 0)
+        let started = served.stderr.split(separator: "\n").first { $0.contains("lifecycled started") } ?? ""
+        #expect(started.hasSuffix(" version=\(Configuration.version)"), "\(served.stderr)")
     }
 }

@@ -200,11 +200,14 @@ struct API: Sendable {
         }
         json.raw("],\"nextAfter\":")
         if page.hasMore, let last = page.lastSequence { json.integer(last) } else { json.raw("null") }
+        json.raw(",\"oldestRetainedSequence\":")
+        if let oldest = page.oldestRetainedSequence { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"oldestRetainedVersion\":")
         if let oldest = page.oldestRetainedVersion { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"olderDropped\":")
         json.bool((page.oldestRetainedVersion ?? 1) > 1)
         json.byte(UInt8(ascii: "}"))
+        json.byte(JSON.newline)
         return Response(status: 200, headers: [("Content-Type", "application/json")], body: json.bytes)
     }
 }

@@ -7,13 +7,13 @@ extension Response {
     init(_ answer: Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>) {
         switch answer {
         case .success(.created(let id, let json)):
-            self.init(status: 201, headers: [("Content-Type", "application/json"), ("Location", "/v1/instances/\(id)")], body: json)
+            self.init(status: 201, headers: [("Content-Type", "application/json"), ("Location", "/v1/instances/\(id)")], body: JSON.terminated(json))
         case .success(.found(let id, let json)):
-            self.init(status: 200, headers: [("Content-Type", "application/json"), ("Location", "/v1/instances/\(id)")], body: json)
+            self.init(status: 200, headers: [("Content-Type", "application/json"), ("Location", "/v1/instances/\(id)")], body: JSON.terminated(json))
         case .success(.deleted):
             self.init(status: 204)
         case .success(.applied(let json, isUnexpected: false)):
-            self.init(status: 200, headers: [("Content-Type", "application/json")], body: json)
+            self.init(status: 200, headers: [("Content-Type", "application/json")], body: JSON.terminated(json))
         case .success(.applied(let json, isUnexpected: true)):
             self = .unexpected(json)
         case .failure(let refusal):
@@ -39,8 +39,9 @@ extension Response {
             type: "https://lifecycled.dev/problems/unexpected-event"
         ).json
         // The record goes in as it is stored, unparsed; as the one extension it follows `detail`.
+        while let last = body.last, last != UInt8(ascii: "}") { body.removeLast() }
         body.removeLast()
-        body += Array(#","record":"#.utf8) + record + [UInt8(ascii: "}")]
+        body += Array(#","record":"#.utf8) + record + Array("}\n".utf8)
         return Response(status: 409, headers: [("Content-Type", "application/problem+json")], body: body)
     }
 }

@@ -5,6 +5,9 @@ import MicroHTTP
 /// Everything the service can be told, from flags and `LIFECYCLED_*` environment variables.
 /// A flag wins over its variable; the variable wins over the default.
 public struct Configuration: Sendable {
+    /// The release this build is, as `--version` prints it: the one place it is written.
+    public static let version = "0.1.0"
+
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
     public var dataDirectory = "data"
@@ -161,6 +164,7 @@ public struct Configuration: Sendable {
     /// Why the command line was refused.
     public enum ParseError: Error, Equatable, CustomStringConvertible {
         case helpRequested
+        case versionRequested
         case unknownFlag(String)
         case missingValue(String)
         case badValue(String, String)
@@ -168,6 +172,7 @@ public struct Configuration: Sendable {
         public var description: String {
             switch self {
             case .helpRequested: Configuration.usage
+            case .versionRequested: "lifecycled \(Configuration.version)"
             case .unknownFlag(let f): "unknown option \(f); see --help"
             case .missingValue(let f): "option \(f) needs a value; see --help"
             case .badValue(let source, let v): "invalid value \"\(v)\" for \(source); see --help"
@@ -186,6 +191,7 @@ public struct Configuration: Sendable {
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             if argument == "--help" || argument == "-h" { throw .helpRequested }
+            if argument == "--version" { throw .versionRequested }
             var flag = argument
             var value: String?
             if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
@@ -209,11 +215,14 @@ public struct Configuration: Sendable {
         options (each also from its environment variable):
 
         """
-        for option in options {
-            let left = "  \(option.flag) \(option.placeholder)"
-            text += "\(left.padding(toLength: max(26, left.count + 2), withPad: " ", startingAt: 0))\(option.help) [\(option.variable)]\n"
+        func line(_ left: String, _ help: String) -> String {
+            "\(left.padding(toLength: max(26, left.count + 2), withPad: " ", startingAt: 0))\(help)\n"
         }
-        text += "  --help                  this text\n"
+        for option in options {
+            text += line("  \(option.flag) \(option.placeholder)", "\(option.help) [\(option.variable)]")
+        }
+        text += line("  --version", "print the version (lifecycled \(version)) and exit")
+        text += line("  --help", "this text")
         return text
     }
 }

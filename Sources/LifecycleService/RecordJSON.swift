@@ -5,9 +5,9 @@ import MicroHTTP
 
 extension Record {
     /// The record's JSON, byte for byte what `JSON.encode(record)` writes through
-    /// `Codable`, written directly. Records are encoded on the committer thread, the
-    /// service's one serial path, where the generic encoder's cost capped durable write
-    /// throughput; a test keeps the two identical.
+    /// `Codable` (less the newline that ends a body), written directly. Records are encoded
+    /// on the committer thread, the service's one serial path, where the generic encoder's
+    /// cost capped durable write throughput; a test keeps the two identical.
     func jsonBytes() -> [UInt8] {
         var json = JSONBuffer(capacity: 320)
         json.raw("{\"sequence\":")

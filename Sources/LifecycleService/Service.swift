@@ -89,6 +89,7 @@ public final class Service: Sendable {
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
+            "version": Configuration.version,
         ])
     }
 

@@ -178,7 +178,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     /// The start-up check of the database, running beside the rest of start-up.
     private let startupCheck: IntegrityCheck
     private let selectHistory: Statement
-    private let selectOldestVersion: Statement
+    private let selectOldestRetained: Statement
     private let selectReplayBounds: Statement
 
     /// Opens (creating if needed) the store in `directory`, migrating its schema.
@@ -273,7 +273,9 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                 ORDER BY instance, version LIMIT ?3
                 """)
             // Version 0 is the creation record, which is not history.
-            selectOldestVersion = try reader.prepare("SELECT min(version) FROM records WHERE instance = ?1 AND version > 0")
+            selectOldestRetained = try reader.prepare("""
+                SELECT version, seq FROM records WHERE instance = ?1 AND version > 0 ORDER BY instance, version LIMIT 1
+                """)
             selectReplayBounds = try reader.prepare("""
                 SELECT (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through'),
                   (SELECT min(seq) FROM records), (SELECT min(seq) FROM tombstones)
@@ -576,8 +578,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
 
     public func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { () throws(SQLiteError) in
-            var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil)
-            // One snapshot for both reads, so the page and its oldest version agree.
+            var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+            // One snapshot for both reads, so the page and its oldest record agree.
             try reader.transaction("BEGIN") { () throws(SQLiteError) in
                 try selectHistory.forEachRow([.text(instanceID), .integer(after), .integer(Int64(limit) + 1)]) { row in
                     guard page.records.count < limit else {
@@ -587,7 +589,10 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                     page.records.append(row.blob(1))
                     page.lastSequence = row.integer(0)
                 }
-                page.oldestRetainedVersion = try selectOldestVersion.first([.text(instanceID)]) { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
+                if let oldest = try selectOldestRetained.first([.text(instanceID)], { (version: $0.integer(0), sequence: $0.integer(1)) }) {
+                    page.oldestRetainedVersion = oldest.version
+                    page.oldestRetainedSequence = oldest.sequence
+                }
             }
             return page
         }

@@ -139,6 +139,8 @@ public struct HistoryPage: Sendable {
     public var hasMore: Bool
     /// The oldest version still kept; greater than 1 when retention dropped older ones.
     public var oldestRetainedVersion: Int64?
+    /// The sequence number of that oldest record kept: on the numbering `after` pages by.
+    public var oldestRetainedSequence: Int64?
 }
 
 /// Why the store could not do what it was asked. Nothing was written.

@@ -75,7 +75,8 @@ struct ReplayAndRenderTests {
             let record = try #require(try database.prepare("SELECT body FROM records WHERE instance = 'a' AND version = 1").first { $0.blob(0) })
             let problem = Array(#"{"type":"https://lifecycled.dev/problems/unexpected-event","title":"Unexpected Event","status":409,"detail":"\"willConnectToWindow\" is not expected in state \"initializing\"; it was recorded and counted","record":"#.utf8)
                 + record + Array("}".utf8)
-            #expect(unexpected.body == problem, "answered as version 2 answered")
+            // As version 2 answered, apart from the newline that now ends every body.
+            #expect(unexpected.body == problem + [UInt8(ascii: "\n")], "answered as version 2 answered")
             try database.transaction { () throws(SQLiteError) in
                 try database.execute("""
                     DROP TABLE idempotency;
@@ -88,9 +89,9 @@ struct ReplayAndRenderTests {
                     """)
                 let insert = try database.prepare("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 for (key, request, status, contentType, body) in [
-                    ("create", "POST /v1/instances\n" + create, 201, "application/json", created.body),
+                    ("create", "POST /v1/instances\n" + create, 201, "application/json", Array(created.body.dropLast())),
                     ("odd", "POST /v1/instances/a/events\n" + odd, 409, "application/problem+json", problem),
-                    ("launch", "POST /v1/instances/a/events\n" + launch, 200, "application/json", launched.body),
+                    ("launch", "POST /v1/instances/a/events\n" + launch, 200, "application/json", Array(launched.body.dropLast())),
                 ] {
                     try insert.run([
                         .text(key), .blob(Array(request.utf8)), .integer(Int64(status)), .text(contentType), .blob(body),

@@ -196,6 +196,8 @@ struct SQLiteStoreTests {
         let page = try store.history(instanceID: "d", after: 0, limit: 10)
         #expect(try page.records.map { try decodeRecord($0).version } == [4, 5, 6])
         #expect(page.oldestRetainedVersion == 4 && !page.hasMore)
+        // The creation took sequence number 1, the six records 2 to 7: version 4 is number 5.
+        #expect(page.oldestRetainedSequence == 5)
         let first = try store.history(instanceID: "d", after: 0, limit: 2)
         #expect(first.hasMore && first.lastSequence == 6)
         try store.write { (t) throws(StoreError) in _ = try t.delete(instance, at: t0, encode: change("deleted", instance)) }

@@ -9,6 +9,8 @@ engine=$(.build/release/lifecycle-bench engine)
 echo "$engine"
 echo "== HTTP"
 bash Benchmarks/http-bench.sh
+echo "== middlewares: auth and metrics on and off"
+bash Benchmarks/middleware-bench.sh
 echo "== start-up"
 bash Benchmarks/startup-bench.sh
 echo "== WAL under sustained writes"
@@ -32,9 +34,10 @@ bash Benchmarks/sse-bench.sh .build/release/lifecycled
   echo '```'
   echo
   cat Benchmarks/.http-results.md
+  cat Benchmarks/.middleware-results.md
   cat Benchmarks/.startup-results.md
   cat Benchmarks/.wal-results.md
   cat Benchmarks/.sse-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md Benchmarks/.sse-results.md
+rm -f Benchmarks/.http-results.md Benchmarks/.middleware-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md Benchmarks/.sse-results.md
 echo "wrote Benchmarks/RESULTS.md"

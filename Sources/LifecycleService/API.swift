@@ -55,16 +55,7 @@ struct API: Sendable {
             case .success(let parsed): write = parsed
             case .failure(let problem): return respond(.problem(problem))
             }
-            registry.submit(write) { result in
-                switch result {
-                case .success(let reply):
-                    var response = Response(reply.response)
-                    if let id = reply.createdID { response.headers.append(("Location", "/v1/instances/\(id)")) }
-                    respond(response)
-                case .failure(let problem):
-                    respond(.problem(problem))
-                }
-            }
+            registry.submit(write) { respond(Response($0)) }
         }
     }
 
@@ -120,7 +111,8 @@ struct API: Sendable {
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
-        try registry.renderedInstance(request.parameters["id"] ?? "")
+        let (version, json) = try answering(try registry.renderedInstance(request.parameters["id"] ?? ""))
+        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"\(version)\"")], body: json)
     }
 
     func deleteInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
@@ -200,7 +192,7 @@ struct API: Sendable {
         try request.checkQuery(allowing: ["after", "limit"])
         let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
-        let page = try registry.history(of: request.parameters["id"] ?? "", after: after, limit: limit)
+        let page = try answering(try registry.history(of: request.parameters["id"] ?? "", after: after, limit: limit))
         // Records are stored as JSON; the page is assembled around them without re-encoding.
         var json = JSONBuffer(capacity: 64 + page.records.reduce(0) { $0 + $1.count + 1 })
         json.raw("{\"items\":[")
@@ -210,17 +202,14 @@ struct API: Sendable {
         }
         json.raw("],\"nextAfter\":")
         if page.hasMore, let last = page.lastSequence { json.integer(last) } else { json.raw("null") }
+        json.raw(",\"oldestRetainedSequence\":")
+        if let oldest = page.oldestRetainedSequence { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"oldestRetainedVersion\":")
         if let oldest = page.oldestRetainedVersion { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"olderDropped\":")
         json.bool((page.oldestRetainedVersion ?? 1) > 1)
         json.byte(UInt8(ascii: "}"))
+        json.byte(JSON.newline)
         return Response(status: 200, headers: [("Content-Type", "application/json")], body: json.bytes)
-    }
-}
-
-extension Response {
-    init(_ stored: StoredResponse) {
-        self.init(status: stored.status, headers: stored.contentType.isEmpty ? [] : [("Content-Type", stored.contentType)], body: stored.body)
     }
 }

@@ -5,6 +5,9 @@ import MicroHTTP
 /// Everything the service can be told, from flags and `LIFECYCLED_*` environment variables.
 /// A flag wins over its variable; the variable wins over the default.
 public struct Configuration: Sendable {
+    /// The release this build is, as `--version` prints it: the one place it is written.
+    public static let version = "0.1.0"
+
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
     public var dataDirectory = "data"
@@ -38,8 +41,20 @@ public struct Configuration: Sendable {
     public var streamRing = 16 * 1024 * 1024
     /// Streams open at once; past it a stream is refused (503).
     public var maxSubscribers = 20_000
+    /// Origins whose pages may call the API from a browser (CORS); none by default.
+    public var corsOrigins: [String] = []
 
     public init() {}
+
+    /// `*`, or an origin as a browser sends it: scheme and host, maybe a port, no path.
+    static func isOrigin(_ text: String) -> Bool {
+        if text == "*" { return true }
+        guard let components = URLComponents(string: text), let scheme = components.scheme, ["http", "https"].contains(scheme),
+              let host = components.host, !host.isEmpty, components.path.isEmpty, components.query == nil, components.fragment == nil,
+              components.user == nil
+        else { return false }
+        return true
+    }
 
     /// One row of the configuration table: flag, variable, what it sets.
     struct Option: Sendable {
@@ -127,6 +142,12 @@ public struct Configuration: Sendable {
         },
         .integer("--stream-buffer", "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES", help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)", in: 4096...Int.max) { $0.streamBuffer = $1 },
         .integer("--stream-ring", "LIFECYCLED_STREAM_RING", placeholder: "BYTES", help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)", in: 65536...Int.max) { $0.streamRing = $1 },
+        Option(flag: "--cors-origin", variable: "LIFECYCLED_CORS_ORIGIN", placeholder: "ORIGINS", help: "comma-separated origins (https://host[:port]) whose pages may call the API, or *; CORS is off without it") { c, v in
+            let origins = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !origins.isEmpty, origins.allSatisfy(Self.isOrigin) else { return false }
+            c.corsOrigins = origins
+            return true
+        },
         .integer("--max-subscribers", "LIFECYCLED_MAX_SUBSCRIBERS", help: "streams open at once; more are refused with 503 (default 20000)", in: 1...Int.max) { $0.maxSubscribers = $1 },
     ]
 
@@ -143,6 +164,7 @@ public struct Configuration: Sendable {
     /// Why the command line was refused.
     public enum ParseError: Error, Equatable, CustomStringConvertible {
         case helpRequested
+        case versionRequested
         case unknownFlag(String)
         case missingValue(String)
         case badValue(String, String)
@@ -150,6 +172,7 @@ public struct Configuration: Sendable {
         public var description: String {
             switch self {
             case .helpRequested: Configuration.usage
+            case .versionRequested: "lifecycled \(Configuration.version)"
             case .unknownFlag(let f): "unknown option \(f); see --help"
             case .missingValue(let f): "option \(f) needs a value; see --help"
             case .badValue(let source, let v): "invalid value \"\(v)\" for \(source); see --help"
@@ -168,6 +191,7 @@ public struct Configuration: Sendable {
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             if argument == "--help" || argument == "-h" { throw .helpRequested }
+            if argument == "--version" { throw .versionRequested }
             var flag = argument
             var value: String?
             if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
@@ -191,11 +215,14 @@ public struct Configuration: Sendable {
         options (each also from its environment variable):
 
         """
-        for option in options {
-            let left = "  \(option.flag) \(option.placeholder)"
-            text += "\(left.padding(toLength: max(26, left.count + 2), withPad: " ", startingAt: 0))\(option.help) [\(option.variable)]\n"
+        func line(_ left: String, _ help: String) -> String {
+            "\(left.padding(toLength: max(26, left.count + 2), withPad: " ", startingAt: 0))\(help)\n"
         }
-        text += "  --help                  this text\n"
+        for option in options {
+            text += line("  \(option.flag) \(option.placeholder)", "\(option.help) [\(option.variable)]")
+        }
+        text += line("  --version", "print the version (lifecycled \(version)) and exit")
+        text += line("  --help", "this text")
         return text
     }
 }

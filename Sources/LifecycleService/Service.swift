@@ -37,6 +37,7 @@ public final class Service: Sendable {
                 models[name] = model
             }
         }
+        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
         do {
             store = try SQLiteStore(
                 directory: configuration.dataDirectory,
@@ -44,7 +45,7 @@ public final class Service: Sendable {
                     sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages,
                     maxWALSize: configuration.maxWALSize, acceptDataLoss: configuration.acceptDataLoss
                 ),
-                report: { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
+                report: report
             )
         } catch {
             let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
@@ -52,7 +53,7 @@ public final class Service: Sendable {
         }
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
-            registry = try InstanceRegistry(models: models, store: store, hub: hub, logger: logger)
+            registry = try InstanceRegistry(models: models, store: store, hub: hub, report: report)
         } catch {
             hub.stop()
             throw StartError(description: store.reason(for: error).message)
@@ -78,7 +79,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: [RequestIDs(), requestMetrics, AccessLog(logger: logger)])
+            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, logger: logger, metrics: requestMetrics))
         )
         do {
             try server.start()
@@ -92,7 +93,17 @@ public final class Service: Sendable {
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
+            "version": Configuration.version,
         ])
+    }
+
+    /// What runs around the router for every request, outermost first: the id and the log
+    /// line cover everything inside, refusals included; CORS answers preflights before any
+    /// check that a browser's preflight could not pass.
+    static func middlewares(_ configuration: Configuration, logger: Logger, metrics: RequestMetrics) -> [any Middleware] {
+        var middlewares: [any Middleware] = [RequestIDs(), metrics, AccessLog(logger: logger), SecurityHeaders()]
+        if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
+        return middlewares
     }
 
     /// Stops serving: open streams end cleanly, in-flight requests finish first (for up to
@@ -133,7 +144,7 @@ public final class Service: Sendable {
 }
 
 extension Logger.Level {
-    /// The level a store event is logged at.
+    /// The level a store's or the registry's event is logged at.
     init(_ level: StoreEvent.Level) {
         self = switch level {
         case .info: .info

@@ -30,7 +30,7 @@ extension API {
     func instanceStream(_ request: Request) throws(Problem) -> Response {
         try request.checkQuery(allowing: ["lastEventId"])
         let id = request.parameters["id"] ?? ""
-        _ = try registry.instance(id)
+        _ = try answering(try registry.instance(id))
         return try stream(RecordFilter(instances: [id]), request)
     }
 

@@ -1,4 +1,8 @@
 import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What `GET /metrics` answered, as prometheus_client's parser read it (Tests/metrics/parse.py,
 /// which also refuses what that parser lets through but the format does not mean).
@@ -39,29 +43,12 @@ struct Scrape {
     /// Parses an exposition with the real parser; throws its complaint.
     init(parsing text: String) throws {
         self.text = text
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        let folder = TemporaryDirectory("lifecycled-metrics")
-        defer { withExtendedLifetime(folder) {} }
-        let input = folder.path + "/exposition.txt"
-        try text.write(toFile: input, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", root.appendingPathComponent("metrics/parse.py").path, input]
-        let output = PipeCollector()
-        let errors = PipeCollector()
-        process.standardOutput = output.writeEnd
-        process.standardError = errors.writeEnd
-        try process.run()
-        try output.writeEnd.close()
-        try errors.writeEnd.close()
-        process.waitUntilExit()
-        let (json, complaint) = (output.finish(), errors.finish())
-        guard process.terminationStatus == 0 else {
-            throw HTTPClientError(description: "the exposition does not parse (exit \(process.terminationStatus)): \(complaint)\n\(text)")
+        let parsed = try JSONSerialization.jsonObject(with: try ExpositionParser.shared.parse(text)) as? [String: Any] ?? [:]
+        if let error = parsed["error"] {
+            throw HTTPClientError(description: "the exposition does not parse: \(error)\n\(text)")
         }
-        let parsed = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
         var families: [String: Family] = [:]
-        for family in parsed?["families"] as? [[String: Any]] ?? [] {
+        for family in parsed["families"] as? [[String: Any]] ?? [] {
             let samples = (family["samples"] as? [[String: Any]] ?? []).map { sample in
                 Sample(
                     name: sample["name"] as? String ?? "", labels: sample["labels"] as? [String: String] ?? [:],
@@ -71,6 +58,92 @@ struct Scrape {
             families[family["name"] as? String ?? ""] = Family(type: family["type"] as? String ?? "", help: family["help"] as? String ?? "", samples: samples)
         }
         self.families = families
+    }
+}
+
+/// One `python3 Tests/metrics/parse.py --serve` for the whole test run, fed one exposition at
+/// a time. Not a process per scrape: each child's end sends the test process a SIGCHLD,
+/// which interrupts the poll() or timed recv() some other test's thread is in.
+final class ExpositionParser: Sendable {
+    static let shared = ExpositionParser()
+
+    private let channel = Mutex<Channel?>(nil)
+
+    /// The process and the two ends of the socket pairs it reads and writes.
+    private final class Channel {
+        let process: Process
+        let input: Int32
+        let output: Int32
+        var buffer: [UInt8] = []
+
+        init() throws {
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            // Socket pairs, close-on-exec from the start, so that no other child inherits an end
+            // (see PipeCollector).
+            var input: [Int32] = [-1, -1]
+            var output: [Int32] = [-1, -1]
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &input) == 0,
+                  socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &output) == 0
+            else { throw HTTPClientError(description: "socketpair failed: \(String(cString: strerror(errno)))") }
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", root.appendingPathComponent("metrics/parse.py").path, "--serve"]
+            let childInput = FileHandle(fileDescriptor: input[1], closeOnDealloc: true)
+            let childOutput = FileHandle(fileDescriptor: output[1], closeOnDealloc: true)
+            process.standardInput = childInput
+            process.standardOutput = childOutput
+            self.input = input[0]
+            self.output = output[0]
+            try process.run()
+            try childInput.close()
+            try childOutput.close()
+        }
+
+        /// Its input ends, so it exits.
+        deinit {
+            close(input)
+            close(output)
+        }
+
+        func send(_ bytes: [UInt8]) throws {
+            var offset = 0
+            while offset < bytes.count {
+                let sent = bytes[offset...].withUnsafeBytes { Glibc.send(input, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if sent < 0, errno == EINTR { continue }
+                guard sent > 0 else { throw HTTPClientError(description: "parse.py is gone: \(String(cString: strerror(errno)))") }
+                offset += sent
+            }
+        }
+
+        func readLine() throws -> [UInt8] {
+            while true {
+                if let end = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    defer { buffer.removeFirst(end + 1) }
+                    return Array(buffer[..<end])
+                }
+                var chunk = [UInt8](repeating: 0, count: 65536)
+                let count = Glibc.read(output, &chunk, chunk.count)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { throw HTTPClientError(description: "parse.py ended (is prometheus_client installed? make deps)") }
+                buffer += chunk[..<count]
+            }
+        }
+    }
+
+    /// parse.py's answer for `text`: the families, or the reason it refused them, as JSON.
+    func parse(_ text: String) throws -> Data {
+        let request = try JSONSerialization.data(withJSONObject: text, options: .fragmentsAllowed)
+        return try channel.withLock { (channel: inout Channel?) throws -> Data in
+            if channel == nil { channel = try Channel() }
+            do {
+                try channel!.send(Array(request) + [UInt8(ascii: "\n")])
+                return Data(try channel!.readLine())
+            } catch {
+                // Started again for the next parse; its answer to this one is lost.
+                channel = nil
+                throw error
+            }
+        }
     }
 }
 

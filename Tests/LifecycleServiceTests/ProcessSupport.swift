@@ -83,6 +83,11 @@ final class LifecycledProcess {
         try output.writeEnd.close()
     }
 
+    /// A test that throws before stopping its server must not leave the process running.
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
     /// Starts a server on a free port and waits until it answers.
     /// `port`: a given one (to start again where a stopped server listened), else a free one.
     static func serving(dataDirectory: String, extra: [String] = [], port: UInt16? = nil, pollMicroseconds: UInt32 = 20_000) throws -> LifecycledProcess {

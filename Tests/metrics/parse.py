@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""Parses a Prometheus text exposition (format 0.0.4), from the file named as the argument or
-from standard input, with the prometheus_client parser and prints its families as JSON:
+"""Parses a Prometheus text exposition (format 0.0.4) with the prometheus_client parser and
+prints its families as JSON:
 
     {"families": [{"name", "type", "help", "samples": [{"name", "labels", "value"}]}]}
 
-Exits 1 with the reason on standard error if the parser refuses the text, or if the text is
-what that (lax) parser accepts but the format does not mean: a sample outside a family with
-its own HELP and TYPE (the parser makes it an untyped family of its own), a family named
-twice or without help, a series given twice, a negative counter, or a histogram whose
-buckets do not ascend to a `+Inf` bucket equal to its `_count`.
+Refuses the text if the parser does, or if it is what that (lax) parser accepts but the
+format does not mean: a sample outside a family with its own HELP and TYPE (the parser makes
+it an untyped family of its own), a family named twice or without help, a series given
+twice, a negative counter, or a histogram whose buckets do not ascend to a `+Inf` bucket
+equal to its `_count`.
 
-Used by Tests/LifecycleServiceTests/MetricsTests.swift on what `GET /metrics` answers.
+    parse.py [FILE]   the exposition in FILE (or on standard input); exits 1 with the reason
+                      on standard error when it is refused
+    parse.py --serve  one exposition per line of standard input, each a JSON string; one
+                      line of JSON out for each: the families, or {"error": reason}
+
+Tests/LifecycleServiceTests/MetricsSupport.swift runs one `--serve` process for a whole test
+run: a process per scrape would end dozens of children during the run, and each end's
+SIGCHLD interrupts whatever poll() or timed recv() another test's thread is in.
 """
 
 import json
@@ -20,9 +27,12 @@ import sys
 from prometheus_client.parser import text_string_to_metric_families
 
 
+class Refused(Exception):
+    """The text is not a valid exposition."""
+
+
 def fail(message):
-    print(f"parse.py: {message}", file=sys.stderr)
-    sys.exit(1)
+    raise Refused(message)
 
 
 def check_histogram(family):
@@ -54,12 +64,8 @@ def check_histogram(family):
             fail(f"{family.name}{dict(key)}: +Inf bucket {counts[-1]} differs from _count {entry['count']}")
 
 
-def main():
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], encoding="utf-8") as file:
-            text = file.read()
-    else:
-        text = sys.stdin.read()
+def parse(text):
+    """The families of an exposition, as JSON-ready values; raises Refused."""
     try:
         families = list(text_string_to_metric_families(text))
     except Exception as error:  # the parser raises ValueError and others on malformed text
@@ -90,7 +96,28 @@ def main():
             "help": family.documentation,
             "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in family.samples],
         })
-    json.dump({"families": out}, sys.stdout)
+    return {"families": out}
+
+
+def main():
+    if sys.argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            try:
+                result = parse(json.loads(line))
+            except Refused as error:
+                result = {"error": str(error)}
+            print(json.dumps(result), flush=True)
+        return
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], encoding="utf-8") as file:
+            text = file.read()
+    else:
+        text = sys.stdin.read()
+    try:
+        json.dump(parse(text), sys.stdout)
+    except Refused as error:
+        print(f"parse.py: {error}", file=sys.stderr)
+        sys.exit(1)
 
 
 main()

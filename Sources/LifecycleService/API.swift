@@ -53,7 +53,7 @@ struct API: Sendable {
             case .success(let parsed): write = parsed
             case .failure(let problem): return respond(.problem(problem))
             }
-            registry.submit(write) { respond(Response($0)) }
+            registry.submit(write, requestID: request.id) { respond(Response($0)) }
         }
     }
 

@@ -41,6 +41,9 @@ public struct Configuration: Sendable {
     public var streamRing = 16 * 1024 * 1024
     /// Streams open at once; past it a stream is refused (503).
     public var maxSubscribers = 20_000
+    /// Instances there may be at once; a create past it is refused (507). Every instance is
+    /// kept in memory, so the default keeps a runaway client from exhausting it.
+    public var maxInstances = 1_000_000
     /// Origins whose pages may call the API from a browser (CORS); none by default.
     public var corsOrigins: [String] = []
 
@@ -148,6 +151,7 @@ public struct Configuration: Sendable {
             c.corsOrigins = origins
             return true
         },
+        .integer("--max-instances", "LIFECYCLED_MAX_INSTANCES", help: "instances at once; creates past it are refused with 507 (default 1000000)", in: 1...Int.max) { $0.maxInstances = $1 },
         .integer("--max-subscribers", "LIFECYCLED_MAX_SUBSCRIBERS", help: "streams open at once; more are refused with 503 (default 20000)", in: 1...Int.max) { $0.maxSubscribers = $1 },
     ]
 

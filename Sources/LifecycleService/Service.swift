@@ -35,7 +35,7 @@ public final class Service: Sendable {
                 models[name] = model
             }
         }
-        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
+        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, fields: event.fields.map { ($0.key, $0.value) }) }
         do {
             store = try SQLiteStore(
                 directory: configuration.dataDirectory,
@@ -51,7 +51,7 @@ public final class Service: Sendable {
         }
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
-            registry = try InstanceRegistry(models: models, store: store, hub: hub, report: report)
+            registry = try InstanceRegistry(models: models, store: store, hub: hub, maxInstances: configuration.maxInstances, report: report)
         } catch {
             hub.stop()
             throw StartError(description: store.reason(for: error).message)

@@ -184,9 +184,14 @@ public struct StoreEvent: Sendable {
 
     public var level: Level
     public var message: String
-    public var fields: KeyValuePairs<String, String>
+    public var fields: [(key: String, value: String)]
 
     public init(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        self.init(level, message, fields: fields.map { ($0.key, $0.value) })
+    }
+
+    /// As ``init(_:_:_:)``, for fields assembled at run time.
+    public init(_ level: Level, _ message: String, fields: [(key: String, value: String)]) {
         self.level = level
         self.message = message
         self.fields = fields

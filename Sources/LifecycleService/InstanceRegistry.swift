@@ -492,7 +492,7 @@ final class InstanceRegistry: @unchecked Sendable {
         switch try transaction.lookUp(key, now: Date()) {
         case .unused: nil
         case .replay(let response): .success(response)
-        case .conflict: .failure(.unprocessable("Idempotency-Key \"\(key.key)\" was used for a different request"))
+        case .conflict: .failure(.unprocessable("Idempotency-Key \"\(key.clientKey)\" was used for a different request"))
         }
     }
 
@@ -524,7 +524,7 @@ final class InstanceRegistry: @unchecked Sendable {
         else {
             return .failure(Problem(
                 status: 409, title: "Conflict",
-                detail: "instance \"\(stored.id)\", created by the first request with Idempotency-Key \"\(key.key)\", has since been deleted; nothing was created",
+                detail: "instance \"\(stored.id)\", created by the first request with Idempotency-Key \"\(key.clientKey)\", has since been deleted; nothing was created",
                 type: "https://lifecycled.dev/problems/created-instance-deleted",
                 extensions: ["instance": JSONFragment(stored.id)]
             ))
@@ -535,7 +535,7 @@ final class InstanceRegistry: @unchecked Sendable {
     /// A stored create response that is not an instance: a bug to log, not to hide.
     private func unreplayable(_ key: IdempotencyKey, _ response: StoredResponse, why: String) -> Problem {
         logger.error("stored create response cannot be replayed", ["key": key.key, "status": String(response.status), "error": why])
-        return .internalError("the response stored for Idempotency-Key \"\(key.key)\" cannot be replayed; see the service log")
+        return .internalError("the response stored for Idempotency-Key \"\(key.clientKey)\" cannot be replayed; see the service log")
     }
 
     /// A numbered record as stored (its JSON) and as answered: 200 with the record,

@@ -27,6 +27,8 @@ public final class Service: Sendable {
         let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
         let started = DispatchTime.now().uptimeNanoseconds
+        // Before the store is opened: a service meant to be guarded does not start unguarded.
+        let token = try configuration.resolvedToken()
 
         var models = Model.builtins
         if let directory = configuration.modelsDirectory {
@@ -66,7 +68,12 @@ public final class Service: Sendable {
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
-        let router = API(registry: registry, staticFiles: staticFiles).makeRouter()
+        let router = API(registry: registry, staticFiles: staticFiles, tokenScope: token.map(Authentication.idempotencyScope)).makeRouter()
+        // Outermost first: every answer, refusals included, gets an id and a log line; the rate
+        // limit comes before authentication so that guessing tokens is limited too.
+        var middlewares: [any Middleware] = [RequestIDs(), AccessLog(logger: logger)]
+        if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
+        if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
@@ -74,7 +81,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: [RequestIDs(), AccessLog(logger: logger)])
+            pipeline: Pipeline(router: router, middlewares: middlewares)
         )
         do {
             try server.start()
@@ -88,7 +95,13 @@ public final class Service: Sendable {
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
+            "auth": token == nil ? "off" : configuration.protectReads ? "all" : "writes",
         ])
+        if token == nil, !isLoopback(configuration.host) {
+            logger.warning("writes are open to anyone who can reach the port: no token is set (--token or --token-file)", [
+                "address": "\(configuration.host):\(server.port)",
+            ])
+        }
     }
 
     /// Stops serving: open streams end cleanly, in-flight requests finish first (for up to

@@ -1,0 +1,96 @@
+import MicroHTTP
+
+/// Bearer-token authentication (RFC 6750), decided on the request's head so that a refused
+/// write's body is never read: every write needs `Authorization: Bearer <token>`, and with
+/// `protectsReads` every other request does too, except the health checks probes call and
+/// `OPTIONS` (a CORS preflight never carries credentials).
+///
+/// An EventSource cannot send headers, so streams and dashboard files also take the token as
+/// a `token` query parameter; nothing else does, so that a token is not pasted into URLs
+/// that end up in histories and proxy logs. The access log writes route templates, never a
+/// path or query, so the token is not logged.
+struct Authentication: Middleware {
+    /// The token's digest: a presented token is hashed and the digests compared in constant
+    /// time, so neither the time taken nor an early exit tells how much of a guess was right.
+    private let digest: [UInt8]
+    let protectsReads: Bool
+
+    init(token: String, protectsReads: Bool) {
+        digest = SHA256.digest(Array(token.utf8))
+        self.protectsReads = protectsReads
+    }
+
+    /// Routes that answer probes and stay open.
+    static let openRoutes: Set<String> = ["/healthz", "/readyz"]
+
+    /// What a request may present its token with.
+    private enum Credential {
+        case header(String)
+        case query(String)
+        /// A `token` query parameter where the route does not take one.
+        case misplacedQuery
+        /// No token, or an `Authorization` of another scheme.
+        case none
+    }
+
+    func admit(_ head: Request) -> Response? {
+        guard needsToken(head) else { return nil }
+        switch credential(of: head) {
+        case .header(let token), .query(let token):
+            guard !SHA256.isEqual(SHA256.digest(Array(token.utf8)), digest) else { return nil }
+            return Self.refusal("the token is not valid", error: "invalid_token")
+        case .misplacedQuery:
+            return Self.refusal("this request needs the token in Authorization: Bearer <token>; the token query parameter is taken only by streams and dashboard files", error: nil)
+        case .none:
+            let query = Self.takesQueryToken(head) ? " (or the token query parameter)" : ""
+            return Self.refusal("this request needs the token: send Authorization: Bearer <token>\(query)", error: nil)
+        }
+    }
+
+    private func needsToken(_ head: Request) -> Bool {
+        switch head.method {
+        case "OPTIONS": false
+        case "GET", "HEAD": protectsReads && !Self.openRoutes.contains(head.route ?? "")
+        default: true
+        }
+    }
+
+    private func credential(of head: Request) -> Credential {
+        if let authorization = head.header("authorization") {
+            // The scheme is case-insensitive (RFC 9110 §11.1), followed by one or more spaces.
+            let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .none }
+            return .header(String(parts[1].drop { $0 == " " }))
+        }
+        guard let token = head.query("token") else { return .none }
+        return Self.takesQueryToken(head) ? .query(token) : .misplacedQuery
+    }
+
+    /// Streams (route templates ending in `/stream`) and the dashboard's files (the static
+    /// fallback) take the token in the query.
+    private static func takesQueryToken(_ head: Request) -> Bool {
+        guard head.method == "GET" || head.method == "HEAD", let route = head.route else { return false }
+        return route == Router.fallbackTemplate || route.hasSuffix("/stream")
+    }
+
+    /// 401 with `WWW-Authenticate: Bearer`, naming the error when a token was wrong
+    /// (RFC 6750 §3; a request without one gets no error code).
+    private static func refusal(_ detail: String, error: String?) -> Response {
+        .problem(
+            Problem(status: 401, title: "Unauthorized", detail: detail),
+            headers: [("WWW-Authenticate", error.map { "Bearer error=\"\($0)\"" } ?? "Bearer")]
+        )
+    }
+}
+
+extension Authentication {
+    /// The idempotency scope of requests made with `token`: a digest of it, domain-separated
+    /// and shortened, so that what is stored with the keys cannot be used as the token.
+    static func idempotencyScope(of token: String) -> String {
+        let digest = SHA256.digest(Array("lifecycled idempotency scope\n\(token)".utf8))
+        return "token:" + digest.prefix(8).map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+    }
+}

@@ -1,7 +1,6 @@
-/// SHA-256 (FIPS 180-4), for the two places the service needs a one-way digest of its token:
-/// comparing a presented token in constant time (digests are of equal length whatever was
-/// sent) and naming the token's idempotency scope without storing the token. Foundation on
-/// Linux has no digest, and the project takes no package dependencies.
+/// SHA-256 (FIPS 180-4), to name the token's idempotency scope without storing the token.
+/// Foundation on Linux has no digest, and the project takes no package dependencies. It runs
+/// once at start, not per request.
 enum SHA256 {
     /// The 32-byte digest of `message`.
     static func digest(_ message: some Collection<UInt8>) -> [UInt8] {
@@ -34,14 +33,6 @@ enum SHA256 {
             for (index, value) in [a, b, c, d, e, f, g, h].enumerated() { state[index] &+= value }
         }
         return state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) } }
-    }
-
-    /// Whether two digests are equal, in time that does not depend on where they differ.
-    static func isEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
     }
 
     private static func rotate(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }

@@ -499,7 +499,7 @@ final class InstanceRegistry: @unchecked Sendable {
             if let key, let replayed = try replay(key, transaction) {
                 return replayed.flatMap { remembered in
                     // The fingerprint holds method and path, so a create's key does not come back here.
-                    guard case .applied(let json, let isUnexpected) = remembered else { return .failure(.keyReused(key.key)) }
+                    guard case .applied(let json, let isUnexpected) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
                     return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
                 }
             }
@@ -540,7 +540,7 @@ final class InstanceRegistry: @unchecked Sendable {
         switch try transaction.lookUp(key, now: Date()) {
         case .unused: nil
         case .replay(let write): .success(write)
-        case .conflict: .failure(.keyReused(key.key))
+        case .conflict: .failure(.keyReused(String(key.clientKey)))
         }
     }
 
@@ -555,9 +555,9 @@ final class InstanceRegistry: @unchecked Sendable {
     /// in every way what was created, and is answered as such.)
     private func replayedCreation(_ remembered: RememberedWrite, key: IdempotencyKey, _ staged: [String: Staged]) -> Result<WriteOutcome, Refusal> {
         // The fingerprint holds method and path, so an input's key does not come back here.
-        guard case .created(let id, let model, let createdAt, let json) = remembered else { return .failure(.keyReused(key.key)) }
+        guard case .created(let id, let model, let createdAt, let json) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
         guard let existing = current(id, staged)?.instance, existing.model == model, existing.createdAt == createdAt else {
-            return .failure(.createdInstanceDeleted(id: id, key: key.key))
+            return .failure(.createdInstanceDeleted(id: id, key: String(key.clientKey)))
         }
         return .success(.created(id: id, json: json))
     }

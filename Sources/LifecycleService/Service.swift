@@ -27,6 +27,8 @@ public final class Service: Sendable {
         let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
         let started = DispatchTime.now().uptimeNanoseconds
+        // Before the store is opened: a service meant to be guarded does not start unguarded.
+        let token = try configuration.resolvedToken()
 
         var models = Model.builtins
         if let directory = configuration.modelsDirectory {
@@ -67,7 +69,7 @@ public final class Service: Sendable {
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
-        let router = API(registry: registry, staticFiles: staticFiles).makeRouter()
+        let router = API(registry: registry, staticFiles: staticFiles, tokenScope: token.map(Authentication.idempotencyScope)).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
@@ -75,7 +77,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, logger: logger))
+            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger))
         )
         do {
             try server.start()
@@ -89,16 +91,25 @@ public final class Service: Sendable {
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
+            "auth": token == nil ? "off" : configuration.protectReads ? "all" : "writes",
             "version": Configuration.version,
         ])
+        if token == nil, !isLoopback(configuration.host) {
+            logger.warning("writes are open to anyone who can reach the port: no token is set (--token or --token-file)", [
+                "address": "\(configuration.host):\(server.port)",
+            ])
+        }
     }
 
     /// What runs around the router for every request, outermost first: the id and the log
     /// line cover everything inside, refusals included; CORS answers preflights before any
-    /// check that a browser's preflight could not pass.
-    static func middlewares(_ configuration: Configuration, logger: Logger) -> [any Middleware] {
+    /// check that a browser's preflight could not pass; the rate limit comes before
+    /// authentication so that guessing tokens is limited too.
+    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger) -> [any Middleware] {
         var middlewares: [any Middleware] = [RequestIDs(), AccessLog(logger: logger), SecurityHeaders()]
         if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
+        if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
+        if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }
         return middlewares
     }
 

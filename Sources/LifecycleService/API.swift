@@ -8,6 +8,9 @@ struct API: Sendable {
     let registry: InstanceRegistry
     let staticFiles: StaticFiles?
     let metrics: ServiceMetrics
+    /// The idempotency scope of the service's token; `nil` without one (keys are then
+    /// scoped by client address).
+    var tokenScope: String? = nil
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
@@ -55,7 +58,7 @@ struct API: Sendable {
             case .success(let parsed): write = parsed
             case .failure(let problem): return respond(.problem(problem))
             }
-            registry.submit(write) { respond(Response($0)) }
+            registry.submit(write, requestID: request.id) { respond(Response($0)) }
         }
     }
 
@@ -96,7 +99,7 @@ struct API: Sendable {
         let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
         guard isValidInstanceID(id) else { throw .unprocessable(invalidInstanceID) }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        return .create(id: id, model: model, isPut: false, key: try request.idempotencyKey())
+        return .create(id: id, model: model, isPut: false, key: try request.idempotencyKey(tokenScope: tokenScope))
     }
 
     func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
@@ -158,7 +161,7 @@ struct API: Sendable {
     }
 
     private func apply(_ input: Input, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .apply(input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey())
+        .apply(input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey(tokenScope: tokenScope))
     }
 
     /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.

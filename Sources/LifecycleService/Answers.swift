@@ -68,6 +68,13 @@ extension Problem {
         case .historyUnreadable: .unavailable("storage failed; the history could not be read")
         case .stopping: .unavailable("lifecycled is stopping; nothing was changed")
         case .unrenderable(let id): .internalError("instance \"\(id)\" could not be written as JSON; see the service log")
+        case .instanceLimit(let limit):
+            Problem(
+                status: 507, title: "Insufficient Storage",
+                detail: "lifecycled holds its limit of \(limit) instances; delete some, or start it with a higher --max-instances. Nothing was created",
+                type: "https://lifecycled.dev/problems/instance-limit",
+                extensions: ["limit": JSONFragment(limit)]
+            )
         }
     }
 }

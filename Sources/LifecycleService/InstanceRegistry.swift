@@ -21,6 +21,8 @@ final class InstanceRegistry: @unchecked Sendable {
     let store: any InstanceStore
     /// Where committed records go for streams.
     let hub: StreamHub
+    /// The most instances there may be; a create past it is refused with ``Refusal/instanceLimit(_:)``.
+    let maxInstances: Int
     /// Where notable events go (the service logs them).
     private let report: @Sendable (StoreEvent) -> Void
 
@@ -84,6 +86,8 @@ final class InstanceRegistry: @unchecked Sendable {
         case stopping
         /// The instance cannot be written as JSON (logged).
         case unrenderable(id: String)
+        /// There are as many instances as allowed: a create waits for a delete.
+        case instanceLimit(Int)
     }
 
     typealias Completion = @Sendable (Result<WriteOutcome, Refusal>) -> Void
@@ -149,10 +153,14 @@ final class InstanceRegistry: @unchecked Sendable {
     private let storageFailure = Mutex<StorageFailure?>(nil)
 
     /// Rebuilds every stored instance; refuses to start if one names an unknown model or state.
+    /// `maxInstances`: creates past it are refused. Instances already stored (under a higher
+    /// limit before) are all loaded; only new ones wait for room.
     init(
-        models: [String: Model], store: any InstanceStore, hub: StreamHub, report: @escaping @Sendable (StoreEvent) -> Void
+        models: [String: Model], store: any InstanceStore, hub: StreamHub, maxInstances: Int = .max,
+        report: @escaping @Sendable (StoreEvent) -> Void
     ) throws(StoreError) {
         self.models = models
+        self.maxInstances = maxInstances
         self.stateNames = Set(models.values.flatMap { $0.definition.states.map(\.name) }).sorted()
         self.store = store
         self.hub = hub
@@ -233,14 +241,15 @@ final class InstanceRegistry: @unchecked Sendable {
     // MARK: writing
 
     /// Queues a write; `completion` runs on the committer thread once it is committed or refused.
-    func submit(_ write: Write, completion: @escaping Completion) {
+    /// `requestID` goes into the log lines the write makes.
+    func submit(_ write: Write, requestID: String = "", completion: @escaping Completion) {
         queue.lock()
         guard !isStopping else {
             queue.unlock()
             completion(.failure(.stopping))
             return
         }
-        pending.append((write, completion))
+        pending.append((write, requestID, completion))
         queue.signal()
         queue.unlock()
     }
@@ -255,7 +264,7 @@ final class InstanceRegistry: @unchecked Sendable {
         if !wasStopping { stopped.wait() }
     }
 
-    private typealias Job = (write: Write, completion: Completion)
+    private typealias Job = (write: Write, requestID: String, completion: Completion)
 
     private func runCommitter() {
         while true {
@@ -280,7 +289,7 @@ final class InstanceRegistry: @unchecked Sendable {
     }
 
     /// A line to log once the transaction is committed.
-    private typealias Note = (message: String, fields: KeyValuePairs<String, String>)
+    private typealias Note = (message: String, fields: [(key: String, value: String)])
 
     /// What some writes did inside one transaction: to publish, answer and log once it commits.
     private struct Attempt {
@@ -291,6 +300,8 @@ final class InstanceRegistry: @unchecked Sendable {
         var records: [PublishedRecord] = []
         /// Whether anything was written (a commit of only refusals shows nothing about the store).
         var didWrite = false
+        /// Instances made less instances deleted so far, for the limit on their number.
+        var addedInstances = 0
         /// The inputs applied, with their instance's model, and the transaction's time: for ``metrics``.
         var applied: [(model: String, record: Record)] = []
         var seconds = 0.0
@@ -338,7 +349,11 @@ final class InstanceRegistry: @unchecked Sendable {
             // Instances whose state changed: stored once per transaction, however many records.
             var dirty: Set<String> = []
             for job in jobs {
+                let notesBefore = attempt.notes.count
                 attempt.results.append(try run(job.write, transaction, &attempt, &dirty))
+                if !job.requestID.isEmpty {
+                    for index in attempt.notes.indices.dropFirst(notesBefore) { attempt.notes[index].fields.append(("request_id", job.requestID)) }
+                }
             }
             for id in dirty {
                 if case .present(let instance, _)? = attempt.staged[id] { try transaction.update(instance) }
@@ -357,13 +372,16 @@ final class InstanceRegistry: @unchecked Sendable {
         if attempt.didWrite { storageCommitted() }
         metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
         for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
-        for note in attempt.notes { log(.info, note.message, note.fields) }
+        for note in attempt.notes { report(StoreEvent(.info, note.message, fields: note.fields)) }
     }
 
     /// Answers writes whose transaction failed: none of them changed anything.
     private func fail(_ jobs: ArraySlice<Job>, _ error: StoreError) {
         if jobs.count == 1 {
-            log(.error, "write failed", ["id": jobs.first!.write.instanceID, "write": jobs.first!.write.summary, "error": error.message])
+            let job = jobs.first!
+            report(StoreEvent(.error, "write failed", fields: [
+                ("id", job.write.instanceID), ("write", job.write.summary), ("error", error.message),
+            ] + (job.requestID.isEmpty ? [] : [("request_id", job.requestID)])))
         } else {
             log(.error, "writes failed", ["writes": String(jobs.count), "error": error.message])
         }
@@ -448,6 +466,7 @@ final class InstanceRegistry: @unchecked Sendable {
                 guard isPut, existing.model == name else { return .failure(.exists(id: id, model: existing.model, isPut: isPut)) }
                 return Result { () throws(Refusal) in .found(id: id, json: try render(existing)) }
             }
+            guard count + attempt.addedInstances < maxInstances else { return .failure(.instanceLimit(maxInstances)) }
             let machine = Machine(model: model)
             let instance = StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot)
             let json: [UInt8]
@@ -465,7 +484,8 @@ final class InstanceRegistry: @unchecked Sendable {
             attempt.records.append(PublishedRecord(sequence: sequence, kind: .created, instance: id, model: name, outcome: nil, json: created))
             attempt.didWrite = true
             attempt.staged[id] = .present(instance, machine)
-            attempt.notes.append(("instance created", ["id": id, "model": name]))
+            attempt.addedInstances += 1
+            attempt.notes.append(("instance created", [("id", id), ("model", name)]))
             return .success(.created(id: id, json: json))
 
         case .delete(let id, let expectedVersions):
@@ -481,7 +501,8 @@ final class InstanceRegistry: @unchecked Sendable {
             attempt.records.append(PublishedRecord(sequence: sequence, kind: .deleted, instance: id, model: instance.model, outcome: nil, json: deleted))
             attempt.didWrite = true
             attempt.staged[id] = .deleted
-            attempt.notes.append(("instance deleted", ["id": id]))
+            attempt.addedInstances -= 1
+            attempt.notes.append(("instance deleted", [("id", id)]))
             return .success(.deleted)
 
         case .apply(let input, let id, let expectedVersions, let key):
@@ -489,7 +510,7 @@ final class InstanceRegistry: @unchecked Sendable {
             if let key, let replayed = try replay(key, transaction) {
                 return replayed.flatMap { remembered in
                     // The fingerprint holds method and path, so a create's key does not come back here.
-                    guard case .applied(let json, let isUnexpected) = remembered else { return .failure(.keyReused(key.key)) }
+                    guard case .applied(let json, let isUnexpected) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
                     return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
                 }
             }
@@ -516,10 +537,10 @@ final class InstanceRegistry: @unchecked Sendable {
             attempt.applied.append((instance.model, record))
             dirty.insert(id)
             if isUnexpected {
-                attempt.notes.append(("unexpected event", ["id": id, "event": record.name, "state": record.from, "seq": String(encoded.sequence)]))
+                attempt.notes.append(("unexpected event", [("id", id), ("event", record.name), ("state", record.from), ("seq", String(encoded.sequence))]))
             }
             if let incomplete = record.incompleteLaunch {
-                attempt.notes.append(("incomplete launch", ["id": id, "step": incomplete.step, "sceneConnected": String(incomplete.isSceneConnected)]))
+                attempt.notes.append(("incomplete launch", [("id", id), ("step", incomplete.step), ("sceneConnected", String(incomplete.isSceneConnected))]))
             }
             return .success(.applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected))
         }
@@ -531,7 +552,7 @@ final class InstanceRegistry: @unchecked Sendable {
         switch try transaction.lookUp(key, now: Date()) {
         case .unused: nil
         case .replay(let write): .success(write)
-        case .conflict: .failure(.keyReused(key.key))
+        case .conflict: .failure(.keyReused(String(key.clientKey)))
         }
     }
 
@@ -546,9 +567,9 @@ final class InstanceRegistry: @unchecked Sendable {
     /// in every way what was created, and is answered as such.)
     private func replayedCreation(_ remembered: RememberedWrite, key: IdempotencyKey, _ staged: [String: Staged]) -> Result<WriteOutcome, Refusal> {
         // The fingerprint holds method and path, so an input's key does not come back here.
-        guard case .created(let id, let model, let createdAt, let json) = remembered else { return .failure(.keyReused(key.key)) }
+        guard case .created(let id, let model, let createdAt, let json) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
         guard let existing = current(id, staged)?.instance, existing.model == model, existing.createdAt == createdAt else {
-            return .failure(.createdInstanceDeleted(id: id, key: key.key))
+            return .failure(.createdInstanceDeleted(id: id, key: String(key.clientKey)))
         }
         return .success(.created(id: id, json: json))
     }

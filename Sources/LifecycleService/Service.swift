@@ -29,6 +29,8 @@ public final class Service: Sendable {
         let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
         let started = DispatchTime.now().uptimeNanoseconds
+        // Before the store is opened: a service meant to be guarded does not start unguarded.
+        let token = try configuration.resolvedToken()
 
         var models = Model.builtins
         if let directory = configuration.modelsDirectory {
@@ -37,7 +39,7 @@ public final class Service: Sendable {
                 models[name] = model
             }
         }
-        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
+        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, fields: event.fields.map { ($0.key, $0.value) }) }
         do {
             store = try SQLiteStore(
                 directory: configuration.dataDirectory,
@@ -53,7 +55,7 @@ public final class Service: Sendable {
         }
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
-            registry = try InstanceRegistry(models: models, store: store, hub: hub, report: report)
+            registry = try InstanceRegistry(models: models, store: store, hub: hub, maxInstances: configuration.maxInstances, report: report)
         } catch {
             hub.stop()
             throw StartError(description: store.reason(for: error).message)
@@ -71,7 +73,9 @@ public final class Service: Sendable {
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
         let requestMetrics = RequestMetrics()
         metrics = ServiceMetrics(requests: requestMetrics, registry: registry, databasePath: store.path)
-        let router = API(registry: registry, staticFiles: staticFiles, metrics: metrics).makeRouter()
+        let router = API(
+            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope)
+        ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
@@ -79,7 +83,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, logger: logger, metrics: requestMetrics))
+            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger, metrics: requestMetrics))
         )
         do {
             try server.start()
@@ -93,16 +97,26 @@ public final class Service: Sendable {
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
+            "auth": token == nil ? "off" : configuration.protectReads ? "all" : "writes",
             "version": Configuration.version,
         ])
+        if token == nil, !isLoopback(configuration.host) {
+            logger.warning("writes are open to anyone who can reach the port: no token is set (--token or --token-file)", [
+                "address": "\(configuration.host):\(server.port)",
+            ])
+        }
     }
 
     /// What runs around the router for every request, outermost first: the id and the log
     /// line cover everything inside, refusals included; CORS answers preflights before any
-    /// check that a browser's preflight could not pass.
-    static func middlewares(_ configuration: Configuration, logger: Logger, metrics: RequestMetrics) -> [any Middleware] {
+    /// check that a browser's preflight could not pass; the rate limit comes before
+    /// authentication so that guessing tokens is limited too. Metrics are outside both, so
+    /// that refusals are counted.
+    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics) -> [any Middleware] {
         var middlewares: [any Middleware] = [RequestIDs(), metrics, AccessLog(logger: logger), SecurityHeaders()]
         if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
+        if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
+        if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }
         return middlewares
     }
 

@@ -119,7 +119,10 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         );
         CREATE INDEX tombstones_by_age ON tombstones(deleted_at);
         """,
-        // Version 3: an idempotency key keeps what its write did, not the HTTP response to it:
+        // Version 3: an idempotency key keeps what its write did, not the HTTP response to it.
+        // Keys from now on are stored with the scope of whoever sent them (see
+        // `IdempotencyKey.unscopedKey`); `meta.unscoped_keys_through` is when the newest key
+        // stored without one was made, so they are still found until they expire.
         // `result` 0 created an instance (`instance`, `model`, `instance_created_at` say which;
         // `body` is its JSON), 1 applied an input, 2 applied an unexpected one (`body` is the
         // record's JSON). Version 2 kept the response: 201 with the instance, 200 with the
@@ -149,6 +152,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
           FROM idempotency_responses;
         DROP TABLE idempotency_responses;
         CREATE INDEX idempotency_by_age ON idempotency(created_at);
+        INSERT OR REPLACE INTO meta (key, value)
+          SELECT 'unscoped_keys_through', max(created_at) FROM idempotency HAVING count(*) > 0;
         """,
     ]
 
@@ -163,6 +168,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     private let lock: DataFolderLock
     /// Writes: one transaction at a time, on this connection. It also checkpoints the WAL,
     /// between its transactions (see ``WALBound``).
+    /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
+    private let unscopedKeysThrough: Date?
     private let writeLock = NSLock()
     private let writer: Database
     private let statements: WriteStatements
@@ -237,6 +244,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             let newest = try writer.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
             let floor = try writer.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
+            unscopedKeysThrough = try writer.prepare("SELECT value FROM meta WHERE key = 'unscoped_keys_through'").first { Self.date($0.integer(0)) }
         } catch {
             throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
@@ -752,10 +760,18 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         }
 
         func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
-            let found = try checked("cannot read an idempotency key") { () throws(SQLiteError) in
-                try statements.selectKey.first([.text(key.key)]) { (row) throws(SQLiteError) in
-                    (fingerprint: row.blob(0), created: row.integer(6), write: try Self.remembered(row, key: key.key))
+            func find(_ stored: String) throws(StoreError) -> (fingerprint: [UInt8], created: Int64, write: RememberedWrite)? {
+                try checked("cannot read an idempotency key") { () throws(SQLiteError) in
+                    try statements.selectKey.first([.text(stored)]) { (row) throws(SQLiteError) in
+                        (fingerprint: row.blob(0), created: row.integer(6), write: try Self.remembered(row, key: stored))
+                    }
                 }
+            }
+            var found = try find(key.key)
+            // A key sent before keys were scoped is found as it was stored, until it expires.
+            if found == nil, let unscoped = key.unscopedKey, let through = store.unscopedKeysThrough,
+               through.addingTimeInterval(store.options.idempotencyLifetime) > now {
+                found = try find(unscoped)
             }
             guard let found, SQLiteStore.date(found.created).addingTimeInterval(store.options.idempotencyLifetime) > now else { return .unused }
             return found.fingerprint == key.fingerprint ? .replay(found.write) : .conflict

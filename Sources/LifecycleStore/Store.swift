@@ -29,12 +29,17 @@ public enum RememberedWrite: Sendable, Equatable {
 
 /// A client's `Idempotency-Key` with what identifies its request (method, path, body).
 public struct IdempotencyKey: Sendable, Equatable {
+    /// The key as stored: the client's, within the scope of whoever sent it.
     public var key: String
     public var fingerprint: [UInt8]
+    /// The client's key as versions before scoping stored it: looked up too while keys
+    /// stored then have not expired, so a retry across the upgrade is still recognised.
+    public var unscopedKey: String?
 
-    public init(key: String, fingerprint: [UInt8]) {
+    public init(key: String, fingerprint: [UInt8], unscopedKey: String? = nil) {
         self.key = key
         self.fingerprint = fingerprint
+        self.unscopedKey = unscopedKey
     }
 }
 
@@ -184,9 +189,14 @@ public struct StoreEvent: Sendable {
 
     public var level: Level
     public var message: String
-    public var fields: KeyValuePairs<String, String>
+    public var fields: [(key: String, value: String)]
 
     public init(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        self.init(level, message, fields: fields.map { ($0.key, $0.value) })
+    }
+
+    /// As ``init(_:_:_:)``, for fields assembled at run time.
+    public init(_ level: Level, _ message: String, fields: [(key: String, value: String)]) {
         self.level = level
         self.message = message
         self.fields = fields

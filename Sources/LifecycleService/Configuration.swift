@@ -58,6 +58,8 @@ public struct Configuration: Sendable {
     public var rateLimit: Double?
     /// Requests a client may send at once before the rate applies; `nil`: twice the rate.
     public var rateBurst: Int?
+    /// `GET /metrics` and the request counters behind it.
+    public var metrics = true
 
     /// The rate clients beyond loopback get when none is set: far above what an app or a
     /// test rig posting lifecycle events sends, low enough that one runaway client cannot
@@ -204,6 +206,14 @@ public struct Configuration: Sendable {
             return true
         },
         .integer("--rate-burst", "LIFECYCLED_RATE_BURST", help: "requests a client may send at once before --rate-limit applies (default: twice the rate)", in: 1...1_000_000) { $0.rateBurst = $1 },
+        Option(
+            flag: "--metrics", variable: "LIFECYCLED_METRICS", placeholder: "on|off",
+            help: "on (default): GET /metrics in Prometheus's text format, and the request counters behind it; off: neither (GET /metrics is 404)"
+        ) { c, v in
+            guard let on = ["on": true, "off": false][v] else { return false }
+            c.metrics = on
+            return true
+        },
     ]
 
     /// A token is what a header can carry as it is: visible ASCII without spaces.

@@ -15,8 +15,8 @@ public final class Service: Sendable {
     let registry: InstanceRegistry
     /// Committed records for the streams.
     let hub: StreamHub
-    /// What `GET /metrics` reports.
-    let metrics: ServiceMetrics
+    /// What `GET /metrics` reports; `nil` with `--metrics off`.
+    let metrics: ServiceMetrics?
     public let store: SQLiteStore
     public let logger: Logger
 
@@ -71,8 +71,8 @@ public final class Service: Sendable {
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
-        let requestMetrics = RequestMetrics()
-        metrics = ServiceMetrics(requests: requestMetrics, registry: registry, databasePath: store.path)
+        let requestMetrics = configuration.metrics ? RequestMetrics() : nil
+        metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databasePath: store.path) }
         let router = API(
             registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope)
         ).makeRouter()
@@ -112,8 +112,8 @@ public final class Service: Sendable {
     /// check that a browser's preflight could not pass; the rate limit comes before
     /// authentication so that guessing tokens is limited too. Metrics are outside both, so
     /// that refusals are counted.
-    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics) -> [any Middleware] {
-        var middlewares: [any Middleware] = [RequestIDs(), metrics, AccessLog(logger: logger), SecurityHeaders()]
+    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics?) -> [any Middleware] {
+        var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders()]
         if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
         if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
         if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }

@@ -10,6 +10,8 @@ struct API: Sendable {
     /// The idempotency scope of the service's token; `nil` without one (keys are then
     /// scoped by client address).
     var tokenScope: String? = nil
+    /// Where the graphs' drawing is logged.
+    var logger = Logger()
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
@@ -17,6 +19,9 @@ struct API: Sendable {
         router.get("/healthz") { _ in health() }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
+        let graphs = ModelGraphs(models: registry.models, logger: logger)
+        router.get("/v1/models/{model}/graph.dot", read(graphs.dot))
+        router.get("/v1/models/{model}/graph.svg", read(graphs.svg))
         router.addDeferred("POST", "/v1/instances", write(createInstance))
         router.get("/v1/instances", read(listInstances))
         router.addDeferred("PUT", "/v1/instances/{id}", write(putInstance))

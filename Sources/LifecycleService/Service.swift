@@ -69,7 +69,7 @@ public final class Service: Sendable {
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
-        let router = API(registry: registry, staticFiles: staticFiles, tokenScope: token.map(Authentication.idempotencyScope)).makeRouter()
+        let router = API(registry: registry, staticFiles: staticFiles, tokenScope: token.map(Authentication.idempotencyScope), logger: logger).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,

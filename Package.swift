@@ -51,7 +51,7 @@ let package = Package(
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",
-            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "MicroHTTP", "LifecycleGraph"]
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "MicroHTTP"]
         ),
     ]
 )

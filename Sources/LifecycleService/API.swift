@@ -12,6 +12,8 @@ struct API: Sendable {
     /// The idempotency scope of the service's token; `nil` without one (keys are then
     /// scoped by client address).
     var tokenScope: String? = nil
+    /// Where the graphs' drawing is logged.
+    var logger = Logger()
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
@@ -20,6 +22,9 @@ struct API: Sendable {
         if let metrics { router.get("/metrics") { _ in metrics.response() } }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
+        let graphs = ModelGraphs(models: registry.models, logger: logger)
+        router.get("/v1/models/{model}/graph.dot", read(graphs.dot))
+        router.get("/v1/models/{model}/graph.svg", read(graphs.svg))
         router.addDeferred("POST", "/v1/instances", write(createInstance))
         router.get("/v1/instances", read(listInstances))
         router.addDeferred("PUT", "/v1/instances/{id}", write(putInstance))

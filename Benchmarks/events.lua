@@ -9,10 +9,15 @@ local bodies = {
   '{"event":"didBecomeActive"}',
 }
 
+-- The headers given with -H (an Authorization, say) are kept: headers passed to
+-- wrk.format replace them otherwise.
+local headers = {}
+for name, value in pairs(wrk.headers) do headers[name] = value end
+headers["Content-Type"] = "application/json"
+
 function request()
   counter = counter + 1
   local id = counter % instances
   local body = bodies[(math.floor(counter / instances) % 2) + 1]
-  return wrk.format("POST", "/v1/instances/bench-" .. id .. "/events",
-    {["Content-Type"] = "application/json"}, body)
+  return wrk.format("POST", "/v1/instances/bench-" .. id .. "/events", headers, body)
 end

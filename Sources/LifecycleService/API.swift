@@ -7,6 +7,8 @@ import MicroHTTP
 struct API: Sendable {
     let registry: InstanceRegistry
     let staticFiles: StaticFiles?
+    /// `nil` with `--metrics off`: no `/metrics` route.
+    let metrics: ServiceMetrics?
     /// The idempotency scope of the service's token; `nil` without one (keys are then
     /// scoped by client address).
     var tokenScope: String? = nil
@@ -15,6 +17,7 @@ struct API: Sendable {
     func makeRouter() -> Router {
         var router = Router()
         router.get("/healthz") { _ in health() }
+        if let metrics { router.get("/metrics") { _ in metrics.response() } }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
         router.addDeferred("POST", "/v1/instances", write(createInstance))

@@ -58,6 +58,8 @@ public struct Configuration: Sendable {
     public var rateLimit: Double?
     /// Requests a client may send at once before the rate applies; `nil`: twice the rate.
     public var rateBurst: Int?
+    /// `GET /metrics` and the request counters behind it.
+    public var metrics = true
 
     /// The rate clients beyond loopback get when none is set: far above what an app or a
     /// test rig posting lifecycle events sends, low enough that one runaway client cannot
@@ -95,6 +97,18 @@ public struct Configuration: Sendable {
         ) -> Option {
             Option(flag: flag, variable: variable, placeholder: placeholder, help: help) { c, v in
                 guard let n = Int(v), range.contains(n) else { return false }
+                set(&c, n)
+                return true
+            }
+        }
+
+        /// An option whose value is a number, fractions allowed, within `range`.
+        static func decimal(
+            _ flag: String, _ variable: String, placeholder: String = "N", help: String, in range: ClosedRange<Double>,
+            _ set: @escaping @Sendable (inout Configuration, Double) -> Void
+        ) -> Option {
+            Option(flag: flag, variable: variable, placeholder: placeholder, help: help) { c, v in
+                guard let n = Double(v), range.contains(n) else { return false }
                 set(&c, n)
                 return true
             }
@@ -158,14 +172,10 @@ public struct Configuration: Sendable {
         .integer("--max-connections", "LIFECYCLED_MAX_CONNECTIONS", help: "open connections in all; more are refused at once (default: the open-file limit less 256)", in: 1...Int.max) { $0.maxConnections = $1 },
         .integer("--max-connections-per-client", "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT", help: "open connections from one client address; more are refused at once (default 256)", in: 1...Int.max) { $0.maxConnectionsPerClient = $1 },
         .integer("--request-timeout", "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)", in: 1...Int.max) { $0.requestTimeout = $1 },
-        Option(
-            flag: "--heartbeat", variable: "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
-            help: "seconds between comments on an idle stream (default 15; fractions allowed, at most 3600)"
-        ) { c, v in
-            guard let seconds = Double(v), seconds >= 0.001, seconds <= 3600 else { return false }
-            c.heartbeat = seconds
-            return true
-        },
+        .decimal(
+            "--heartbeat", "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
+            help: "seconds between comments on an idle stream (default 15; fractions allowed, at most 3600)", in: 0.001...3600
+        ) { $0.heartbeat = $1 },
         .integer("--stream-buffer", "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES", help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)", in: 4096...Int.max) { $0.streamBuffer = $1 },
         .integer("--stream-ring", "LIFECYCLED_STREAM_RING", placeholder: "BYTES", help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)", in: 65536...Int.max) { $0.streamRing = $1 },
         Option(flag: "--cors-origin", variable: "LIFECYCLED_CORS_ORIGIN", placeholder: "ORIGINS", help: "comma-separated origins (https://host[:port]) whose pages may call the API, or *; CORS is off without it") { c, v in
@@ -193,17 +203,22 @@ public struct Configuration: Sendable {
         },
         .toggle(
             "--protect-reads", "LIFECYCLED_PROTECT_READS",
-            help: "the token is needed for reads, streams, dashboard files and /metrics too; /healthz stays open for probes"
+            help: "the token is needed for reads, streams and /metrics too; /healthz and the dashboard's files stay open"
         ) { $0.protectReads = $1 },
+        .decimal(
+            "--rate-limit", "LIFECYCLED_RATE_LIMIT",
+            help: "requests per second per client address, answered 429 beyond it (fractions allowed; 0: no limit; default: 100 for clients beyond loopback, none for loopback; when set, it applies to loopback too)",
+            in: 0...1_000_000
+        ) { $0.rateLimit = $1 },
+        .integer("--rate-burst", "LIFECYCLED_RATE_BURST", help: "requests a client may send at once before --rate-limit applies (default: twice the rate)", in: 1...1_000_000) { $0.rateBurst = $1 },
         Option(
-            flag: "--rate-limit", variable: "LIFECYCLED_RATE_LIMIT", placeholder: "N",
-            help: "requests per second per client address, answered 429 beyond it (fractions allowed; 0: no limit; default: 100 for clients beyond loopback, none for loopback; when set, it applies to loopback too)"
+            flag: "--metrics", variable: "LIFECYCLED_METRICS", placeholder: "on|off",
+            help: "on (default): GET /metrics in Prometheus's text format, and the request counters behind it; off: neither (GET /metrics is 404)"
         ) { c, v in
-            guard let rate = Double(v), rate >= 0, rate <= 1_000_000 else { return false }
-            c.rateLimit = rate
+            guard let on = ["on": true, "off": false][v] else { return false }
+            c.metrics = on
             return true
         },
-        .integer("--rate-burst", "LIFECYCLED_RATE_BURST", help: "requests a client may send at once before --rate-limit applies (default: twice the rate)", in: 1...1_000_000) { $0.rateBurst = $1 },
     ]
 
     /// A token is what a header can carry as it is: visible ASCII without spaces.

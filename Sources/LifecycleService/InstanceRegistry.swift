@@ -140,6 +140,8 @@ final class InstanceRegistry: @unchecked Sendable {
     /// Instances read by list pages since start-up: a page reads those it returns, never the
     /// rest of the registry (a test holds it to that).
     private let listReads = Atomic<Int>(0)
+    /// What commits recorded and cost, for `/metrics`: updated after each commit.
+    let metrics = CommitMetrics()
 
     private let queue = NSCondition()
     private var pending: [Job] = []
@@ -216,6 +218,9 @@ final class InstanceRegistry: @unchecked Sendable {
         listReads.add(page.items.count, ordering: .relaxed)
         return page
     }
+
+    /// Instances per model and state (those with any), for `/metrics`.
+    var instanceCounts: [(model: String, state: String, count: Int)] { entriesLock.withLock { index.countsByModelAndState } }
 
     /// Instances read by all list pages so far.
     var instancesReadByLists: Int { listReads.load(ordering: .relaxed) }
@@ -297,6 +302,9 @@ final class InstanceRegistry: @unchecked Sendable {
         var didWrite = false
         /// Instances made less instances deleted so far, for the limit on their number.
         var addedInstances = 0
+        /// The inputs applied, with their instance's model, and the transaction's time: for ``metrics``.
+        var applied: [(model: String, record: Record)] = []
+        var seconds = 0.0
     }
 
     /// Commits a batch in one transaction; that is all a batch costs while the store works.
@@ -336,6 +344,7 @@ final class InstanceRegistry: @unchecked Sendable {
     /// Runs `jobs` in one transaction, in order, and commits it.
     private func attempt(_ jobs: ArraySlice<Job>) throws(StoreError) -> Attempt {
         var attempt = Attempt()
+        let started = DispatchTime.now().uptimeNanoseconds
         try store.write { (transaction) throws(StoreError) in
             // Instances whose state changed: stored once per transaction, however many records.
             var dirty: Set<String> = []
@@ -350,6 +359,7 @@ final class InstanceRegistry: @unchecked Sendable {
                 if case .present(let instance, _)? = attempt.staged[id] { try transaction.update(instance) }
             }
         }
+        attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         return attempt
     }
 
@@ -360,6 +370,7 @@ final class InstanceRegistry: @unchecked Sendable {
         // sequence number it was given finds the record already there.
         if !attempt.records.isEmpty { hub.publish(attempt.records) }
         if attempt.didWrite { storageCommitted() }
+        metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
         for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
         for note in attempt.notes { report(StoreEvent(.info, note.message, fields: note.fields)) }
     }
@@ -523,6 +534,7 @@ final class InstanceRegistry: @unchecked Sendable {
             ))
             attempt.didWrite = true
             attempt.staged[id] = .present(instance, machine)
+            attempt.applied.append((instance.model, record))
             dirty.insert(id)
             if isUnexpected {
                 attempt.notes.append(("unexpected event", [("id", id), ("event", record.name), ("state", record.from), ("seq", String(encoded.sequence))]))

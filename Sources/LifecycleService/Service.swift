@@ -15,6 +15,8 @@ public final class Service: Sendable {
     let registry: InstanceRegistry
     /// Committed records for the streams.
     let hub: StreamHub
+    /// What `GET /metrics` reports; `nil` with `--metrics off`.
+    let metrics: ServiceMetrics?
     public let store: SQLiteStore
     public let logger: Logger
 
@@ -69,7 +71,11 @@ public final class Service: Sendable {
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
-        let router = API(registry: registry, staticFiles: staticFiles, tokenScope: token.map(Authentication.idempotencyScope)).makeRouter()
+        let requestMetrics = configuration.metrics ? RequestMetrics() : nil
+        metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databasePath: store.path) }
+        let router = API(
+            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope)
+        ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
@@ -77,7 +83,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger))
+            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger, metrics: requestMetrics))
         )
         do {
             try server.start()
@@ -104,9 +110,10 @@ public final class Service: Sendable {
     /// What runs around the router for every request, outermost first: the id and the log
     /// line cover everything inside, refusals included; CORS answers preflights before any
     /// check that a browser's preflight could not pass; the rate limit comes before
-    /// authentication so that guessing tokens is limited too.
-    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger) -> [any Middleware] {
-        var middlewares: [any Middleware] = [RequestIDs(), AccessLog(logger: logger), SecurityHeaders()]
+    /// authentication so that guessing tokens is limited too. Metrics are outside both, so
+    /// that refusals are counted.
+    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics?) -> [any Middleware] {
+        var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders()]
         if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
         if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
         if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }

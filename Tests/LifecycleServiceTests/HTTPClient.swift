@@ -133,7 +133,9 @@ final class HTTPConnection {
 
     private func fill() throws {
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let count = recv(fd, &chunk, chunk.count, 0)
+        var count: Int
+        // A signal (a child process of another test ending) interrupts recv: not an error.
+        repeat { count = recv(fd, &chunk, chunk.count, 0) } while count < 0 && errno == EINTR
         guard count > 0 else { throw HTTPClientError(description: count == 0 ? "connection closed" : "recv failed: \(String(cString: strerror(errno)))") }
         buffer += chunk[..<count]
     }

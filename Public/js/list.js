@@ -7,9 +7,7 @@ import { request } from "./api.js";
 import { el, stateBadge } from "./model.js";
 
 export class InstanceList {
-  /** `onOpen(id)` opens an instance. */
-  constructor({ onOpen }) {
-    this.onOpen = onOpen;
+  constructor() {
     this.body = document.querySelector("#instance-list tbody");
     this.status = document.getElementById("list-status");
     this.stateFilter = document.getElementById("filter-state");

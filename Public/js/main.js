@@ -22,7 +22,7 @@ const pageError = document.getElementById("page-error");
 const fleet = new FleetView();
 const trace = new TraceView();
 const detail = new InstanceDetail({ onDeleted: () => list.refresh() });
-const list = new InstanceList({ onOpen: (id) => { location.hash = `#/instances/${encodeURIComponent(id)}`; } });
+const list = new InstanceList();
 const stream = new Stream({
   onBatch(records) {
     fleet.changed();
@@ -76,7 +76,8 @@ async function route({ focus = true } = {}) {
     if (link.dataset.view === view) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  if (focus) document.querySelector(`#view-${view} h2, #view-${view} h3`)?.focus({ preventScroll: true });
+  // The new view's heading (or the chosen instance's) takes focus, so a screen reader announces it.
+  if (focus) document.querySelector(id === null ? `#view-${view} h2` : "#detail-heading")?.focus({ preventScroll: true });
   if (view !== "instances") return;
   if (state !== null) list.filterState(state);
   if (id === null) {
@@ -166,7 +167,6 @@ document.getElementById("create-form").addEventListener("submit", async (event) 
   }
 });
 
-// Views' headings take focus on navigation, so that a screen reader announces the new view.
 for (const heading of document.querySelectorAll(".view > h2, #detail-heading")) heading.tabIndex = -1;
 
 start();

@@ -6,7 +6,7 @@
 
 import { request, seg } from "./api.js";
 import { Graph } from "./graph.js";
-import { el, stateBadge } from "./model.js";
+import { describeCondition, el, stateBadge } from "./model.js";
 
 export class FleetView {
   constructor() {
@@ -88,7 +88,7 @@ export class FleetView {
       node.classList.toggle("occupied", state.instances > 0);
       node.classList.toggle("has-unexpected", state.unexpected > 0);
       node.classList.toggle("has-incomplete", state.incompleteLaunches > 0);
-      graph.badge(state.state, "count", "ne", String(state.instances), `${state.instances} instances in ${state.state} now`);
+      graph.badge(state.state, "count", "ne", String(state.instances), `${state.instances} instances in ${state.state} now`, { empty: state.instances === 0 });
       graph.badge(state.state, "unexpected", "se", state.unexpected > 0 ? `!${state.unexpected}` : null,
         `${state.unexpected} unexpected events recorded in ${state.state}`);
       graph.badge(state.state, "incomplete", "sw", state.incompleteLaunches > 0 ? `↯${state.incompleteLaunches}` : null,
@@ -128,7 +128,7 @@ export class FleetView {
     }));
     this.rowBody.replaceChildren(...model.rows.map((row) => {
       const taken = rowsById.get(row.id)?.taken;
-      const guard = row.when?.length ? el("span", { className: "muted", text: ` [${row.when.map((c) => c.parameter).join(", ")}]` }) : null;
+      const guard = row.when?.length ? el("span", { className: "muted", text: ` [${row.when.map(describeCondition).join(", ")}]` }) : null;
       return el("tr", { className: taken === 0 ? "never" : "" },
         el("th", { scope: "row", text: row.id }), el("td", { text: row.from }),
         el("td", {}, row.event, guard), el("td", { text: row.to ?? `(stays)` }),

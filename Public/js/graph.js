@@ -82,6 +82,10 @@ export class Graph {
       }
       g.removeAttribute("id");
     }
+    // Badges go in a layer of their own, last, so that no edge is drawn over them.
+    this.badges = document.createElementNS(svgNS, "g");
+    this.badges.classList.add("badges");
+    (svg.querySelector("g.graph") ?? svg).append(this.badges);
     this.svg = svg;
     this.container.replaceChildren(svg);
     return true;
@@ -101,12 +105,12 @@ export class Graph {
 
   /**
    * A small labelled badge at one corner of a state's node (`corner`: "ne", "se", "sw");
-   * `text` null removes it.
+   * `text` null removes it; `empty` shows it muted (a count of zero).
    */
-  badge(state, kind, corner, text, title) {
+  badge(state, kind, corner, text, title, { empty = false } = {}) {
     const node = this.nodes.get(state);
     if (!node) return;
-    let badge = node.querySelector(`g.badge.${kind}`);
+    let badge = this.badges.querySelector(`g.badge.${kind}[data-state="${CSS.escape(state)}"]`);
     if (text === null || text === undefined) {
       badge?.remove();
       return;
@@ -114,12 +118,14 @@ export class Graph {
     if (!badge) {
       badge = document.createElementNS(svgNS, "g");
       badge.classList.add("badge", kind);
+      badge.dataset.state = state;
       const tooltip = document.createElementNS(svgNS, "title");
       const rect = document.createElementNS(svgNS, "rect");
       const label = document.createElementNS(svgNS, "text");
       badge.append(tooltip, rect, label);
-      node.append(badge);
+      this.badges.append(badge);
     }
+    badge.classList.toggle("empty", empty);
     const [tooltip, rect, label] = badge.children;
     tooltip.textContent = title;
     label.textContent = text;

@@ -45,6 +45,7 @@ export class InstanceDetail {
     this.generation = 0;
     this.refreshTimer = null;
     this.deleted = false;
+    this.deleting = false;
 
     this.slider.addEventListener("input", () => this.replayTo(Number(this.slider.value)));
     document.getElementById("replay-first").addEventListener("click", () => this.replayTo(0));
@@ -119,6 +120,7 @@ export class InstanceDetail {
     this.shown = 0;
     this.position = null;
     this.deleted = false;
+    this.deleting = false;
     this.loading = [];
     this.timeline.replaceChildren();
     this.moreButton.hidden = true;
@@ -141,6 +143,8 @@ export class InstanceDetail {
     }
     if (generation !== this.generation) return null;
     this.instance = instance;
+    // The version the facts were last read at (those a record does not tell come from there).
+    this.facts.dataset.version = instance.version;
     return instance;
   }
 
@@ -231,6 +235,7 @@ export class InstanceDetail {
 
   markDeleted() {
     this.deleted = true;
+    clearTimeout(this.refreshTimer);
     this.deletedBanner.hidden = false;
     for (const control of document.querySelectorAll(".controls button, .controls select, .controls input")) control.disabled = true;
   }
@@ -238,6 +243,7 @@ export class InstanceDetail {
   /** The facts other than state and version (breadcrumb, counters…) come from the instance itself. */
   refreshSoon() {
     clearTimeout(this.refreshTimer);
+    if (this.deleted || this.deleting) return;
     const generation = this.generation;
     this.refreshTimer = setTimeout(async () => {
       try {
@@ -246,6 +252,7 @@ export class InstanceDetail {
         this.instance = data;
         this.renderFacts();
         this.renderFates();
+        this.facts.dataset.version = data.version;
       } catch (error) {
         if (generation === this.generation && error.status === 404) this.markDeleted();
       }
@@ -455,6 +462,9 @@ export class InstanceDetail {
 
   async remove() {
     const id = this.id;
+    // No reload of an instance about to be gone.
+    clearTimeout(this.refreshTimer);
+    this.deleting = true;
     this.writeStatus.className = "write-status";
     this.writeStatus.textContent = `Deleting ${id}…`;
     try {
@@ -467,6 +477,8 @@ export class InstanceDetail {
     } catch (error) {
       this.writeStatus.className = "write-status error";
       this.writeStatus.textContent = `Delete refused: ${error.message}`;
+    } finally {
+      this.deleting = false;
     }
   }
 }

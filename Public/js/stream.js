@@ -9,6 +9,8 @@
 import { askForToken, onTokenChange, storedToken } from "./api.js";
 
 const recordTypes = ["record", "action", "launch", "instance.created", "instance.deleted"];
+/** How long a hidden page keeps its stream (a quick look at another tab costs nothing). */
+const hiddenGrace = 30_000;
 
 export class Stream {
   /**
@@ -27,14 +29,43 @@ export class Stream {
     this.flushTimer = null;
     this.retryTimer = null;
     this.retryDelay = 1000;
+    this.paused = false;
+    this.hiddenTimer = null;
     onTokenChange(() => {
-      if (this.model) this.open(this.model, { resume: true });
+      if (this.model && !this.paused) this.open(this.model, { resume: true });
     });
+    // A page in the background gives its connection back (browsers allow six per server
+    // over HTTP/1.1, a stream holds one for good): at once when it is frozen or put in the
+    // back/forward cache, after a while when it is only hidden. Back in front, it resumes
+    // after the last record it saw.
+    addEventListener("pagehide", () => this.pause());
+    addEventListener("pageshow", () => this.unpause());
+    document.addEventListener("freeze", () => this.pause());
+    document.addEventListener("resume", () => this.unpause());
+    document.addEventListener("visibilitychange", () => {
+      clearTimeout(this.hiddenTimer);
+      if (document.visibilityState === "hidden") this.hiddenTimer = setTimeout(() => this.pause(), hiddenGrace);
+      else this.unpause();
+    });
+  }
+
+  pause() {
+    if (this.paused || !this.model) return;
+    this.paused = true;
+    this.close();
+    this.onStatus("paused", "Paused in the background");
+  }
+
+  unpause() {
+    if (!this.paused) return;
+    this.paused = false;
+    this.open(this.model, { resume: true });
   }
 
   /** Listens to `model`'s records; `resume` continues after the last one seen. */
   open(model, { resume = false } = {}) {
     this.close();
+    this.paused = false;
     if (this.model !== model) {
       this.model = model;
       this.lastSequence = null;

@@ -240,11 +240,21 @@ def browser(width=1400, height=1000):
     driver = webdriver.Chrome(service=ChromeService(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
     # Recorded from the first script of every document on, before the page's own.
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CSP_RECORDER})
+    still(driver)
     return driver
 
 
-def wait_until(condition, timeout=10.0, message="condition"):
-    """Polls `condition` until it returns something truthy; fails after `timeout` seconds."""
+def still(driver, scheme=None):
+    """No transitions (screenshots show where things end up), and the colour scheme asked for."""
+    features = [{"name": "prefers-reduced-motion", "value": "reduce"}]
+    if scheme:
+        features.append({"name": "prefers-color-scheme", "value": scheme})
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": features})
+
+
+def wait_until(condition, timeout=10.0, message="condition", explain=None):
+    """Polls `condition` until it returns something truthy; fails after `timeout` seconds
+    (saying what `explain()` returns then, if given)."""
     deadline = time.monotonic() + timeout
     last_error = None
     while True:
@@ -255,7 +265,8 @@ def wait_until(condition, timeout=10.0, message="condition"):
         except Exception as error:  # the page may be between states; keep polling
             last_error = error
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}" + (f" (last error: {last_error})" if last_error else ""))
+            found = f"; found: {explain()}" if explain else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}{found}" + (f" (last error: {last_error})" if last_error else ""))
         time.sleep(0.05)
 
 
@@ -345,6 +356,10 @@ class DashboardCase(unittest.TestCase):
             self.assertEqual(self.last_rows(), record["row"], "the last transition's edge is marked")
         return record
 
+    def settled(self, version):
+        """Waits until the facts beside the graph were read at `version` (for screenshots)."""
+        wait_until(lambda: self.find("#detail-facts").get_attribute("data-version") == str(version), 5, f"the facts at version {version}")
+
 
 # MARK: the tests
 
@@ -382,10 +397,12 @@ class Dashboard(DashboardCase):
         self.api.create("live-1")
         self.open_instance("live-1", "initializing")
         for step in COLD_START:
-            self.post_and_watch("live-1", step)
+            record = self.post_and_watch("live-1", step)
+        self.settled(record["version"])
         self.screenshot("instance-after-cold-start.png")
         for step in BACKGROUNDING:
-            self.post_and_watch("live-1", step)
+            record = self.post_and_watch("live-1", step)
+        self.settled(record["version"])
         self.screenshot("instance-after-backgrounding.png")
         # An unexpected event: recorded (409), shown as such, the state unchanged.
         record = self.api.event("live-1", {"event": "willResignActive"}, expect=(409,))
@@ -448,7 +465,8 @@ class Dashboard(DashboardCase):
         want = {state: expected.get(state, 0) for state in states}
         self.assertGreaterEqual(sum(want.values()), 1000)
         self.assertEqual(sum(1 for n in want.values() if n > 0), len(states), "the fleet covers every state")
-        read = "return Object.fromEntries([...document.querySelectorAll('#fleet-graph svg g.node')].map(g => [g.dataset.state, Number(g.querySelector('.badge.count text')?.textContent ?? -1)]))"
+        read = """return Object.fromEntries([...document.querySelectorAll('#fleet-graph svg g.node')].map(g => [g.dataset.state,
+            Number(document.querySelector(`#fleet-graph svg g.badge.count[data-state="${g.dataset.state}"] text`)?.textContent ?? -1)]))"""
         wait_until(lambda: self.js(read) == want, 10, f"the graph's counts to be {want}")
         coverage = self.api.ok("GET", "/v1/models/ios-app/coverage")
         never = sorted(coverage["neverTaken"])
@@ -479,6 +497,7 @@ class Dashboard(DashboardCase):
             self.api.event("replay-1", step)
         self.open_instance("replay-1", "background")
         wait_until(lambda: len(self.timeline_versions()) == 5, 5, "the history in the timeline")
+        self.settled(5)
         self.find("#replay-first").click()
         wait_until(lambda: self.current_state() == "initializing", 2, "the initial state at the first record")
         self.assertEqual(self.last_rows(), "")
@@ -495,6 +514,7 @@ class Dashboard(DashboardCase):
         # The slider steps from the keyboard: one record on, the first transition.
         self.find("#replay-position").send_keys(Keys.ARROW_RIGHT)
         wait_until(lambda: self.current_state() == "launching" and self.last_rows() == "r2", 2, "the first record's state and edge")
+        self.screenshot("replay-first-transition.png")
         self.find("#replay-live").click()
         wait_until(lambda: self.current_state() == "foreground", 2, "live again")
         self.assertNotIn("replaying", self.find("#instance-graph svg").get_attribute("class"))
@@ -503,7 +523,8 @@ class Dashboard(DashboardCase):
         self.load("#/trace")
         trace = {"steps": [{"event": "didFinishLaunching", "believedState": "launching"}, {"event": "didBecomeActive"}]}
         self.check_trace(trace)
-        summary = wait_until(lambda: self.find("#trace-result .trace-summary"), 5, "the trace's report")
+        summary = wait_until(lambda: self.find("#trace-result .trace-summary"), 5, "the trace's report",
+                             lambda: self.find("#trace-result").text)
         self.assertEqual(summary.get_attribute("data-kind"), "unexpectedEvent")
         self.assertEqual(summary.get_attribute("data-step"), "1")
         self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.divergence')].map(g => g.dataset.state).join(' ')"), "launching")
@@ -551,11 +572,38 @@ class Dashboard(DashboardCase):
         # The browser logged its lost connection while the server was down.
         self.expected_console.append(r"/v1/stream\?model=ios-app - Failed to load resource: net::ERR_(CONNECTION_REFUSED|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING)")
 
+    def test_i_a_page_in_the_background_gives_its_stream_back_and_catches_up(self):
+        self.api.create("tab-1")
+        for step in COLD_START:
+            self.api.event("tab-1", step)
+        first = self.driver.current_window_handle
+        # A tab of its own: a frozen tab stays hidden for every page it loads afterwards.
+        self.driver.switch_to.new_window("tab")
+        try:
+            self.open_instance("tab-1", "foreground")
+            wait_until(lambda: self.find("#live-status").get_attribute("data-state") == "live", 5, "the stream")
+            self.driver.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "frozen"})
+            records = [self.api.event("tab-1", step) for step in BACKGROUNDING]
+            self.driver.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "active"})
+            wait_until(lambda: self.current_state() == "background" and self.timeline_versions()[:2] == [r["version"] for r in reversed(records)],
+                       2.0, "the records committed while the page was frozen")
+            # The frozen page had closed its stream (a finished load of it is on record), then opened another.
+            closed = self.js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/stream?')).length")
+            self.assertGreaterEqual(closed, 1, "the stream was closed while frozen")
+            wait_until(lambda: self.find("#live-status").get_attribute("data-state") == "live", 5, "the stream back")
+            self.assertEqual(sorted(self.timeline_versions()), list(range(1, 6)), "each record once")
+            self.settled(records[-1]["version"])
+            self.screenshot("instance-after-tab-in-background.png")
+            self.assertNoConsoleErrors()
+        finally:
+            self.driver.close()
+            self.driver.switch_to.window(first)
+
     def test_g_narrow_dark_window(self):
         self.api.create("narrow-1")
         for step in COLD_START:
             self.api.event("narrow-1", step)
-        self.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        still(self.driver, scheme="dark")
         self.driver.set_window_size(420, 1400)
         try:
             self.open_instance("narrow-1", "foreground")
@@ -563,9 +611,10 @@ class Dashboard(DashboardCase):
             self.assertEqual(background, "rgb(14, 17, 22)", "the dark palette")
             # Nothing wider than the window: no sideways scrolling.
             self.assertLessEqual(self.js("return document.documentElement.scrollWidth"), self.js("return window.innerWidth"))
+            self.settled(3)
             self.screenshot("instance-narrow-dark.png")
         finally:
-            self.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+            still(self.driver)
             self.driver.set_window_size(1400, 1000)
 
 

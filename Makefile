@@ -5,7 +5,7 @@ SWIFT       ?= swift
 PYTHON      ?= python3
 PORT        ?= 8080
 DATA_DIR    ?= data
-APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl node-eventsource
+APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev libgraphviz-dev pkg-config curl node-eventsource
 BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
 # The dashboard's browser test: Chromium driven by Selenium, both Debian's (so the test
 # runs under Debian's python3, which python3-selenium installs into).

@@ -33,6 +33,15 @@ export class TraceView {
       this.text.value = JSON.stringify({ steps: exampleTrace(this.model) }, null, 2);
       this.text.focus();
     });
+    document.getElementById("scenarios-run-all").addEventListener("click", async (event) => {
+      event.target.disabled = true;
+      for (const button of this.scenarioBody.querySelectorAll("button[data-do='run']")) {
+        await this.run(this.scenarios.find((s) => s.name === button.dataset.scenario), button);
+      }
+      const passing = this.scenarioBody.querySelectorAll("tr[data-passing='true']").length;
+      this.scenarioStatus.textContent = `${passing} of ${this.scenarios.length} scenarios pass.`;
+      event.target.disabled = false;
+    });
     this.scenarioBody.addEventListener("click", (event) => {
       const button = event.target.closest("button[data-scenario]");
       if (!button) return;
@@ -73,9 +82,12 @@ export class TraceView {
       ({ data: report } = await request(`/v1/models/${seg(model.name)}/conformance`, { method: "POST", json: { steps } }));
     } catch (error) {
       if (this.model !== model) return;
+      const step = error.problem?.step;
       this.showError(error.status === 404
         ? `This server does not check traces (POST /v1/models/${model.name}/conformance answered 404).`
-        : `The trace was refused: ${error.message}`);
+        : Number.isInteger(step)
+          ? `Step ${step + 1} names something ${model.name} does not have: ${error.message}`
+          : `The trace was refused: ${error.message}`);
       return;
     }
     if (this.model !== model) return;
@@ -164,6 +176,7 @@ export class TraceView {
       return;
     }
     this.scenarioStatus.textContent = this.scenarios.length ? "" : `Model ${model.name} has no built-in scenarios.`;
+    document.getElementById("scenarios-run-all").hidden = this.scenarios.length === 0;
     this.scenarioBody.replaceChildren(...this.scenarios.map((s) => el("tr", { dataset: { scenario: s.name } },
       el("th", { scope: "row" }, s.title ?? s.name, el("br"), el("code", { text: s.name })),
       el("td", {}, s.expectedState ? stateBadge(this.model, s.expectedState) : "–"),

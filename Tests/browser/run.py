@@ -549,6 +549,13 @@ class Dashboard(DashboardCase):
         first = scenarios[0]["name"]
         self.find(f"#scenario-table button[data-scenario='{first}'][data-do='run']").click()
         wait_until(lambda: self.find(f"#scenario-table tr[data-scenario='{first}']").get_attribute("data-passing") == "true", 5, f"{first} to pass")
+        self.find("#scenarios-run-all").click()
+        wait_until(lambda: self.find("#scenarios-status").text == f"{len(scenarios)} of {len(scenarios)} scenarios pass.", 10, "every scenario to pass",
+                   lambda: self.find("#scenarios-status").text)
+        # A name the model lacks is refused (422) naming its step.
+        self.expected_console.append(r"/v1/models/ios-app/conformance - Failed to load resource: .* 422")
+        self.check_trace({"steps": COLD_START[:1] + [{"event": "didBecomeActiv"}]})
+        wait_until(lambda: "Step 2 names something" in self.find("#trace-result").text, 5, "the refusal naming step 2")
 
     def check_trace(self, trace):
         area = self.find("#trace-text")

@@ -285,6 +285,8 @@ export class InstanceDetail {
     this.slider.setAttribute("aria-valuetext", this.positionText(at));
     this.liveButton.setAttribute("aria-pressed", String(live));
     this.replayLabel.textContent = this.positionText(at) + (live ? " (live)" : "");
+    // Announced while someone replays, not on every record that arrives live.
+    this.replayLabel.setAttribute("aria-live", live ? "off" : "polite");
     this.replayBanner.hidden = live;
     this.replayBanner.textContent = live ? "" : `Replay: the graph as it was ${this.positionText(at)}. New records keep arriving below; press Live to follow them.`;
 

@@ -9,7 +9,7 @@ import { InstanceDetail } from "./instance.js";
 import { InstanceList } from "./list.js";
 import { ModelInfo } from "./model.js";
 import { Stream } from "./stream.js";
-import { TraceView } from "./trace.js";
+import { TraceView, stepOfRecord } from "./trace.js";
 
 const modelKey = "lifecycled.model";
 const views = ["fleet", "instances", "trace"];
@@ -144,6 +144,12 @@ window.addEventListener("hashchange", () => {
 });
 
 document.getElementById("token-button").addEventListener("click", () => editToken());
+
+document.getElementById("check-history").addEventListener("click", () => {
+  const steps = detail.records.map(stepOfRecord);
+  location.hash = "#/trace";
+  trace.checkSteps(steps);
+});
 
 document.getElementById("open-form").addEventListener("submit", (event) => {
   event.preventDefault();

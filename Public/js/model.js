@@ -12,7 +12,6 @@ export class ModelInfo {
     this.rows = definition.transitions;
     this.initialState = definition.initialState;
     this.stateByName = new Map(this.states.map((s) => [s.name, s]));
-    this.rowById = new Map(this.rows.map((r) => [r.id, r]));
   }
 
   /**
@@ -24,12 +23,6 @@ export class ModelInfo {
     if (this.rows.some((r) => r.from === state && r.event === event)) return "expected";
     return this.stateByName.get(state)?.otherEvents === "ignored" ? "ignored" : "unexpected";
   }
-
-  /** A row as people read it: `from --event [guard]--> to`. */
-  describeRow(row) {
-    const guard = row.when?.length ? ` [${row.when.map(describeCondition).join(", ")}]` : "";
-    return `${row.from} —${row.event}${guard}→ ${row.to ?? row.from}`;
-  }
 }
 
 export function describeCondition(c) {
@@ -38,21 +31,21 @@ export function describeCondition(c) {
   return c.present ? `${c.parameter} given` : `no ${c.parameter}`;
 }
 
+/** `name(key: value, …)`, or `name` alone without parameters. */
+export function describeCall(name, parameters) {
+  const list = Object.entries(parameters ?? {}).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(", ");
+  return list ? `${name}(${list})` : name;
+}
+
 /** The input a record answers: `didBecomeActive`, `openURL(url: …)`, `relaunch`. */
 export function describeInput(record) {
   const name = record.kind === "event" ? record.event : record.kind === "action" ? record.action : record.kind;
-  const parameters = record.parameters && Object.keys(record.parameters).length
-    ? `(${Object.entries(record.parameters).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(", ")})`
-    : "";
-  return name + parameters;
+  return describeCall(name, record.parameters);
 }
 
+/** A pending action (buffered, delivered, replaced or cleared). */
 export function describeAction(action) {
-  if (!action) return "";
-  const parameters = action.parameters && Object.keys(action.parameters).length
-    ? `(${Object.entries(action.parameters).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(", ")})`
-    : "";
-  return action.name + parameters;
+  return action ? describeCall(action.name, action.parameters) : "";
 }
 
 /** `el("p", {className: "x", text: "hi"}, child, …)`: an element, without markup strings. */

@@ -5,7 +5,7 @@
 
 import { request, seg } from "./api.js";
 import { Graph } from "./graph.js";
-import { describeInput, el, outcomeBadge, stateBadge } from "./model.js";
+import { describeCall, describeInput, el, outcomeBadge, stateBadge } from "./model.js";
 
 export class TraceView {
   constructor() {
@@ -250,12 +250,8 @@ export function stepOfRecord(record) {
 }
 
 function describeStep(step) {
-  const { believedState, ...input } = step;
-  const name = input.event ?? input.action ?? Object.keys(input)[0] ?? "?";
-  delete input.event;
-  delete input.action;
-  const parameters = Object.entries(input).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(", ");
-  return parameters ? `${name}(${parameters})` : name;
+  const { believedState, event, action, ...parameters } = step;
+  return describeCall(event ?? action ?? Object.keys(parameters)[0] ?? "?", event || action ? parameters : {});
 }
 
 /** A short path through the model from its initial state, each step with the state it should reach. */

@@ -519,6 +519,12 @@ class Dashboard(DashboardCase):
         wait_until(lambda: self.current_state() == "foreground", 2, "live again")
         self.assertNotIn("replaying", self.find("#instance-graph svg").get_attribute("class"))
 
+        # Its history, checked as a trace, conforms (each step believing the state it reached).
+        self.find("#check-history").click()
+        wait_until(lambda: "Conforms" in self.find("#trace-result .trace-summary").text, 5, "the history checked as a trace",
+                   lambda: self.find("#trace-result").text)
+        self.assertEqual(len(self.finds("#trace-result tbody tr")), 7)
+
     def test_f_trace_with_a_wrong_event_shows_the_divergence(self):
         self.load("#/trace")
         trace = {"steps": [{"event": "didFinishLaunching", "believedState": "launching"}, {"event": "didBecomeActive"}]}

@@ -7,12 +7,16 @@ PORT        ?= 8080
 DATA_DIR    ?= data
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev libgraphviz-dev pkg-config curl node-eventsource
 BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
+# The dashboard's browser test: Chromium driven by Selenium, both Debian's (so the test
+# runs under Debian's python3, which python3-selenium installs into).
+BROWSER_APT  = chromium chromium-driver python3-selenium
+BROWSER_PYTHON ?= /usr/bin/python3
 SCHEMATHESIS_VERSION = 4.32.5
 # prometheus_client: its parser reads what GET /metrics answers in the tests.
 PROMETHEUS_CLIENT_VERSION = 0.26.0
 PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION) prometheus_client==$(PROMETHEUS_CLIENT_VERSION)
 
-.PHONY: run test bench deps bench-deps build release openapi-check contract-test clean
+.PHONY: run test bench deps bench-deps browser-deps build release openapi-check contract-test browser-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -32,6 +36,9 @@ deps:
 bench-deps: deps
 	$(call apt_install,$(BENCH_APT))
 
+browser-deps:
+	$(call apt_install,$(BROWSER_APT))
+
 build: deps
 	$(SWIFT) build
 
@@ -49,6 +56,7 @@ test: deps
 	timeout 1500 $(SWIFT) test
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test
+	$(MAKE) --no-print-directory browser-test
 
 openapi-check:
 	$(PYTHON) -m openapi_spec_validator openapi.yaml
@@ -58,6 +66,13 @@ openapi-check:
 contract-test: deps
 	$(SWIFT) build --product lifecycled
 	timeout 900 $(PYTHON) Tests/contract/run.py
+
+# The dashboard in headless Chromium against a live lifecycled (fresh data folders, free
+# ports on 127.0.0.1); screenshots in .build/screenshots/, and the page's load time with
+# 10,000 instances printed.
+browser-test: deps browser-deps
+	$(SWIFT) build --product lifecycled
+	timeout 900 $(BROWSER_PYTHON) Tests/browser/run.py
 
 bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench

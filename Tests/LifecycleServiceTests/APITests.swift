@@ -302,6 +302,37 @@ struct APITests {
         #expect(try c.request("GET", "/v1/nothing").status == 404)
     }
 
+    @Test("static files: revalidated on every use (no-cache, ETag, Last-Modified, 304), so an upgrade is picked up at once")
+    func staticFileValidators() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        let first = try c.request("GET", "/js/app.js")
+        #expect(first.status == 200 && first.header("cache-control") == "no-cache")
+        let etag = try #require(first.header("etag"))
+        let lastModified = try #require(first.header("last-modified"))
+        #expect(etag.hasPrefix("\"") && etag.hasSuffix("\""))
+        #expect(lastModified.range(of: #"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$"#, options: .regularExpression) != nil, "\(lastModified)")
+
+        for validator in [("If-None-Match", etag), ("If-None-Match", "W/\(etag)"), ("If-None-Match", "\"other\", \(etag)"), ("If-None-Match", "*"),
+                          ("If-Modified-Since", lastModified)] {
+            let unchanged = try c.request("GET", "/js/app.js", headers: [validator])
+            #expect(unchanged.status == 304 && unchanged.body.isEmpty, "\(validator)")
+            #expect(unchanged.header("etag") == etag && unchanged.header("cache-control") == "no-cache")
+            // A 304 may state a length only if it is the full answer's (RFC 9110 §8.6).
+            #expect(unchanged.header("content-length").map { $0 == String(first.body.count) } ?? true)
+        }
+        // The connection is still in step: the 304s sent no body.
+        #expect(try c.request("GET", "/js/app.js", headers: [("If-None-Match", "\"other\"")]).text == "console.log('hi')")
+        let head = try c.request("HEAD", "/js/app.js", headers: [("If-None-Match", "\"other\"")])
+        #expect(head.status == 200 && head.header("etag") == etag)
+
+        // An upgrade replaces the file: the browser's validator no longer matches.
+        try "console.log('upgraded')".write(toFile: server.configuration.publicDirectory + "/js/app.js", atomically: true, encoding: .utf8)
+        let upgraded = try c.request("GET", "/js/app.js", headers: [("If-None-Match", etag), ("If-Modified-Since", lastModified)])
+        #expect(upgraded.status == 200 && upgraded.text == "console.log('upgraded')")
+        #expect(upgraded.header("etag") != nil && upgraded.header("etag") != etag)
+    }
+
     @Test("keep-alive: two requests on one connection, no Connection: close")
     func keepAlive() throws {
         let server = try TestServer()

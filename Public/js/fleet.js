@@ -1,0 +1,151 @@
+// Fleet view: every instance of the model on its graph, from the coverage counters
+// (GET /v1/models/{model}/coverage): instances per state now, how often each row
+// was taken, rows never taken, unexpected events per state, incomplete launches.
+// Live: records on the stream schedule a reload of the counters (at most one a
+// second), which the server keeps, so the figures never drift from the store's.
+
+import { request, seg } from "./api.js";
+import { Graph } from "./graph.js";
+import { describeCondition, el, stateBadge } from "./model.js";
+
+export class FleetView {
+  constructor() {
+    this.graph = new Graph(document.getElementById("fleet-graph"), "Fleet");
+    this.summary = document.getElementById("fleet-summary");
+    this.stateBody = document.querySelector("#state-table tbody");
+    this.rowBody = document.querySelector("#row-table tbody");
+    this.model = null;
+    this.coverage = null;
+    this.loading = null;
+    this.again = false;
+    this.timer = null;
+    this.lastLoad = 0;
+  }
+
+  async show(model) {
+    this.model = model;
+    this.coverage = null;
+    this.renderTables();
+    const drawn = this.graph.load(model.name);
+    await Promise.all([drawn, this.reload()]);
+    if (this.model === model) this.paint();
+  }
+
+  /** Records arrived: reload the counters soon, at most once a second. */
+  changed() {
+    if (this.timer !== null) return;
+    const wait = Math.max(0, 1000 - (performance.now() - this.lastLoad));
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.reload();
+    }, wait);
+  }
+
+  async reload() {
+    if (this.loading) {
+      this.again = true;
+      return this.loading;
+    }
+    const model = this.model;
+    this.lastLoad = performance.now();
+    this.loading = (async () => {
+      try {
+        const { data } = await request(`/v1/models/${seg(model.name)}/coverage`);
+        if (this.model !== model) return;
+        this.coverage = data;
+        this.error = null;
+      } catch (error) {
+        if (this.model !== model) return;
+        this.error = error.status === 404
+          ? `This server does not count coverage (GET /v1/models/${model.name}/coverage answered 404): no fleet figures.`
+          : `The fleet figures could not be loaded: ${error.message}`;
+      }
+      this.renderTables();
+      this.paint();
+    })();
+    try {
+      await this.loading;
+    } finally {
+      this.loading = null;
+      if (this.again) {
+        this.again = false;
+        this.changed();
+      }
+    }
+  }
+
+  /** Counts, edge weights and warnings onto the graph. */
+  paint() {
+    const graph = this.graph;
+    if (!graph.svg) return;
+    const coverage = this.coverage;
+    graph.svg.classList.toggle("has-coverage", !!coverage);
+    if (!coverage) return;
+    for (const state of coverage.states) {
+      const node = graph.nodes.get(state.state);
+      if (!node) continue;
+      node.dataset.count = state.instances;
+      node.classList.toggle("occupied", state.instances > 0);
+      node.classList.toggle("has-unexpected", state.unexpected > 0);
+      node.classList.toggle("has-incomplete", state.incompleteLaunches > 0);
+      graph.badge(state.state, "count", "ne", String(state.instances), `${state.instances} instances in ${state.state} now`, { empty: state.instances === 0 });
+      graph.badge(state.state, "unexpected", "se", state.unexpected > 0 ? `!${state.unexpected}` : null,
+        `${state.unexpected} unexpected events recorded in ${state.state}`);
+      graph.badge(state.state, "incomplete", "sw", state.incompleteLaunches > 0 ? `↯${state.incompleteLaunches}` : null,
+        `${state.incompleteLaunches} instances in ${state.state} with an incomplete launch`);
+    }
+    const most = Math.max(1, ...coverage.rows.map((r) => r.taken));
+    for (const row of coverage.rows) {
+      const edge = graph.edges.get(row.row);
+      if (!edge) continue;
+      edge.dataset.taken = row.taken;
+      const share = row.taken === 0 ? 0 : Math.log1p(row.taken) / Math.log1p(most);
+      // Five heat levels for colour; width follows the same logarithmic share.
+      const level = row.taken === 0 ? 0 : 1 + Math.min(4, Math.floor(share * 4.999));
+      for (let i = 0; i <= 5; i += 1) edge.classList.toggle(`heat-${i}`, i === level);
+      edge.classList.toggle("never-taken", row.taken === 0);
+      for (const path of edge.querySelectorAll("path")) path.style.strokeWidth = String(1 + share * 5);
+      let tooltip = edge.querySelector(":scope > title");
+      if (tooltip) {
+        tooltip.dataset.original ??= tooltip.textContent;
+        tooltip.textContent = `${tooltip.dataset.original} (${row.row}): taken ${row.taken} times`;
+      }
+    }
+  }
+
+  renderTables() {
+    const model = this.model;
+    const coverage = this.coverage;
+    const statesByName = new Map((coverage?.states ?? []).map((s) => [s.state, s]));
+    const rowsById = new Map((coverage?.rows ?? []).map((r) => [r.row, r]));
+    const cell = (value) => el("td", { className: "num", text: value === undefined ? "–" : String(value) });
+    this.stateBody.replaceChildren(...model.states.map((state) => {
+      const counts = statesByName.get(state.name);
+      const link = el("a", { href: `#/instances?state=${encodeURIComponent(state.name)}` }, stateBadge(model, state.name));
+      return el("tr", { className: counts?.unexpected ? "warn" : "" },
+        el("th", { scope: "row" }, link), el("td", { text: state.kind }),
+        cell(counts?.instances), cell(counts?.unexpected), cell(counts?.incompleteLaunches));
+    }));
+    this.rowBody.replaceChildren(...model.rows.map((row) => {
+      const taken = rowsById.get(row.id)?.taken;
+      const guard = row.when?.length ? el("span", { className: "muted", text: ` [${row.when.map(describeCondition).join(", ")}]` }) : null;
+      return el("tr", { className: taken === 0 ? "never" : "" },
+        el("th", { scope: "row", text: row.id }), el("td", { text: row.from }),
+        el("td", {}, row.event, guard), el("td", { text: row.to ?? `(stays)` }),
+        el("td", { className: "num" }, taken === undefined ? "–" : taken === 0 ? el("span", { className: "never-label", text: "never" }) : String(taken)));
+    }));
+    if (this.error) {
+      this.summary.textContent = this.error;
+      this.summary.className = "error";
+    } else if (coverage) {
+      const total = coverage.states.reduce((n, s) => n + s.instances, 0);
+      const unexpected = coverage.states.reduce((n, s) => n + s.unexpected, 0);
+      const never = coverage.neverTaken?.length ?? coverage.rows.filter((r) => r.taken === 0).length;
+      this.summary.className = "muted";
+      this.summary.textContent = `${total.toLocaleString()} instances; ${unexpected.toLocaleString()} unexpected events recorded; ${never} of ${coverage.rows.length} rows never taken.`;
+    } else {
+      this.summary.className = "muted";
+      this.summary.textContent = "Loading the fleet…";
+    }
+  }
+}

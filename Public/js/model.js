@@ -1,0 +1,124 @@
+// What the page needs to know about a model (GET /v1/models/{model}), and small
+// helpers for showing records and building the elements of the page.
+
+/** A loaded model with lookups by state and row. */
+export class ModelInfo {
+  constructor(definition) {
+    this.definition = definition;
+    this.name = definition.name;
+    this.states = definition.states;
+    this.events = definition.events;
+    this.actions = definition.actions;
+    this.rows = definition.transitions;
+    this.initialState = definition.initialState;
+    this.stateByName = new Map(this.states.map((s) => [s.name, s]));
+  }
+
+  /**
+   * What `event` would do in `state`: "expected" when a row of that state takes it
+   * (a guard may still decide which), otherwise what the state does with other
+   * events: "ignored" or "unexpected".
+   */
+  eventFate(state, event) {
+    if (this.rows.some((r) => r.from === state && r.event === event)) return "expected";
+    return this.stateByName.get(state)?.otherEvents === "ignored" ? "ignored" : "unexpected";
+  }
+}
+
+export function describeCondition(c) {
+  if ("equals" in c) return `${c.parameter} = ${JSON.stringify(c.equals)}`;
+  if ("notEquals" in c) return `${c.parameter} ≠ ${JSON.stringify(c.notEquals)}`;
+  return c.present ? `${c.parameter} given` : `no ${c.parameter}`;
+}
+
+/** `name(key: value, …)`, or `name` alone without parameters. */
+export function describeCall(name, parameters) {
+  const list = Object.entries(parameters ?? {}).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(", ");
+  return list ? `${name}(${list})` : name;
+}
+
+/** The input a record answers: `didBecomeActive`, `openURL(url: …)`, `relaunch`. */
+export function describeInput(record) {
+  const name = record.kind === "event" ? record.event : record.kind === "action" ? record.action : record.kind;
+  return describeCall(name, record.parameters);
+}
+
+/** A pending action (buffered, delivered, replaced or cleared). */
+export function describeAction(action) {
+  return action ? describeCall(action.name, action.parameters) : "";
+}
+
+/** `el("p", {className: "x", text: "hi"}, child, …)`: an element, without markup strings. */
+export function el(tag, properties = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [key, value] of Object.entries(properties)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "text") element.textContent = value;
+    else if (key === "className") element.className = value;
+    else if (key === "dataset") Object.assign(element.dataset, value);
+    else if (key === "htmlFor") element.htmlFor = value;
+    else if (key in element && typeof value !== "string") element[key] = value;
+    else element.setAttribute(key, value === true ? "" : value);
+  }
+  element.append(...children.filter((c) => c !== null && c !== undefined && c !== false));
+  return element;
+}
+
+/** A state badge: the state's name, coloured by its kind. */
+export function stateBadge(model, state) {
+  const kind = model?.stateByName.get(state)?.kind ?? "unknown";
+  return el("span", { className: `badge-state kind-${kind}`, text: state, dataset: { state } });
+}
+
+export function outcomeBadge(outcome) {
+  return el("span", { className: `badge-outcome outcome-${outcome}`, text: outcome });
+}
+
+const timeFormat = new Intl.DateTimeFormat(undefined, {
+  hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false,
+});
+const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
+export function formatTime(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : timeFormat.format(date);
+}
+
+export function formatDate(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : dateFormat.format(date);
+}
+
+/** An input for one declared parameter (boolean: a three-way select, since it may be left out). */
+export function parameterInput(parameter, idPrefix) {
+  const id = `${idPrefix}-${parameter.name}`;
+  let input;
+  if (parameter.type === "boolean") {
+    input = el("select", { id, name: parameter.name, dataset: { type: "boolean" } },
+      el("option", { value: "", text: parameter.required ? "choose" : "not given" }),
+      el("option", { value: "true", text: "true" }),
+      el("option", { value: "false", text: "false" }));
+  } else {
+    input = el("input", {
+      id, name: parameter.name, autocomplete: "off", dataset: { type: parameter.type },
+      type: parameter.type === "integer" || parameter.type === "number" ? "number" : "text",
+      step: parameter.type === "number" ? "any" : undefined,
+    });
+  }
+  if (parameter.required) input.required = true;
+  return el("label", { className: "param", htmlFor: id },
+    el("span", { text: parameter.name + (parameter.required ? "" : " (optional)") }), input);
+}
+
+/** The parameters filled in a form, typed as declared; blank optional ones are left out. */
+export function readParameters(form, parameters) {
+  const values = {};
+  for (const parameter of parameters) {
+    const input = form.elements.namedItem(parameter.name);
+    if (!input || input.value === "") continue;
+    if (parameter.type === "boolean") values[parameter.name] = input.value === "true";
+    else if (parameter.type === "integer" || parameter.type === "number") values[parameter.name] = Number(input.value);
+    else values[parameter.name] = input.value;
+  }
+  return values;
+}

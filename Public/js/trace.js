@@ -1,0 +1,284 @@
+// Trace checker: a recorded trace checked against the model by the server
+// (POST /v1/models/{model}/conformance), its first divergence and the rows it
+// exercised shown on the graph; and the model's built-in scenarios, listed and run
+// (GET /v1/models/{model}/scenarios, POST …/scenarios/{name}).
+
+import { request, seg } from "./api.js";
+import { Graph } from "./graph.js";
+import { describeCall, describeInput, el, outcomeBadge, stateBadge } from "./model.js";
+
+export class TraceView {
+  constructor() {
+    this.graph = new Graph(document.getElementById("trace-graph"), "Trace");
+    this.form = document.getElementById("trace-form");
+    this.text = document.getElementById("trace-text");
+    this.result = document.getElementById("trace-result");
+    this.scenarioBody = document.querySelector("#scenario-table tbody");
+    this.scenarioStatus = document.getElementById("scenarios-status");
+    this.model = null;
+    this.scenarios = [];
+
+    this.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.check();
+    });
+    document.getElementById("trace-file").addEventListener("change", async (event) => {
+      const file = event.target.files[0];
+      if (!file) return;
+      this.text.value = await file.text();
+      event.target.value = "";
+      this.check();
+    });
+    document.getElementById("trace-example").addEventListener("click", () => {
+      this.text.value = JSON.stringify({ steps: exampleTrace(this.model) }, null, 2);
+      this.text.focus();
+    });
+    document.getElementById("scenarios-run-all").addEventListener("click", async (event) => {
+      event.target.disabled = true;
+      for (const button of this.scenarioBody.querySelectorAll("button[data-do='run']")) {
+        await this.run(this.scenarios.find((s) => s.name === button.dataset.scenario), button);
+      }
+      const passing = this.scenarioBody.querySelectorAll("tr[data-passing='true']").length;
+      this.scenarioStatus.textContent = `${passing} of ${this.scenarios.length} scenarios pass.`;
+      event.target.disabled = false;
+    });
+    this.scenarioBody.addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-scenario]");
+      if (!button) return;
+      const scenario = this.scenarios.find((s) => s.name === button.dataset.scenario);
+      if (button.dataset.do === "run") this.run(scenario, button);
+      else {
+        this.text.value = JSON.stringify({ steps: [...(scenario.setup ?? []), ...(scenario.steps ?? [])] }, null, 2);
+        this.text.focus();
+      }
+    });
+  }
+
+  async setModel(model) {
+    this.model = model;
+    this.result.replaceChildren();
+    await Promise.all([this.graph.load(model.name), this.loadScenarios()]);
+  }
+
+  /** Uses a trace given from elsewhere (an instance's history) and checks it. */
+  checkSteps(steps) {
+    this.text.value = JSON.stringify({ steps }, null, 2);
+    return this.check();
+  }
+
+  async check() {
+    const model = this.model;
+    let steps;
+    try {
+      steps = parseTrace(this.text.value);
+    } catch (error) {
+      this.showError(error.message);
+      this.text.focus();
+      return;
+    }
+    this.result.replaceChildren(el("p", { className: "muted", text: `Checking ${steps.length} steps…` }));
+    let report;
+    try {
+      ({ data: report } = await request(`/v1/models/${seg(model.name)}/conformance`, { method: "POST", json: { steps } }));
+    } catch (error) {
+      if (this.model !== model) return;
+      const step = error.problem?.step;
+      this.showError(error.status === 404
+        ? `This server does not check traces (POST /v1/models/${model.name}/conformance answered 404).`
+        : Number.isInteger(step)
+          ? `Step ${step + 1} names something ${model.name} does not have: ${error.message}`
+          : `The trace was refused: ${error.message}`);
+      return;
+    }
+    if (this.model !== model) return;
+    this.showReport(steps, report);
+  }
+
+  showError(text) {
+    this.result.replaceChildren(el("p", { className: "banner error", role: "alert", text }));
+    this.graph.markStates("divergence", []);
+    this.graph.markStates("believed", []);
+    this.graph.markRows("exercised", []);
+  }
+
+  showReport(steps, report) {
+    const problem = report.firstProblem;
+    const stepRecord = (i) => report.steps[i]?.record;
+    const divergence = [];
+    const believed = [];
+    if (problem) {
+      const record = stepRecord(problem.step);
+      if (problem.kind === "beliefMismatch") {
+        if (record) divergence.push(record.to);
+        if (report.steps[problem.step]?.believedState) believed.push(report.steps[problem.step].believedState);
+      } else if (record) {
+        divergence.push(record.from);
+      } else {
+        // An input the model does not know: the divergence is where the trace had got to.
+        let before = this.model.initialState;
+        for (let i = problem.step - 1; i >= 0; i -= 1) {
+          if (stepRecord(i)) {
+            before = stepRecord(i).to;
+            break;
+          }
+        }
+        divergence.push(before);
+      }
+    }
+    this.graph.markRows("exercised", report.exercisedRows ?? []);
+    this.graph.markStates("divergence", divergence);
+    this.graph.markStates("believed", believed);
+    this.graph.markStates("final", [report.finalState]);
+    this.graph.svg?.classList.add("has-trace");
+    if (this.graph.svg) this.graph.svg.dataset.divergence = divergence.join(" ");
+
+    const summary = problem
+      ? el("p", { className: "banner error trace-summary", dataset: { kind: problem.kind, step: problem.step } },
+        el("strong", { text: `Diverges at step ${problem.step + 1}` }), ` (${problem.kind}): ${problem.detail ?? ""}`)
+      : el("p", { className: "banner ok trace-summary" }, el("strong", { text: "Conforms" }), ` to ${this.model.name}; ends in `, stateBadge(this.model, report.finalState), ".");
+    const rows = report.steps.map((result, i) => {
+      const record = result.record;
+      const input = record ? describeInput(record) : describeStep(steps[i]);
+      const belief = result.believedState
+        ? el("span", { className: result.beliefCorrect === false ? "belief wrong" : "belief" },
+          result.beliefCorrect === false ? "✗ believed " : "✓ ", stateBadge(this.model, result.believedState))
+        : el("span", { className: "muted", text: "–" });
+      const isProblem = problem && problem.step === i;
+      return el("tr", { className: isProblem ? "divergence" : "", "aria-current": isProblem ? "step" : undefined },
+        el("th", { scope: "row", className: "num", text: String(i + 1) }),
+        el("td", { text: input }),
+        el("td", {}, record ? outcomeBadge(record.outcome) : el("span", { className: "badge-outcome outcome-unexpected", text: "error" })),
+        el("td", {}, record ? stateBadge(this.model, record.from) : "", record && record.from !== record.to ? " → " : "", record && record.from !== record.to ? stateBadge(this.model, record.to) : ""),
+        el("td", {}, record?.row ?? (result.error ? el("span", { className: "error", text: result.error }) : "–")),
+        el("td", {}, belief));
+    });
+    const table = el("table", { className: "data trace-steps" },
+      el("caption", { text: `Steps (${report.exercisedRows?.length ?? 0} rows exercised: ${(report.exercisedRows ?? []).join(", ") || "none"})` }),
+      el("thead", {}, el("tr", {}, ...["Step", "Input", "Outcome", "State", "Row", "Belief"].map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, ...rows));
+    this.result.replaceChildren(summary, table);
+  }
+
+  async loadScenarios() {
+    const model = this.model;
+    this.scenarios = [];
+    this.scenarioBody.replaceChildren();
+    this.scenarioStatus.textContent = "Loading scenarios…";
+    try {
+      const { data } = await request(`/v1/models/${seg(model.name)}/scenarios`);
+      if (this.model !== model) return;
+      this.scenarios = data.items;
+    } catch (error) {
+      if (this.model !== model) return;
+      this.scenarioStatus.textContent = error.status === 404
+        ? `This server has no scenarios to run (GET /v1/models/${model.name}/scenarios answered 404).`
+        : `The scenarios could not be loaded: ${error.message}`;
+      return;
+    }
+    this.scenarioStatus.textContent = this.scenarios.length ? "" : `Model ${model.name} has no built-in scenarios.`;
+    document.getElementById("scenarios-run-all").hidden = this.scenarios.length === 0;
+    this.scenarioBody.replaceChildren(...this.scenarios.map((s) => el("tr", { dataset: { scenario: s.name } },
+      el("th", { scope: "row" }, s.title ?? s.name, el("br"), el("code", { text: s.name })),
+      el("td", {}, s.expectedState ? stateBadge(this.model, s.expectedState) : "–"),
+      el("td", { className: "scenario-result", "aria-live": "polite" }),
+      el("td", { className: "buttons" },
+        el("button", { type: "button", dataset: { scenario: s.name, do: "run" }, text: "Run", "aria-label": `Run ${s.title ?? s.name}` }),
+        el("button", { type: "button", className: "quiet", dataset: { scenario: s.name, do: "load" }, text: "Load as trace", "aria-label": `Load ${s.title ?? s.name} as a trace` })))));
+  }
+
+  async run(scenario, button) {
+    const cell = button.closest("tr").querySelector(".scenario-result");
+    cell.textContent = "Running…";
+    button.disabled = true;
+    try {
+      const { data } = await request(`/v1/models/${seg(this.model.name)}/scenarios/${seg(scenario.name)}`, { method: "POST" });
+      const hooks = (data.hooks ?? []).join(", ");
+      cell.replaceChildren(el("span", { className: data.passing ? "pass" : "fail", text: data.passing ? "✓ passes" : "✗ fails" }),
+        " ends in ", stateBadge(this.model, data.finalState),
+        el("details", {}, el("summary", { text: "hooks" }),
+          el("p", { text: `ran: ${hooks || "none"}` }),
+          el("p", { text: `expected: ${(scenario.expectedHooks ?? []).join(", ") || "none"}` })));
+      cell.closest("tr").dataset.passing = String(data.passing);
+      const rows = [...new Set((data.records ?? []).map((r) => r.row).filter(Boolean))];
+      this.graph.markRows("exercised", rows);
+      this.graph.markStates("divergence", data.passing ? [] : [data.finalState]);
+      this.graph.markStates("believed", data.passing ? [] : [scenario.expectedState]);
+      this.graph.markStates("final", [data.finalState]);
+    } catch (error) {
+      cell.replaceChildren(el("span", { className: "fail", text: `could not run: ${error.message}` }));
+    } finally {
+      button.disabled = false;
+    }
+  }
+}
+
+/** Steps from what was pasted: {"steps": […]}, an array, one JSON value per line, or history records. */
+export function parseTrace(text) {
+  const trimmed = text.trim();
+  if (!trimmed) throw new Error("Paste or upload a trace first.");
+  let values;
+  try {
+    const parsed = JSON.parse(trimmed);
+    if (Array.isArray(parsed)) values = parsed;
+    else if (Array.isArray(parsed?.steps)) values = parsed.steps;
+    else if (Array.isArray(parsed?.items)) values = parsed.items;
+    else values = [parsed];
+  } catch {
+    values = trimmed.split(/\r?\n/).filter((line) => line.trim()).map((line, i) => {
+      try {
+        return JSON.parse(line);
+      } catch {
+        throw new Error(`Line ${i + 1} is not JSON: ${line.slice(0, 60)}`);
+      }
+    });
+  }
+  return values.map((value, i) => {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`Step ${i + 1} is not a JSON object.`);
+    return isRecord(value) ? stepOfRecord(value) : value;
+  });
+}
+
+function isRecord(value) {
+  return typeof value.kind === "string" && "outcome" in value && "to" in value;
+}
+
+/** A history record as the step an app would have logged: its input, and where it ended up. */
+export function stepOfRecord(record) {
+  if (record.kind === "event") return { event: record.event, ...(record.parameters ?? {}), believedState: record.to };
+  if (record.kind === "action") return { action: record.action, ...(record.parameters ?? {}) };
+  return { relaunch: true, believedState: record.to };
+}
+
+function describeStep(step) {
+  const { believedState, event, action, ...parameters } = step;
+  return describeCall(event ?? action ?? Object.keys(parameters)[0] ?? "?", event || action ? parameters : {});
+}
+
+/** A short path through the model from its initial state, each step with the state it should reach. */
+function exampleTrace(model) {
+  const steps = [];
+  const visited = new Set([model.initialState]);
+  let state = model.initialState;
+  for (let n = 0; n < 4; n += 1) {
+    const candidates = model.rows.filter((r) => r.from === state && r.to && r.to !== state);
+    const row = candidates.find((r) => !visited.has(r.to)) ?? candidates[0];
+    if (!row) break;
+    const event = model.events.find((e) => e.name === row.event);
+    const step = { event: row.event };
+    for (const parameter of event.parameters) {
+      const condition = row.when.find((c) => c.parameter === parameter.name);
+      if (condition && "equals" in condition) step[parameter.name] = condition.equals;
+      else if (condition && condition.present === true) step[parameter.name] = placeholder(parameter);
+      else if (parameter.required && !(condition && (condition.present === false))) step[parameter.name] = placeholder(parameter);
+    }
+    step.believedState = row.to;
+    steps.push(step);
+    visited.add(row.to);
+    state = row.to;
+  }
+  return steps;
+}
+
+function placeholder(parameter) {
+  return parameter.type === "boolean" ? true : parameter.type === "string" ? "main" : 1;
+}

@@ -1,0 +1,737 @@
+#!/usr/bin/env python3
+"""Browser test: the dashboard in a real Chromium, driven by Selenium, against the real server.
+
+Starts the built server (.build/debug/lifecycled) on a free loopback port with a fresh
+data folder for each group of tests, loads the page in headless Chromium (Debian's
+`chromium` and `chromium-driver`, Debian's `python3-selenium`) and checks what issue 8
+asks the page to show: no console errors or CSP violations; one graph node per state of
+each model; an event posted through the API moving the highlight and adding a timeline
+row within 2 s; event buttons posting; the fleet counts on the graph matching
+GET /v1/instances; replay to the first record showing the initial state; a trace with a
+wrong event showing its divergence; the token asked for on a 401 and kept in
+sessionStorage. It also measures how long the page takes to load with 10,000 instances
+(figures printed, never asserted).
+
+Screenshots go to .build/screenshots/ (printed at the start and the end).
+
+Usage: /usr/bin/python3 Tests/browser/run.py [--server PATH] [--keep] [-k PATTERN] [--load-instances N]
+"""
+
+import argparse
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service as ChromeService
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCREENSHOTS = os.path.join(ROOT, ".build", "screenshots")
+STARTED = re.compile(r"lifecycled started\"? address=127\.0\.0\.1:(\d+)")
+OPTIONS = argparse.Namespace(server=os.path.join(ROOT, ".build", "debug", "lifecycled"), keep=False, load_instances=10_000)
+
+COLD_START = [
+    {"event": "didFinishLaunching"},
+    {"event": "willConnectToWindow", "window": "main"},
+    {"event": "didBecomeActive"},
+]
+BACKGROUNDING = [{"event": "willResignActive"}, {"event": "didEnterBackground"}]
+
+
+def log(message):
+    print(f"browser: {message}", flush=True)
+
+
+# MARK: the server
+
+
+class Server:
+    """lifecycled on a free loopback port with a fresh data folder; stopped with SIGTERM."""
+
+    def __init__(self, *arguments, port=0, folder=None):
+        self.arguments = arguments
+        self.folder = folder or tempfile.mkdtemp(prefix="lifecycled-browser-")
+        self.log_path = os.path.join(self.folder, "server.log")
+        start = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        log_file = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [OPTIONS.server, "--host", "127.0.0.1", "--port", str(port), "--data-dir", os.path.join(self.folder, "data"),
+             "--public-dir", os.path.join(ROOT, "Public"), *arguments],
+            stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            with open(self.log_path, "rb") as f:
+                match = STARTED.search(f.read().decode("utf-8", "replace"), start)
+            if match:
+                self.port = int(match.group(1))
+                break
+            if self.process.poll() is not None:
+                raise RuntimeError(f"lifecycled exited with {self.process.returncode}:\n{open(self.log_path).read()}")
+            if time.monotonic() > deadline:
+                self.process.kill()
+                raise RuntimeError("lifecycled did not log its start line within 30 s")
+            time.sleep(0.05)
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def restart(self):
+        """Stops the server and starts it again on the same port and data folder."""
+        self.terminate()
+        self.__init__(*self.arguments, port=self.port, folder=self.folder)
+
+    def stop(self):
+        self.terminate()
+        if not OPTIONS.keep:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def terminate(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        if code != 0:
+            raise RuntimeError(f"lifecycled exited with {code}; log in {self.log_path}")
+
+
+class API:
+    """A keep-alive HTTP client for one server (one per thread)."""
+
+    def __init__(self, server, token=None):
+        self.server = server
+        self.token = token
+        self.connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+
+    def call(self, method, path, body=None):
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        payload = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            payload = json.dumps(body).encode()
+        for attempt in range(2):
+            try:
+                self.connection.request(method, path, body=payload, headers=headers)
+                response = self.connection.getresponse()
+                data = response.read()
+                break
+            except (http.client.HTTPException, ConnectionError):
+                # A connection the server closed (e.g. after a refusal) is opened anew once.
+                self.connection.close()
+                if attempt:
+                    raise
+        if response.getheader("Connection", "").lower() == "close":
+            self.connection.close()
+        return response.status, (json.loads(data) if data.strip() else None)
+
+    def ok(self, method, path, body=None, expect=(200, 201, 204)):
+        status, data = self.call(method, path, body)
+        if status not in expect:
+            raise AssertionError(f"{method} {path}: {status} {data}")
+        return data
+
+    def create(self, instance, model="ios-app"):
+        return self.ok("PUT", f"/v1/instances/{instance}", {"model": model})
+
+    def event(self, instance, step, expect=(200,)):
+        status, data = self.call("POST", f"/v1/instances/{instance}/events", step)
+        if status not in expect:
+            raise AssertionError(f"event {step} on {instance}: {status} {data}")
+        return data.get("record", data) if status == 409 else data
+
+    def instance(self, instance):
+        return self.ok("GET", f"/v1/instances/{instance}", expect=(200,))
+
+    def all_instances(self, model):
+        items, cursor = [], None
+        while True:
+            path = f"/v1/instances?model={model}&limit=1000" + (f"&cursor={cursor}" if cursor else "")
+            page = self.ok("GET", path, expect=(200,))
+            items += page["items"]
+            cursor = page["nextCursor"]
+            if not cursor:
+                return items
+
+
+def plan(index):
+    """The inputs that bring instance `index` of a seeded fleet to its state: every state
+    of ios-app gets some, every 50th instance also has an unexpected (or ignored) event, and
+    every 100th a launch left incomplete by a relaunch."""
+    k = index % 10
+    steps = {
+        0: [],
+        1: COLD_START[:1],
+        2: COLD_START[:2],
+        3: COLD_START, 4: COLD_START, 5: COLD_START,
+        6: COLD_START + BACKGROUNDING, 7: COLD_START + BACKGROUNDING,
+        8: [{"event": "didFinishLaunching", "setupError": "disk full"}],
+        9: [{"event": "didFinishLaunching", "isTesting": True}],
+    }[k]
+    steps = [("events", s) for s in steps]
+    if index % 100 == 2:
+        steps += [("launches", None), ("events", {"event": "didFinishLaunching"})]
+    if index % 50 == 0:
+        steps.append(("events", {"event": "didBecomeActive"}))
+    return steps
+
+
+def seed(server, count, prefix, threads=4):
+    """Creates `count` ios-app instances spread over the states, from a few keep-alive connections."""
+    started = time.monotonic()
+    errors = []
+
+    def work(worker):
+        api = API(server)
+        try:
+            for index in range(worker, count, threads):
+                instance = f"{prefix}-{index:05d}"
+                api.create(instance)
+                for kind, body in plan(index):
+                    status, data = api.call("POST", f"/v1/instances/{instance}/{kind}", body)
+                    if status not in (200, 409):
+                        raise AssertionError(f"{kind} {body} on {instance}: {status} {data}")
+        except Exception as error:  # reported below, after every worker stopped
+            errors.append(error)
+
+    workers = [threading.Thread(target=work, args=(w,)) for w in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if errors:
+        raise errors[0]
+    log(f"seeded {count} instances in {time.monotonic() - started:.1f} s")
+
+
+# MARK: the browser
+
+CSP_RECORDER = """
+window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__cspViolations.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline') + ' ' + (e.sourceFile || '') + ':' + e.lineNumber);
+});
+"""
+
+
+def browser(width=1400, height=1000):
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     f"--window-size={width},{height}", "--lang=en-US", "--no-first-run",
+                     f"--user-data-dir={tempfile.mkdtemp(prefix='lifecycled-chromium-')}"]:
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=ChromeService(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    # Recorded from the first script of every document on, before the page's own.
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CSP_RECORDER})
+    still(driver)
+    return driver
+
+
+def still(driver, scheme=None):
+    """No transitions (screenshots show where things end up), and the colour scheme asked for."""
+    features = [{"name": "prefers-reduced-motion", "value": "reduce"}]
+    if scheme:
+        features.append({"name": "prefers-color-scheme", "value": scheme})
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": features})
+
+
+def wait_until(condition, timeout=10.0, message="condition", explain=None):
+    """Polls `condition` until it returns something truthy; fails after `timeout` seconds
+    (saying what `explain()` returns then, if given)."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as error:  # the page may be between states; keep polling
+            last_error = error
+        if time.monotonic() > deadline:
+            found = f"; found: {explain()}" if explain else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}{found}" + (f" (last error: {last_error})" if last_error else ""))
+        time.sleep(0.05)
+
+
+class DashboardCase(unittest.TestCase):
+    """One server and one browser per class; every test ends with no console errors."""
+
+    server_arguments = ()
+    token = None
+    # Console lines a test expects (e.g. the 401s that make the page ask for the token).
+    allowed_console = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(*cls.server_arguments)
+        cls.api = API(cls.server, token=cls.token)
+        cls.driver = browser()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.driver.quit()
+        cls.server.stop()
+
+    def setUp(self):
+        self.expected_console = list(self.allowed_console)
+
+    def tearDown(self):
+        self.assertNoConsoleErrors()
+
+    def assertNoConsoleErrors(self):
+        entries = self.driver.get_log("browser")
+        errors = [e["message"] for e in entries if e["level"] == "SEVERE"
+                  and not any(re.search(pattern, e["message"]) for pattern in self.expected_console)]
+        violations = self.driver.execute_script("return window.__cspViolations || []")
+        self.assertEqual(errors, [], "console errors")
+        self.assertEqual(violations, [], "Content-Security-Policy violations")
+
+    # Page helpers
+
+    def load(self, fragment):
+        """A cold load of the page at `fragment`, waiting until it says it is ready."""
+        self.driver.get("about:blank")
+        self.driver.get(f"{self.server.base}/{fragment}")
+        wait_until(lambda: self.driver.execute_script("return document.body.dataset.ready") == "true", 15, "the page to be ready")
+
+    def js(self, script, *arguments):
+        return self.driver.execute_script(script, *arguments)
+
+    def find(self, selector):
+        return self.driver.find_element(By.CSS_SELECTOR, selector)
+
+    def finds(self, selector):
+        return self.driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def current_state(self, graph="instance-graph"):
+        return self.js(f"return [...document.querySelectorAll('#{graph} svg g.current')].map(g => g.dataset.state).join(' ')")
+
+    def last_rows(self):
+        return self.js("return [...document.querySelectorAll('#instance-graph svg g.last')].map(g => g.dataset.row).join(' ')")
+
+    def timeline_versions(self):
+        return self.js("return [...document.querySelectorAll('#timeline > li')].map(li => Number(li.dataset.version))")
+
+    def screenshot(self, name):
+        """The whole page, not only the window's part of it."""
+        os.makedirs(SCREENSHOTS, exist_ok=True)
+        path = os.path.join(SCREENSHOTS, name)
+        size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 6000), "scale": 1},
+        })
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
+        log(f"screenshot {path}")
+
+    def open_instance(self, instance, state):
+        self.load(f"#/instances/{instance}")
+        wait_until(lambda: self.current_state() == state, 10, f"{instance} shown in {state}")
+
+    def post_and_watch(self, instance, step):
+        """Posts an event through the API; within 2 s the highlight moves to the record's
+        state and the timeline's newest row is that record."""
+        record = self.api.event(instance, step)
+        wait_until(lambda: self.current_state() == record["to"] and self.timeline_versions()[:1] == [record["version"]],
+                   2.0, f"{step['event']} on the graph and in the timeline")
+        if record.get("row"):
+            self.assertEqual(self.last_rows(), record["row"], "the last transition's edge is marked")
+        return record
+
+    def settled(self, version):
+        """Waits until the facts beside the graph were read at `version` (for screenshots)."""
+        wait_until(lambda: self.find("#detail-facts").get_attribute("data-version") == str(version), 5, f"the facts at version {version}")
+
+
+# MARK: the tests
+
+
+class Dashboard(DashboardCase):
+    """The page against a server without a token."""
+
+    def test_a_graph_has_one_node_per_state_of_each_model(self):
+        models = self.api.ok("GET", "/v1/models")["items"]
+        self.load("#/fleet")
+        select = Select(self.find("#model-select"))
+        self.assertEqual(sorted(o.get_attribute("value") for o in select.options), sorted(m["name"] for m in models))
+        for model in models:
+            select.select_by_value(model["name"])
+            states = sorted(s["name"] for s in model["states"])
+            rows = sorted(r["id"] for r in model["transitions"])
+            nodes = wait_until(lambda: (lambda found: found if sorted(found) == states else None)(
+                self.js("return [...document.querySelectorAll('#fleet-graph svg g.node')].map(g => g.dataset.state)")),
+                10, f"{model['name']}'s graph")
+            self.assertEqual(len(nodes), len(set(nodes)), "one node per state")
+            edges = self.js("return [...document.querySelectorAll('#fleet-graph svg g.edge')].map(g => g.dataset.row)")
+            self.assertEqual(sorted(edges), rows, "one edge per transition row")
+            kinds = self.js("return Object.fromEntries([...document.querySelectorAll('#fleet-graph svg g.node')].map(g => [g.dataset.state, [...g.classList].filter(c => ['initial','transient','permanent','terminal'].includes(c))]))")
+            self.assertEqual(kinds, {s["name"]: [s["kind"]] for s in model["states"]}, "each node names its kind")
+        # Ids stay unique in the document although the graph is inlined three times.
+        self.assertEqual(self.js("const ids = [...document.querySelectorAll('[id]')].map(e => e.id); return ids.length - new Set(ids).size"), 0)
+        # Every form control has a label, every button a name (keyboard and screen reader use).
+        unlabelled = self.js("""return [...document.querySelectorAll('input, select, textarea')]
+            .filter(e => e.type !== 'hidden' && !(e.labels && e.labels.length) && !e.getAttribute('aria-label')).map(e => e.outerHTML)""")
+        self.assertEqual(unlabelled, [])
+        nameless = self.js("return [...document.querySelectorAll('button')].filter(b => !(b.textContent.trim() || b.getAttribute('aria-label'))).map(b => b.outerHTML)")
+        self.assertEqual(nameless, [])
+
+    def test_b_event_posted_through_the_api_moves_the_highlight(self):
+        self.api.create("live-1")
+        self.open_instance("live-1", "initializing")
+        for step in COLD_START:
+            record = self.post_and_watch("live-1", step)
+        self.settled(record["version"])
+        self.screenshot("instance-after-cold-start.png")
+        for step in BACKGROUNDING:
+            record = self.post_and_watch("live-1", step)
+        self.settled(record["version"])
+        self.screenshot("instance-after-backgrounding.png")
+        # An unexpected event: recorded (409), shown as such, the state unchanged.
+        record = self.api.event("live-1", {"event": "willResignActive"}, expect=(409,))
+        wait_until(lambda: self.timeline_versions()[:1] == [record["version"]], 2.0, "the unexpected record in the timeline")
+        self.assertIn("outcome-unexpected", self.find("#timeline > li").get_attribute("class"))
+        self.assertEqual(self.current_state(), "background")
+
+    def test_c_buttons_and_forms_post_inputs(self):
+        self.api.create("click-1")
+        self.open_instance("click-1", "initializing")
+        self.find("#event-forms button[data-event='didFinishLaunching']").click()
+        wait_until(lambda: self.api.instance("click-1")["state"] == "launching", 5, "the click's event to be committed")
+        wait_until(lambda: self.current_state() == "launching", 2, "the highlight on launching")
+
+        # An event the state does not expect is marked, and still sent when clicked; the
+        # server answers 409 (recorded and counted), which Chromium logs as a failed load.
+        self.expected_console.append(r"/v1/instances/click-1/events - Failed to load resource: .* 409")
+        unexpected = self.find("#event-forms form[data-event='didBecomeActive']")
+        wait_until(lambda: unexpected.get_attribute("data-fate") == "unexpected", 2, "didBecomeActive marked unexpected")
+        self.assertIn("unexpected", self.find("#fate-didBecomeActive").text)
+        self.find("#event-forms button[data-event='didBecomeActive']").click()
+        wait_until(lambda: self.api.instance("click-1")["counters"]["unexpected"] == 1, 5, "the unexpected event to be recorded")
+        wait_until(lambda: "unexpected" in self.find("#write-status").text, 2, "the answer to say unexpected")
+
+        # A required parameter, typed, sent from the keyboard.
+        window = self.find("#event-willConnectToWindow-window")
+        window.send_keys("main")
+        window.send_keys(Keys.ENTER)
+        wait_until(lambda: self.api.instance("click-1")["window"] == "main", 5, "willConnectToWindow with its window")
+
+        # An action: buffered in connected (no action hook there).
+        Select(self.find("#action-name")).select_by_value("openURL")
+        self.find("#action-url").send_keys("https://example.com/a")
+        self.find("#action-form button[type='submit']").click()
+        wait_until(lambda: (self.api.instance("click-1")["bufferedAction"] or {}).get("name") == "openURL", 5, "the buffered action")
+
+        self.find("#relaunch-button").click()
+        wait_until(lambda: self.api.instance("click-1")["launchCount"] == 2, 5, "the relaunch")
+        wait_until(lambda: self.current_state() == "initializing", 2, "the highlight back on initializing")
+
+        self.find("#delete-button").click()
+        self.find("#delete-yes").click()
+        wait_until(lambda: self.api.call("GET", "/v1/instances/click-1")[0] == 404, 5, "the deletion")
+        wait_until(lambda: self.find("#detail-deleted").is_displayed(), 2, "the page to say it is deleted")
+
+        # Create: the new instance is opened.
+        self.find("details.create summary").click()
+        self.find("#create-form input[name='id']").send_keys("made-in-page")
+        self.find("#create-form button[type='submit']").click()
+        wait_until(lambda: self.api.call("GET", "/v1/instances/made-in-page")[0] == 200, 5, "the creation")
+        wait_until(lambda: self.current_state() == "initializing" and "made-in-page" in self.find("#detail-heading").text, 5, "the new instance shown")
+
+    def test_d_fleet_counts_match_the_instances(self):
+        seed(self.server, 1000, "fleet")
+        self.load("#/fleet")
+        expected = {}
+        for instance in self.api.all_instances("ios-app"):
+            expected[instance["state"]] = expected.get(instance["state"], 0) + 1
+        states = [s["name"] for s in self.api.ok("GET", "/v1/models/ios-app")["states"]]
+        want = {state: expected.get(state, 0) for state in states}
+        self.assertGreaterEqual(sum(want.values()), 1000)
+        self.assertEqual(sum(1 for n in want.values() if n > 0), len(states), "the fleet covers every state")
+        read = """return Object.fromEntries([...document.querySelectorAll('#fleet-graph svg g.node')].map(g => [g.dataset.state,
+            Number(document.querySelector(`#fleet-graph svg g.badge.count[data-state="${g.dataset.state}"] text`)?.textContent ?? -1)]))"""
+        wait_until(lambda: self.js(read) == want, 10, f"the graph's counts to be {want}")
+        coverage = self.api.ok("GET", "/v1/models/ios-app/coverage")
+        never = sorted(coverage["neverTaken"])
+        marked = sorted(self.js("return [...document.querySelectorAll('#fleet-graph svg g.edge.never-taken')].map(g => g.dataset.row)"))
+        self.assertEqual(marked, never, "never-taken edges are marked")
+        warned = sorted(self.js("return [...document.querySelectorAll('#fleet-graph svg g.node.has-unexpected')].map(g => g.dataset.state)"))
+        self.assertEqual(warned, sorted(s["state"] for s in coverage["states"] if s["unexpected"] > 0))
+        self.assertTrue(warned, "the seeded fleet has unexpected events")
+        incomplete = sorted(self.js("return [...document.querySelectorAll('#fleet-graph svg g.node.has-incomplete')].map(g => g.dataset.state)"))
+        self.assertEqual(incomplete, sorted(s["state"] for s in coverage["states"] if s["incompleteLaunches"] > 0))
+        self.assertTrue(incomplete, "the seeded fleet has incomplete launches")
+        self.screenshot("fleet-1000-instances.png")
+
+        # The list pages through them, 100 at a time.
+        self.js("location.hash = '#/instances'")
+        wait_until(lambda: len(self.finds("#instance-list tbody tr")) == 100, 5, "the first page of instances")
+        first = self.find("#instance-list tbody tr").get_attribute("data-id")
+        self.find("#page-next").click()
+        wait_until(lambda: self.find("#instance-list tbody tr").get_attribute("data-id") != first, 5, "the second page")
+        self.assertIn("101–200", self.find("#list-status").text)
+        Select(self.find("#filter-state")).select_by_value("terminating")
+        wait_until(lambda: self.finds("#instance-list tbody tr") and all(
+            b.get_attribute("data-state") == "terminating" for b in self.finds("#instance-list tbody .badge-state")), 5, "the state filter")
+
+    def test_e_replay_to_the_first_record_shows_the_initial_state(self):
+        self.api.create("replay-1")
+        for step in COLD_START + BACKGROUNDING:
+            self.api.event("replay-1", step)
+        self.open_instance("replay-1", "background")
+        wait_until(lambda: len(self.timeline_versions()) == 5, 5, "the history in the timeline")
+        self.settled(5)
+        self.find("#replay-first").click()
+        wait_until(lambda: self.current_state() == "initializing", 2, "the initial state at the first record")
+        self.assertEqual(self.last_rows(), "")
+        self.assertIn("replaying", self.find("#instance-graph svg").get_attribute("class"))
+        self.screenshot("replay-first-record.png")
+
+        # New records keep arriving while the replay holds its place.
+        for step in [{"event": "willEnterForeground"}, {"event": "didBecomeActive"}]:
+            self.api.event("replay-1", step)
+        wait_until(lambda: len(self.timeline_versions()) == 7, 2, "the new records in the timeline")
+        self.assertEqual(self.find("#replay-position").get_attribute("max"), "7")
+        self.assertEqual(self.current_state(), "initializing", "the replay stays where it was")
+
+        # The slider steps from the keyboard: one record on, the first transition.
+        self.find("#replay-position").send_keys(Keys.ARROW_RIGHT)
+        wait_until(lambda: self.current_state() == "launching" and self.last_rows() == "r2", 2, "the first record's state and edge")
+        self.screenshot("replay-first-transition.png")
+        self.find("#replay-live").click()
+        wait_until(lambda: self.current_state() == "foreground", 2, "live again")
+        self.assertNotIn("replaying", self.find("#instance-graph svg").get_attribute("class"))
+
+        # Its history, checked as a trace, conforms (each step believing the state it reached).
+        self.find("#check-history").click()
+        wait_until(lambda: "Conforms" in self.find("#trace-result .trace-summary").text, 5, "the history checked as a trace",
+                   lambda: self.find("#trace-result").text)
+        self.assertEqual(len(self.finds("#trace-result tbody tr")), 7)
+
+    def test_f_trace_with_a_wrong_event_shows_the_divergence(self):
+        self.load("#/trace")
+        trace = {"steps": [{"event": "didFinishLaunching", "believedState": "launching"}, {"event": "didBecomeActive"}]}
+        self.check_trace(trace)
+        summary = wait_until(lambda: self.find("#trace-result .trace-summary"), 5, "the trace's report",
+                             lambda: self.find("#trace-result").text)
+        self.assertEqual(summary.get_attribute("data-kind"), "unexpectedEvent")
+        self.assertEqual(summary.get_attribute("data-step"), "1")
+        self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.divergence')].map(g => g.dataset.state).join(' ')"), "launching")
+        self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.exercised')].map(g => g.dataset.row).join(' ')"), "r2")
+        self.assertIn("divergence", self.finds("#trace-result tbody tr")[1].get_attribute("class"))
+        self.screenshot("trace-divergence.png")
+
+        # A wrong belief: the state reached and the state believed both show.
+        self.check_trace({"steps": COLD_START[:2] + [{"event": "didBecomeActive", "believedState": "background"}]})
+        wait_until(lambda: self.find("#trace-result .trace-summary").get_attribute("data-kind") == "beliefMismatch", 5, "a belief mismatch")
+        self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.divergence')].map(g => g.dataset.state).join(' ')"), "foreground")
+        self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.believed')].map(g => g.dataset.state).join(' ')"), "background")
+
+        # A conforming trace.
+        self.check_trace({"steps": COLD_START})
+        wait_until(lambda: "Conforms" in self.find("#trace-result .trace-summary").text, 5, "a conforming trace")
+
+        # The built-in scenarios are listed and run.
+        scenarios = self.api.ok("GET", "/v1/models/ios-app/scenarios")["items"]
+        self.assertTrue(scenarios)
+        wait_until(lambda: len(self.finds("#scenario-table tbody tr")) == len(scenarios), 5, "every scenario listed")
+        first = scenarios[0]["name"]
+        self.find(f"#scenario-table button[data-scenario='{first}'][data-do='run']").click()
+        wait_until(lambda: self.find(f"#scenario-table tr[data-scenario='{first}']").get_attribute("data-passing") == "true", 5, f"{first} to pass")
+        self.find("#scenarios-run-all").click()
+        wait_until(lambda: self.find("#scenarios-status").text == f"{len(scenarios)} of {len(scenarios)} scenarios pass.", 10, "every scenario to pass",
+                   lambda: self.find("#scenarios-status").text)
+        # A name the model lacks is refused (422) naming its step.
+        self.expected_console.append(r"/v1/models/ios-app/conformance - Failed to load resource: .* 422")
+        self.check_trace({"steps": COLD_START[:1] + [{"event": "didBecomeActiv"}]})
+        wait_until(lambda: "Step 2 names something" in self.find("#trace-result").text, 5, "the refusal naming step 2")
+
+    def check_trace(self, trace):
+        area = self.find("#trace-text")
+        area.clear()
+        # Pasted as one value: typing JSON key by key would be slow.
+        self.js("arguments[0].value = arguments[1]", area, json.dumps(trace))
+        self.find("#trace-form button[type='submit']").click()
+
+    def test_h_stream_resumes_after_the_server_restarts(self):
+        self.api.create("resume-1")
+        self.open_instance("resume-1", "initializing")
+        wait_until(lambda: self.find("#live-status").get_attribute("data-state") == "live", 5, "the stream")
+        self.server.restart()
+        # Posted before the page's stream is back: it must come as a replay after its last id.
+        record = self.api.event("resume-1", COLD_START[0])
+        wait_until(lambda: self.current_state() == record["to"] and self.timeline_versions()[:1] == [record["version"]],
+                   15, "the record committed while the stream was down")
+        self.assertEqual(self.find("#live-status").get_attribute("data-state"), "live")
+        self.post_and_watch("resume-1", COLD_START[1])
+        self.assertEqual(self.timeline_versions(), [2, 1], "each record once")
+        # The browser logged its lost connection while the server was down.
+        self.expected_console.append(r"/v1/stream\?model=ios-app - Failed to load resource: net::ERR_(CONNECTION_REFUSED|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING)")
+
+    def test_i_a_page_in_the_background_gives_its_stream_back_and_catches_up(self):
+        self.api.create("tab-1")
+        for step in COLD_START:
+            self.api.event("tab-1", step)
+        first = self.driver.current_window_handle
+        # A tab of its own: a frozen tab stays hidden for every page it loads afterwards.
+        self.driver.switch_to.new_window("tab")
+        try:
+            self.open_instance("tab-1", "foreground")
+            wait_until(lambda: self.find("#live-status").get_attribute("data-state") == "live", 5, "the stream")
+            self.driver.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "frozen"})
+            records = [self.api.event("tab-1", step) for step in BACKGROUNDING]
+            self.driver.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "active"})
+            wait_until(lambda: self.current_state() == "background" and self.timeline_versions()[:2] == [r["version"] for r in reversed(records)],
+                       2.0, "the records committed while the page was frozen")
+            # The frozen page had closed its stream (a finished load of it is on record), then opened another.
+            closed = self.js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/stream?')).length")
+            self.assertGreaterEqual(closed, 1, "the stream was closed while frozen")
+            wait_until(lambda: self.find("#live-status").get_attribute("data-state") == "live", 5, "the stream back")
+            self.assertEqual(sorted(self.timeline_versions()), list(range(1, 6)), "each record once")
+            self.settled(records[-1]["version"])
+            self.screenshot("instance-after-tab-in-background.png")
+            self.assertNoConsoleErrors()
+        finally:
+            self.driver.close()
+            self.driver.switch_to.window(first)
+
+    def test_g_narrow_dark_window(self):
+        self.api.create("narrow-1")
+        for step in COLD_START:
+            self.api.event("narrow-1", step)
+        still(self.driver, scheme="dark")
+        self.driver.set_window_size(420, 1400)
+        try:
+            self.open_instance("narrow-1", "foreground")
+            background = self.js("return getComputedStyle(document.body).backgroundColor")
+            self.assertEqual(background, "rgb(14, 17, 22)", "the dark palette")
+            # Nothing wider than the window: no sideways scrolling.
+            self.assertLessEqual(self.js("return document.documentElement.scrollWidth"), self.js("return window.innerWidth"))
+            self.settled(3)
+            self.screenshot("instance-narrow-dark.png")
+        finally:
+            still(self.driver)
+            self.driver.set_window_size(1400, 1000)
+
+
+class WritesNeedToken(DashboardCase):
+    """--token: the page reads freely; a refused write asks for the token, which the tab keeps."""
+
+    token = "browser-test-token"
+    server_arguments = ("--token", token)
+    allowed_console = (r"status of 401",)
+
+    def test_a_refused_write_asks_for_the_token(self):
+        self.api.create("token-1")
+        self.open_instance("token-1", "initializing")
+        self.assertIsNone(self.js("return sessionStorage.getItem('lifecycled.token')"))
+        self.find("#event-forms button[data-event='didFinishLaunching']").click()
+        wait_until(lambda: self.find("#token-dialog").get_attribute("open") is not None, 5, "the token dialog")
+        # A wrong token is refused and asked for again.
+        self.find("#token-input").send_keys("not-the-token")
+        self.find("#token-form button[type='submit']").click()
+        wait_until(lambda: "not accepted" in self.find("#token-reason").text and self.find("#token-dialog").get_attribute("open") is not None,
+                   5, "the token asked for again")
+        self.find("#token-input").send_keys(self.token)
+        self.find("#token-form button[type='submit']").click()
+        wait_until(lambda: self.api.instance("token-1")["state"] == "launching", 5, "the write, once the token is given")
+        self.assertEqual(self.js("return sessionStorage.getItem('lifecycled.token')"), self.token)
+        self.assertEqual(self.js("return localStorage.getItem('lifecycled.token')"), None, "kept for the tab only")
+        wait_until(lambda: self.current_state() == "launching", 2, "the highlight moved")
+        # The next write uses the kept token without asking.
+        self.find("#event-willConnectToWindow-window").send_keys("main", Keys.ENTER)
+        wait_until(lambda: self.api.instance("token-1")["state"] == "connected", 5, "a second write")
+        self.assertIsNone(self.find("#token-dialog").get_attribute("open"))
+
+
+class ReadsNeedToken(DashboardCase):
+    """--token --protect-reads: the page asks before it can read, and its stream takes the token."""
+
+    token = "browser-test-token"
+    server_arguments = ("--token", token, "--protect-reads")
+    allowed_console = (r"status of 401",)
+
+    def test_a_page_asks_for_the_token_to_read_and_streams_with_it(self):
+        self.api.create("guarded-1")
+        self.driver.get("about:blank")
+        self.driver.get(f"{self.server.base}/#/instances/guarded-1")
+        wait_until(lambda: self.find("#token-dialog").get_attribute("open") is not None, 10, "the token dialog")
+        self.find("#token-input").send_keys(self.token, Keys.ENTER)
+        wait_until(lambda: self.js("return document.body.dataset.ready") == "true", 10, "the page, once the token is given")
+        wait_until(lambda: self.current_state() == "initializing", 5, "the instance")
+        wait_until(lambda: self.find("#live-status").get_attribute("data-state") == "live", 5, "the stream, with the token in its query")
+        self.post_and_watch("guarded-1", COLD_START[0])
+
+
+class LoadTime(unittest.TestCase):
+    """How long the page takes to be ready with many instances (measured, not asserted)."""
+
+    def test_load_time_with_many_instances(self):
+        count = OPTIONS.load_instances
+        server = Server()
+        driver = browser()
+        try:
+            seed(server, count, "load", threads=4)
+            timings = []
+            for _ in range(5):
+                driver.get("about:blank")
+                driver.get(f"{server.base}/#/fleet")
+                wait_until(lambda: driver.execute_script("return document.body.dataset.ready") == "true", 30, "the page")
+                timings.append(driver.execute_script("return performance.getEntriesByName('lifecycled-ready')[0].startTime"))
+            total = driver.execute_script("return [...document.querySelectorAll('#fleet-graph svg g.node')].reduce((n, g) => n + Number(g.dataset.count), 0)")
+            self.assertEqual(total, count, "the fleet view counts every instance")
+            driver.get(f"{server.base}/#/instances")
+            wait_until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#instance-list tbody tr")) == 100, 10, "the first page of the list")
+            log(f"page ready with {count} instances: median {statistics.median(timings):.0f} ms, "
+                f"min {min(timings):.0f} ms, max {max(timings):.0f} ms over {len(timings)} cold loads "
+                f"(navigation start to the page's 'lifecycled-ready' mark)")
+            errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            self.assertEqual(errors, [])
+        finally:
+            driver.quit()
+            server.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", default=OPTIONS.server)
+    parser.add_argument("--keep", action="store_true", help="keep the servers' data folders and logs")
+    parser.add_argument("--load-instances", type=int, default=OPTIONS.load_instances)
+    parser.add_argument("-k", dest="patterns", action="append", help="only tests whose name contains this")
+    arguments = parser.parse_args()
+    OPTIONS.server, OPTIONS.keep, OPTIONS.load_instances = arguments.server, arguments.keep, arguments.load_instances
+    if not os.access(OPTIONS.server, os.X_OK):
+        raise SystemExit(f"browser: no server at {OPTIONS.server}; build it with swift build --product lifecycled")
+    log(f"screenshots in {SCREENSHOTS}")
+    loader = unittest.TestLoader()
+    if arguments.patterns:
+        loader.testNamePatterns = [f"*{p}*" for p in arguments.patterns]
+    suite = unittest.TestSuite(loader.loadTestsFromTestCase(case) for case in (Dashboard, WritesNeedToken, ReadsNeedToken, LoadTime))
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    # A test whose body and tearDown both fail counts once; a class that could not start counts as one.
+    failed = len({test.id() for test, _ in result.failures + result.errors})
+    passed = max(0, result.testsRun - failed)
+    log(f"screenshots in {SCREENSHOTS}")
+    print(f"browser: {passed} passed, {failed} failed", flush=True)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,8 +9,9 @@ APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl node-eventsource
 BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
 SCHEMATHESIS_VERSION = 4.32.5
 PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION)
+CONTAINER_APT = podman buildah debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl
 
-.PHONY: run test bench deps bench-deps build release openapi-check contract-test clean
+.PHONY: run test bench deps bench-deps container-deps build release openapi-check contract-test container-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -30,6 +31,9 @@ deps:
 bench-deps: deps
 	$(call apt_install,$(BENCH_APT))
 
+container-deps:
+	$(call apt_install,$(CONTAINER_APT))
+
 build: deps
 	$(SWIFT) build
 
@@ -47,6 +51,7 @@ test: deps
 	timeout 1500 $(SWIFT) test
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test
+	$(MAKE) --no-print-directory container-test
 
 openapi-check:
 	$(PYTHON) -m openapi_spec_validator openapi.yaml
@@ -56,6 +61,11 @@ openapi-check:
 contract-test: deps
 	$(SWIFT) build --product lifecycled
 	timeout 900 $(PYTHON) Tests/contract/run.py
+
+# The Dockerfile built with podman and its image run (Tests/container/run.sh): base-image
+# stand-ins where the official ones cannot be pulled, health check, a stop and a restart.
+container-test: container-deps
+	timeout --kill-after=30 1200 bash Tests/container/run.sh
 
 bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench

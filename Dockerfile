@@ -65,6 +65,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 CMD ["lif
 # Exec form: lifecycled is PID 1 and gets SIGTERM itself (a clean stop, exit 0).
 ENTRYPOINT ["lifecycled"]
 
+# Last, so that another version changes this step only. The repository names no licence
+# yet: NOASSERTION (SPDX for "not stated") until it does.
 ARG VERSION=dev
 ARG SOURCE=https://lifecycled.dev
 ARG LICENSES=NOASSERTION

@@ -115,6 +115,7 @@ build_debian_stand_in() {
     say "building the stand-in for $RUN_BASE: debootstrap --variant=minbase bookworm from $MIRROR (a few minutes)"
     run_logged "$WORK/debootstrap.log" '^I: (Retrieving Release|Checking Release|Resolving dependencies of base|Installing core|Unpacking required|Configuring required|Unpacking the base|Configuring the base|Base system)' \
         debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" || fail "debootstrap failed"
+    ! grep -q " $rootfs/" /proc/mounts || fail "debootstrap left file systems mounted in $rootfs"
     # As the official slim image: no documentation, man pages or translations, now or from
     # later apt-get installs; no package caches; the same sources (with updates and security).
     cat >"$rootfs/etc/dpkg/dpkg.cfg.d/docker" <<'EOF'
@@ -240,7 +241,7 @@ done
 
 podman image inspect "$IMAGE" >"$WORK/inspect.json"
 python3 - "$WORK/inspect.json" "$SIZE_LIMIT_MB" >"$WORK/facts" <<'EOF' || fail "the image's settings are wrong (above)"
-import json, sys
+import json, shlex, sys
 image = json.load(open(sys.argv[1]))[0]
 config = image["Config"]
 env = dict(item.split("=", 1) for item in config.get("Env", []))
@@ -267,8 +268,8 @@ want(size_mb < float(sys.argv[2]), f"an image under {sys.argv[2]} MB, not {size_
 for p in problems: print("missing:", p, file=sys.stderr)
 print(f"SIZE_MB={size_mb:.1f}")
 print(f"USER_ID={config['User'].split(':')[0]}")
-print("HEALTHCHECK=(" + " ".join(f"'{a}'" for a in test[1:]) + ")")
-print("ENTRYPOINT=(" + " ".join(f"'{a}'" for a in entrypoint) + ")")
+print("HEALTHCHECK=(" + " ".join(map(shlex.quote, test[1:])) + ")")
+print("ENTRYPOINT=(" + " ".join(map(shlex.quote, entrypoint)) + ")")
 sys.exit(1 if problems else 0)
 EOF
 # shellcheck disable=SC1091
@@ -281,7 +282,9 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 mode=podman
 volume=$NAME
 podman volume create "$volume" >/dev/null
-if ! podman run -d --name "$NAME-1" -p "127.0.0.1:$port:8080" -v "$volume:/data" "$IMAGE" >"$WORK/podman-run.log" 2>&1; then
+# --health-interval=disable: no systemd timer for the check (which needs systemd); the test
+# runs the image's check itself, with `podman healthcheck run`.
+if ! podman run -d --health-interval=disable --name "$NAME-1" -p "127.0.0.1:$port:8080" -v "$volume:/data" "$IMAGE" >"$WORK/podman-run.log" 2>&1; then
     podman rm -f "$NAME-1" >/dev/null 2>&1 || true
     podman volume rm -f "$volume" >/dev/null 2>&1 || true
     volume=""
@@ -310,7 +313,7 @@ start_service() {
             # A new container on the same volume, as an upgrade would be.
             podman rm "$container" >/dev/null
             container=$NAME-$run_number
-            podman run -d --name "$container" -p "127.0.0.1:$port:8080" -v "$volume:/data" "$IMAGE" >/dev/null
+            podman run -d --health-interval=disable --name "$container" -p "127.0.0.1:$port:8080" -v "$volume:/data" "$IMAGE" >/dev/null
         fi
     else
         # The image's ENTRYPOINT, as the runtime would start it; its /data stays in the working container.

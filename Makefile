@@ -8,7 +8,9 @@ DATA_DIR    ?= data
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl node-eventsource
 BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
 SCHEMATHESIS_VERSION = 4.32.5
-PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION)
+# prometheus_client: its parser reads what GET /metrics answers in the tests.
+PROMETHEUS_CLIENT_VERSION = 0.26.0
+PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION) prometheus_client==$(PROMETHEUS_CLIENT_VERSION)
 CONTAINER_APT = podman buildah debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl
 
 .PHONY: run test bench deps bench-deps container-deps build release openapi-check contract-test container-test clean
@@ -25,7 +27,7 @@ endef
 
 deps:
 	$(call apt_install,$(APT_PACKAGES))
-	@$(PYTHON) -c "import openapi_spec_validator, importlib.metadata as m; assert m.version('schemathesis') == '$(SCHEMATHESIS_VERSION)'" 2>/dev/null \
+	@$(PYTHON) -c "import openapi_spec_validator, prometheus_client.parser, importlib.metadata as m; assert m.version('schemathesis') == '$(SCHEMATHESIS_VERSION)' and m.version('prometheus_client') == '$(PROMETHEUS_CLIENT_VERSION)'" 2>/dev/null \
 	  || $(PYTHON) -m pip install -q $(PY_PACKAGES)
 
 bench-deps: deps

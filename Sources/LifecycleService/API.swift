@@ -7,11 +7,17 @@ import MicroHTTP
 struct API: Sendable {
     let registry: InstanceRegistry
     let staticFiles: StaticFiles?
+    /// `nil` with `--metrics off`: no `/metrics` route.
+    let metrics: ServiceMetrics?
+    /// The idempotency scope of the service's token; `nil` without one (keys are then
+    /// scoped by client address).
+    var tokenScope: String? = nil
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
         var router = Router()
         router.get("/healthz") { _ in health() }
+        if let metrics { router.get("/metrics") { _ in metrics.response() } }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
         router.addDeferred("POST", "/v1/instances", write(createInstance))
@@ -53,16 +59,7 @@ struct API: Sendable {
             case .success(let parsed): write = parsed
             case .failure(let problem): return respond(.problem(problem))
             }
-            registry.submit(write) { result in
-                switch result {
-                case .success(let reply):
-                    var response = Response(reply.response)
-                    if let id = reply.createdID { response.headers.append(("Location", "/v1/instances/\(id)")) }
-                    respond(response)
-                case .failure(let problem):
-                    respond(.problem(problem))
-                }
-            }
+            registry.submit(write, requestID: request.id) { respond(Response($0)) }
         }
     }
 
@@ -103,7 +100,7 @@ struct API: Sendable {
         let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
         guard isValidInstanceID(id) else { throw .unprocessable(invalidInstanceID) }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        return .create(id: id, model: model, isPut: false, key: try request.idempotencyKey())
+        return .create(id: id, model: model, isPut: false, key: try request.idempotencyKey(tokenScope: tokenScope))
     }
 
     func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
@@ -118,7 +115,8 @@ struct API: Sendable {
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
-        try registry.renderedInstance(request.parameters["id"] ?? "")
+        let (version, json) = try answering(try registry.renderedInstance(request.parameters["id"] ?? ""))
+        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"\(version)\"")], body: json)
     }
 
     func deleteInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
@@ -164,7 +162,7 @@ struct API: Sendable {
     }
 
     private func apply(_ input: Input, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .apply(input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey())
+        .apply(input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey(tokenScope: tokenScope))
     }
 
     /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.
@@ -198,7 +196,7 @@ struct API: Sendable {
         try request.checkQuery(allowing: ["after", "limit"])
         let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
-        let page = try registry.history(of: request.parameters["id"] ?? "", after: after, limit: limit)
+        let page = try answering(try registry.history(of: request.parameters["id"] ?? "", after: after, limit: limit))
         // Records are stored as JSON; the page is assembled around them without re-encoding.
         var json = JSONBuffer(capacity: 64 + page.records.reduce(0) { $0 + $1.count + 1 })
         json.raw("{\"items\":[")
@@ -208,17 +206,14 @@ struct API: Sendable {
         }
         json.raw("],\"nextAfter\":")
         if page.hasMore, let last = page.lastSequence { json.integer(last) } else { json.raw("null") }
+        json.raw(",\"oldestRetainedSequence\":")
+        if let oldest = page.oldestRetainedSequence { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"oldestRetainedVersion\":")
         if let oldest = page.oldestRetainedVersion { json.integer(oldest) } else { json.raw("null") }
         json.raw(",\"olderDropped\":")
         json.bool((page.oldestRetainedVersion ?? 1) > 1)
         json.byte(UInt8(ascii: "}"))
+        json.byte(JSON.newline)
         return Response(status: 200, headers: [("Content-Type", "application/json")], body: json.bytes)
-    }
-}
-
-extension Response {
-    init(_ stored: StoredResponse) {
-        self.init(status: stored.status, headers: stored.contentType.isEmpty ? [] : [("Content-Type", stored.contentType)], body: stored.body)
     }
 }

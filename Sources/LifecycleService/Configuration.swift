@@ -5,6 +5,9 @@ import MicroHTTP
 /// Everything the service can be told, from flags and `LIFECYCLED_*` environment variables.
 /// A flag wins over its variable; the variable wins over the default.
 public struct Configuration: Sendable {
+    /// The release this build is, as `--version` prints it: the one place it is written.
+    public static let version = "0.1.0"
+
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
     public var dataDirectory = "data"
@@ -38,8 +41,30 @@ public struct Configuration: Sendable {
     public var streamRing = 16 * 1024 * 1024
     /// Streams open at once; past it a stream is refused (503).
     public var maxSubscribers = 20_000
+    /// Instances there may be at once; a create past it is refused (507). Every instance is
+    /// kept in memory, so the default keeps a runaway client from exhausting it.
+    public var maxInstances = 1_000_000
     /// Origins whose pages may call the API from a browser (CORS); none by default.
     public var corsOrigins: [String] = []
+    /// The bearer token writes need (and, with ``protectReads``, reads); `nil`: none, unless
+    /// ``tokenFile`` names one.
+    public var token: String?
+    /// A file holding the token, read at start (for secrets mounted as files).
+    public var tokenFile: String?
+    /// The token guards reads, streams and static files too; the health check stays open.
+    public var protectReads = false
+    /// Requests per second per client address; `nil`: ``defaultRateLimit`` for clients beyond
+    /// loopback and none for loopback ones; 0: no limit.
+    public var rateLimit: Double?
+    /// Requests a client may send at once before the rate applies; `nil`: twice the rate.
+    public var rateBurst: Int?
+    /// `GET /metrics` and the request counters behind it.
+    public var metrics = true
+
+    /// The rate clients beyond loopback get when none is set: far above what an app or a
+    /// test rig posting lifecycle events sends, low enough that one runaway client cannot
+    /// take the whole server.
+    static let defaultRateLimit = 100.0
 
     public init() {}
 
@@ -61,6 +86,8 @@ public struct Configuration: Sendable {
         var help: String
         /// A switch takes no value on the command line: given means "1" (its variable still takes 1 or 0).
         var isSwitch = false
+        /// A secret: a refused value is not repeated in the error.
+        var isSecret = false
         var apply: @Sendable (inout Configuration, String) -> Bool
 
         /// An option whose value is a whole number within `range`.
@@ -71,6 +98,27 @@ public struct Configuration: Sendable {
             Option(flag: flag, variable: variable, placeholder: placeholder, help: help) { c, v in
                 guard let n = Int(v), range.contains(n) else { return false }
                 set(&c, n)
+                return true
+            }
+        }
+
+        /// An option whose value is a number, fractions allowed, within `range`.
+        static func decimal(
+            _ flag: String, _ variable: String, placeholder: String = "N", help: String, in range: ClosedRange<Double>,
+            _ set: @escaping @Sendable (inout Configuration, Double) -> Void
+        ) -> Option {
+            Option(flag: flag, variable: variable, placeholder: placeholder, help: help) { c, v in
+                guard let n = Double(v), range.contains(n) else { return false }
+                set(&c, n)
+                return true
+            }
+        }
+
+        /// A switch: given, or its variable 1 or true, sets it; its variable 0 or false clears it.
+        static func toggle(_ flag: String, _ variable: String, help: String, _ set: @escaping @Sendable (inout Configuration, Bool) -> Void) -> Option {
+            Option(flag: flag, variable: variable, placeholder: "", help: help, isSwitch: true) { c, v in
+                guard let on = ["1": true, "true": true, "0": false, "false": false][v] else { return false }
+                set(&c, on)
                 return true
             }
         }
@@ -117,26 +165,17 @@ public struct Configuration: Sendable {
         .integer("--max-body", "LIFECYCLED_MAX_BODY", placeholder: "BYTES", help: "largest request body accepted (default 65536)", in: 1...Int.max) { $0.maxBodySize = $1 },
         .integer("--threads", "LIFECYCLED_THREADS", help: "HTTP worker threads (default: one per core)", in: 1...256) { $0.threads = $1 },
         .integer("--max-wal", "LIFECYCLED_MAX_WAL", placeholder: "BYTES", help: "bound on the SQLite WAL file under any write load (default 67108864 = 64 MiB; at least 1048576)", in: (1 << 20)...Int.max) { $0.maxWALSize = $1 },
-        Option(
-            flag: "--accept-data-loss", variable: "LIFECYCLED_ACCEPT_DATA_LOSS", placeholder: "",
-            help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); a damaged database is still refused",
-            isSwitch: true
-        ) { c, v in
-            guard let accept = ["1": true, "true": true, "0": false, "false": false][v] else { return false }
-            c.acceptDataLoss = accept
-            return true
-        },
+        .toggle(
+            "--accept-data-loss", "LIFECYCLED_ACCEPT_DATA_LOSS",
+            help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); a damaged database is still refused"
+        ) { $0.acceptDataLoss = $1 },
         .integer("--max-connections", "LIFECYCLED_MAX_CONNECTIONS", help: "open connections in all; more are refused at once (default: the open-file limit less 256)", in: 1...Int.max) { $0.maxConnections = $1 },
         .integer("--max-connections-per-client", "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT", help: "open connections from one client address; more are refused at once (default 256)", in: 1...Int.max) { $0.maxConnectionsPerClient = $1 },
         .integer("--request-timeout", "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)", in: 1...Int.max) { $0.requestTimeout = $1 },
-        Option(
-            flag: "--heartbeat", variable: "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
-            help: "seconds between comments on an idle stream (default 15; fractions allowed, at most 3600)"
-        ) { c, v in
-            guard let seconds = Double(v), seconds >= 0.001, seconds <= 3600 else { return false }
-            c.heartbeat = seconds
-            return true
-        },
+        .decimal(
+            "--heartbeat", "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
+            help: "seconds between comments on an idle stream (default 15; fractions allowed, at most 3600)", in: 0.001...3600
+        ) { $0.heartbeat = $1 },
         .integer("--stream-buffer", "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES", help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)", in: 4096...Int.max) { $0.streamBuffer = $1 },
         .integer("--stream-ring", "LIFECYCLED_STREAM_RING", placeholder: "BYTES", help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)", in: 65536...Int.max) { $0.streamRing = $1 },
         Option(flag: "--cors-origin", variable: "LIFECYCLED_CORS_ORIGIN", placeholder: "ORIGINS", help: "comma-separated origins (https://host[:port]) whose pages may call the API, or *; CORS is off without it") { c, v in
@@ -145,8 +184,78 @@ public struct Configuration: Sendable {
             c.corsOrigins = origins
             return true
         },
+        .integer("--max-instances", "LIFECYCLED_MAX_INSTANCES", help: "instances at once; creates past it are refused with 507 (default 1000000)", in: 1...Int.max) { $0.maxInstances = $1 },
         .integer("--max-subscribers", "LIFECYCLED_MAX_SUBSCRIBERS", help: "streams open at once; more are refused with 503 (default 20000)", in: 1...Int.max) { $0.maxSubscribers = $1 },
+        Option(
+            flag: "--token", variable: "LIFECYCLED_TOKEN", placeholder: "TOKEN",
+            help: "every write must send Authorization: Bearer TOKEN (visible ASCII, no spaces); prefer the variable or --token-file, as flags show in ps",
+            isSecret: true
+        ) { c, v in
+            c.token = v
+            return isValidToken(v)
+        },
+        Option(
+            flag: "--token-file", variable: "LIFECYCLED_TOKEN_FILE", placeholder: "PATH",
+            help: "read the token from this file at start (a trailing newline is ignored), for secrets mounted as files"
+        ) { c, v in
+            c.tokenFile = v
+            return !v.isEmpty
+        },
+        .toggle(
+            "--protect-reads", "LIFECYCLED_PROTECT_READS",
+            help: "the token is needed for reads, streams and /metrics too; /healthz and the dashboard's files stay open"
+        ) { $0.protectReads = $1 },
+        .decimal(
+            "--rate-limit", "LIFECYCLED_RATE_LIMIT",
+            help: "requests per second per client address, answered 429 beyond it (fractions allowed; 0: no limit; default: 100 for clients beyond loopback, none for loopback; when set, it applies to loopback too)",
+            in: 0...1_000_000
+        ) { $0.rateLimit = $1 },
+        .integer("--rate-burst", "LIFECYCLED_RATE_BURST", help: "requests a client may send at once before --rate-limit applies (default: twice the rate)", in: 1...1_000_000) { $0.rateBurst = $1 },
+        Option(
+            flag: "--metrics", variable: "LIFECYCLED_METRICS", placeholder: "on|off",
+            help: "on (default): GET /metrics in Prometheus's text format, and the request counters behind it; off: neither (GET /metrics is 404)"
+        ) { c, v in
+            guard let on = ["on": true, "off": false][v] else { return false }
+            c.metrics = on
+            return true
+        },
     ]
+
+    /// A token is what a header can carry as it is: visible ASCII without spaces.
+    static func isValidToken(_ token: String) -> Bool {
+        (1...4096).contains(token.utf8.count) && token.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E }
+    }
+
+    /// The token, from ``token`` or read from ``tokenFile``; `nil` when neither is set.
+    /// A file that cannot be read, is empty or holds more than a token refuses the start:
+    /// a service meant to be guarded must not come up open.
+    func resolvedToken() throws(StartError) -> String? {
+        if let token { return token }
+        guard let path = tokenFile else { return nil }
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw StartError(description: "cannot read the token file \(path): \((error as NSError).localizedFailureReason ?? error.localizedDescription)")
+        }
+        // The newline an editor or `echo` adds (LF or CRLF) is not part of the token.
+        var bytes = data[...]
+        if bytes.last == UInt8(ascii: "\n") { bytes = bytes.dropLast() }
+        if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard !text.isEmpty else { throw StartError(description: "the token file \(path) is empty") }
+        guard Self.isValidToken(text) else {
+            throw StartError(description: "the token file \(path) must hold one token of visible ASCII characters without spaces (and at most one trailing newline); its content is not shown")
+        }
+        return text
+    }
+
+    /// The rate limit to apply, or `nil` for none (see ``rateLimit``).
+    var rateLimitPolicy: RateLimitPolicy? {
+        let rate = rateLimit ?? Self.defaultRateLimit
+        guard rate > 0 else { return nil }
+        return RateLimitPolicy(rate: rate, burst: rateBurst ?? max(1, Int((rate * 2).rounded(.up))), exemptsLoopback: rateLimit == nil)
+    }
 
     /// What the stream hub is given.
     var streamSettings: StreamSettings {
@@ -161,16 +270,24 @@ public struct Configuration: Sendable {
     /// Why the command line was refused.
     public enum ParseError: Error, Equatable, CustomStringConvertible {
         case helpRequested
+        case versionRequested
         case unknownFlag(String)
         case missingValue(String)
         case badValue(String, String)
+        /// A refused secret, which is not repeated.
+        case badSecret(String)
+        /// Options that cannot go together, and why.
+        case conflict(String)
 
         public var description: String {
             switch self {
             case .helpRequested: Configuration.usage
+            case .versionRequested: "lifecycled \(Configuration.version)"
             case .unknownFlag(let f): "unknown option \(f); see --help"
             case .missingValue(let f): "option \(f) needs a value; see --help"
             case .badValue(let source, let v): "invalid value \"\(v)\" for \(source); see --help"
+            case .badSecret(let source): "invalid value for \(source) (not shown): a token is 1 to 4096 visible ASCII characters without spaces"
+            case .conflict(let why): "\(why); see --help"
             }
         }
     }
@@ -180,12 +297,13 @@ public struct Configuration: Sendable {
         var configuration = Configuration()
         for option in options {
             if let value = environment[option.variable], !option.apply(&configuration, value) {
-                throw .badValue(option.variable, value)
+                throw option.isSecret ? .badSecret(option.variable) : .badValue(option.variable, value)
             }
         }
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             if argument == "--help" || argument == "-h" { throw .helpRequested }
+            if argument == "--version" { throw .versionRequested }
             var flag = argument
             var value: String?
             if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
@@ -195,7 +313,13 @@ public struct Configuration: Sendable {
             guard let option = options.first(where: { $0.flag == flag }) else { throw .unknownFlag(argument) }
             if value == nil { value = option.isSwitch ? "1" : remaining.popFirst() }
             guard let value else { throw .missingValue(flag) }
-            guard option.apply(&configuration, value) else { throw .badValue(flag, value) }
+            guard option.apply(&configuration, value) else { throw option.isSecret ? .badSecret(flag) : .badValue(flag, value) }
+        }
+        if configuration.token != nil, configuration.tokenFile != nil {
+            throw .conflict("give the token once: --token (LIFECYCLED_TOKEN) or --token-file (LIFECYCLED_TOKEN_FILE), not both")
+        }
+        if configuration.protectReads, configuration.token == nil, configuration.tokenFile == nil {
+            throw .conflict("--protect-reads needs a token (--token or --token-file)")
         }
         return configuration
     }
@@ -211,11 +335,14 @@ public struct Configuration: Sendable {
         options (each also from its environment variable):
 
         """
-        for option in options {
-            let left = "  \(option.flag) \(option.placeholder)"
-            text += "\(left.padding(toLength: max(26, left.count + 2), withPad: " ", startingAt: 0))\(option.help) [\(option.variable)]\n"
+        func line(_ left: String, _ help: String) -> String {
+            "\(left.padding(toLength: max(26, left.count + 2), withPad: " ", startingAt: 0))\(help)\n"
         }
-        text += "  --help                  this text\n"
+        for option in options {
+            text += line("  \(option.flag) \(option.placeholder)", "\(option.help) [\(option.variable)]")
+        }
+        text += line("  --version", "print the version (lifecycled \(version)) and exit")
+        text += line("  --help", "this text")
         return text
     }
 }

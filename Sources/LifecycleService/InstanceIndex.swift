@@ -190,6 +190,11 @@ struct InstanceIndex {
         return ids?.page(after: cursor, limit: limit) ?? ([], false)
     }
 
+    /// How many instances each model has in each state that has any.
+    var countsByModelAndState: [(model: String, state: String, count: Int)] {
+        byModelAndState.map { (model: $0.key.model, state: $0.key.state, count: $0.value.count) }
+    }
+
     private mutating func add(_ id: String, model: String, state: String) {
         byState[state, default: SortedIDs()].insert(id)
         byModelAndState[ModelAndState(model: model, state: state), default: SortedIDs()].insert(id)

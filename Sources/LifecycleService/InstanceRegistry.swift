@@ -1,7 +1,6 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import MicroHTTP
 import Synchronization
 
 /// Every live instance, its machine, and the one path by which they change.
@@ -12,6 +11,9 @@ import Synchronization
 /// new states published to readers, the transaction's records to the stream hub (in
 /// sequence order, one transaction after another) and the requests answered, so an
 /// acknowledged write is always durable and a failed commit changes nothing anyone has seen.
+///
+/// It knows nothing of HTTP: it answers in outcomes and refusals, which the API turns into
+/// responses and problems, and reports notable events to whoever made it, as the store does.
 final class InstanceRegistry: @unchecked Sendable {
     let models: [String: Model]
     /// Every state of every loaded model, sorted and without repeats: what a `state` filter may name.
@@ -19,7 +21,10 @@ final class InstanceRegistry: @unchecked Sendable {
     let store: any InstanceStore
     /// Where committed records go for streams.
     let hub: StreamHub
-    let logger: Logger
+    /// The most instances there may be; a create past it is refused with ``Refusal/instanceLimit(_:)``.
+    let maxInstances: Int
+    /// Where notable events go (the service logs them).
+    private let report: @Sendable (StoreEvent) -> Void
 
     /// A change to make, in the order it arrived.
     enum Write: Sendable {
@@ -46,15 +51,46 @@ final class InstanceRegistry: @unchecked Sendable {
         }
     }
 
-    /// How a write is answered once it is committed or refused.
-    struct Reply: Sendable {
-        var response: StoredResponse
-        /// The instance a create made, or found for PUT, or made when first sent (a replay):
-        /// where `Location` points.
-        var createdID: String?
+    /// What a committed write did (or, replayed for its idempotency key, did when first sent).
+    enum WriteOutcome: Sendable {
+        /// Created the instance `id`, whose JSON as created is `json`.
+        case created(id: String, json: [UInt8])
+        /// Found the instance a PUT names already there with its model.
+        case found(id: String, json: [UInt8])
+        case deleted
+        /// Applied an input: the numbered record's JSON, and whether the input was unexpected
+        /// (recorded and counted all the same).
+        case applied(recordJSON: [UInt8], isUnexpected: Bool)
     }
 
-    typealias Completion = @Sendable (Result<Reply, Problem>) -> Void
+    /// Why a write or a read was refused. A refused write changed nothing.
+    enum Refusal: Error, Sendable {
+        /// `suggestion` names the model probably meant, or lists them.
+        case unknownModel(String, suggestion: String)
+        /// The instance exists, with `model`: a create may not make it again, nor a PUT
+        /// with another model.
+        case exists(id: String, model: String, isPut: Bool)
+        case unknownInstance(String)
+        /// The instance is at version `current`, which the write did not expect.
+        case versionMismatch(id: String, current: Int64)
+        /// The machine refused the input.
+        case invalidInput(InputError)
+        /// The idempotency key came with a different request before.
+        case keyReused(String)
+        /// The instance `key` created has since been deleted; creating it again would undo that.
+        case createdInstanceDeleted(id: String, key: String)
+        /// The store failed; `isDiskFull` when it failed for want of space.
+        case storageFailed(isDiskFull: Bool)
+        /// The store failed to read the instance's history.
+        case historyUnreadable
+        case stopping
+        /// The instance cannot be written as JSON (logged).
+        case unrenderable(id: String)
+        /// There are as many instances as allowed: a create waits for a delete.
+        case instanceLimit(Int)
+    }
+
+    typealias Completion = @Sendable (Result<WriteOutcome, Refusal>) -> Void
 
     /// Why the store could not commit, while it cannot.
     struct StorageFailure: Sendable {
@@ -71,9 +107,9 @@ final class InstanceRegistry: @unchecked Sendable {
         let lock = NSLock()
         private(set) var instance: StoredInstance
         private(set) var machine: Machine
-        /// The GET response, rendered at the first read after a change rather than on
+        /// The instance's JSON, rendered at the first read after a change rather than on
         /// every read (and not at start-up, which must not grow with rendering work).
-        private var rendered: Response?
+        private var rendered: [UInt8]?
 
         init(instance: StoredInstance, machine: Machine) {
             self.instance = instance
@@ -87,13 +123,9 @@ final class InstanceRegistry: @unchecked Sendable {
         }
 
         /// Call with `lock` held. A render that fails is not kept, so the next read tries again.
-        func response(_ render: (StoredInstance) throws(Problem) -> [UInt8]) throws(Problem) -> Response {
+        func json(_ render: (StoredInstance) throws(Refusal) -> [UInt8]) throws(Refusal) -> [UInt8] {
             if let rendered { return rendered }
-            let fresh = Response(
-                status: 200,
-                headers: [("Content-Type", "application/json"), ("ETag", "\"\(instance.state.version)\"")],
-                body: try render(instance)
-            )
+            let fresh = try render(instance)
             rendered = fresh
             return fresh
         }
@@ -108,6 +140,8 @@ final class InstanceRegistry: @unchecked Sendable {
     /// Instances read by list pages since start-up: a page reads those it returns, never the
     /// rest of the registry (a test holds it to that).
     private let listReads = Atomic<Int>(0)
+    /// What commits recorded and cost, for `/metrics`: updated after each commit.
+    let metrics = CommitMetrics()
 
     private let queue = NSCondition()
     private var pending: [Job] = []
@@ -119,12 +153,18 @@ final class InstanceRegistry: @unchecked Sendable {
     private let storageFailure = Mutex<StorageFailure?>(nil)
 
     /// Rebuilds every stored instance; refuses to start if one names an unknown model or state.
-    init(models: [String: Model], store: any InstanceStore, hub: StreamHub, logger: Logger) throws(StoreError) {
+    /// `maxInstances`: creates past it are refused. Instances already stored (under a higher
+    /// limit before) are all loaded; only new ones wait for room.
+    init(
+        models: [String: Model], store: any InstanceStore, hub: StreamHub, maxInstances: Int = .max,
+        report: @escaping @Sendable (StoreEvent) -> Void
+    ) throws(StoreError) {
         self.models = models
+        self.maxInstances = maxInstances
         self.stateNames = Set(models.values.flatMap { $0.definition.states.map(\.name) }).sorted()
         self.store = store
         self.hub = hub
-        self.logger = logger
+        self.report = report
         let instances = try store.loadInstances().sorted { $0.id < $1.id }
         for instance in instances {
             guard let model = models[instance.model] else {
@@ -148,17 +188,17 @@ final class InstanceRegistry: @unchecked Sendable {
 
     // MARK: reading (any thread)
 
-    func instance(_ id: String) throws(Problem) -> StoredInstance {
+    func instance(_ id: String) throws(Refusal) -> StoredInstance {
         guard let entry = entry(id) else { throw .unknownInstance(id) }
         return entry.lock.withLock { entry.instance }
     }
 
-    /// The instance as last committed, as a GET answers it (with its version as ETag).
-    func renderedInstance(_ id: String) throws(Problem) -> Response {
+    /// The instance as last committed: its version and its JSON.
+    func renderedInstance(_ id: String) throws(Refusal) -> (version: Int64, json: [UInt8]) {
         guard let entry = entry(id) else { throw .unknownInstance(id) }
         entry.lock.lock()
         defer { entry.lock.unlock() }
-        return try entry.response(render)
+        return (entry.instance.state.version, try entry.json(render))
     }
 
     /// Instances in id order after `cursor`, filtered by state and model.
@@ -179,16 +219,19 @@ final class InstanceRegistry: @unchecked Sendable {
         return page
     }
 
+    /// Instances per model and state (those with any), for `/metrics`.
+    var instanceCounts: [(model: String, state: String, count: Int)] { entriesLock.withLock { index.countsByModelAndState } }
+
     /// Instances read by all list pages so far.
     var instancesReadByLists: Int { listReads.load(ordering: .relaxed) }
 
-    func history(of id: String, after: Int64, limit: Int) throws(Problem) -> HistoryPage {
+    func history(of id: String, after: Int64, limit: Int) throws(Refusal) -> HistoryPage {
         _ = try instance(id)
         do {
             return try store.history(instanceID: id, after: after, limit: limit)
         } catch {
-            logger.error("cannot read history", ["id": id, "error": error.message])
-            throw .unavailable("storage failed; the history could not be read")
+            log(.error, "cannot read history", ["id": id, "error": error.message])
+            throw .historyUnreadable
         }
     }
 
@@ -198,14 +241,15 @@ final class InstanceRegistry: @unchecked Sendable {
     // MARK: writing
 
     /// Queues a write; `completion` runs on the committer thread once it is committed or refused.
-    func submit(_ write: Write, completion: @escaping Completion) {
+    /// `requestID` goes into the log lines the write makes.
+    func submit(_ write: Write, requestID: String = "", completion: @escaping Completion) {
         queue.lock()
         guard !isStopping else {
             queue.unlock()
-            completion(.failure(.unavailable("lifecycled is stopping; nothing was changed")))
+            completion(.failure(.stopping))
             return
         }
-        pending.append((write, completion))
+        pending.append((write, requestID, completion))
         queue.signal()
         queue.unlock()
     }
@@ -220,7 +264,7 @@ final class InstanceRegistry: @unchecked Sendable {
         if !wasStopping { stopped.wait() }
     }
 
-    private typealias Job = (write: Write, completion: Completion)
+    private typealias Job = (write: Write, requestID: String, completion: Completion)
 
     private func runCommitter() {
         while true {
@@ -245,17 +289,22 @@ final class InstanceRegistry: @unchecked Sendable {
     }
 
     /// A line to log once the transaction is committed.
-    private typealias Note = (message: String, fields: KeyValuePairs<String, String>)
+    private typealias Note = (message: String, fields: [(key: String, value: String)])
 
     /// What some writes did inside one transaction: to publish, answer and log once it commits.
     private struct Attempt {
         var staged: [String: Staged] = [:]
-        var results: [Result<Reply, Problem>] = []
+        var results: [Result<WriteOutcome, Refusal>] = []
         var notes: [Note] = []
         /// The records written, in sequence order: for the stream hub once committed.
         var records: [PublishedRecord] = []
         /// Whether anything was written (a commit of only refusals shows nothing about the store).
         var didWrite = false
+        /// Instances made less instances deleted so far, for the limit on their number.
+        var addedInstances = 0
+        /// The inputs applied, with their instance's model, and the transaction's time: for ``metrics``.
+        var applied: [(model: String, record: Record)] = []
+        var seconds = 0.0
     }
 
     /// Commits a batch in one transaction; that is all a batch costs while the store works.
@@ -265,7 +314,7 @@ final class InstanceRegistry: @unchecked Sendable {
             attempt = try self.attempt(batch[...])
         } catch {
             guard error.isSpecificToWrite || error.isDamage, batch.count > 1 else { return fail(batch[...], error) }
-            logger.warning("group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message])
+            log(.warning, "group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message])
             commitInHalves(batch[...])
             return
         }
@@ -295,16 +344,22 @@ final class InstanceRegistry: @unchecked Sendable {
     /// Runs `jobs` in one transaction, in order, and commits it.
     private func attempt(_ jobs: ArraySlice<Job>) throws(StoreError) -> Attempt {
         var attempt = Attempt()
+        let started = DispatchTime.now().uptimeNanoseconds
         try store.write { (transaction) throws(StoreError) in
             // Instances whose state changed: stored once per transaction, however many records.
             var dirty: Set<String> = []
             for job in jobs {
+                let notesBefore = attempt.notes.count
                 attempt.results.append(try run(job.write, transaction, &attempt, &dirty))
+                if !job.requestID.isEmpty {
+                    for index in attempt.notes.indices.dropFirst(notesBefore) { attempt.notes[index].fields.append(("request_id", job.requestID)) }
+                }
             }
             for id in dirty {
                 if case .present(let instance, _)? = attempt.staged[id] { try transaction.update(instance) }
             }
         }
+        attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         return attempt
     }
 
@@ -315,20 +370,23 @@ final class InstanceRegistry: @unchecked Sendable {
         // sequence number it was given finds the record already there.
         if !attempt.records.isEmpty { hub.publish(attempt.records) }
         if attempt.didWrite { storageCommitted() }
+        metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
         for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
-        for note in attempt.notes { logger.info(note.message, note.fields) }
+        for note in attempt.notes { report(StoreEvent(.info, note.message, fields: note.fields)) }
     }
 
     /// Answers writes whose transaction failed: none of them changed anything.
     private func fail(_ jobs: ArraySlice<Job>, _ error: StoreError) {
         if jobs.count == 1 {
-            logger.error("write failed", ["id": jobs.first!.write.instanceID, "write": jobs.first!.write.summary, "error": error.message])
+            let job = jobs.first!
+            report(StoreEvent(.error, "write failed", fields: [
+                ("id", job.write.instanceID), ("write", job.write.summary), ("error", error.message),
+            ] + (job.requestID.isEmpty ? [] : [("request_id", job.requestID)])))
         } else {
-            logger.error("writes failed", ["writes": String(jobs.count), "error": error.message])
+            log(.error, "writes failed", ["writes": String(jobs.count), "error": error.message])
         }
         if !error.isSpecificToWrite { storageFailed(error) }
-        let problem = Problem.unavailable(error.isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
-        for job in jobs { job.completion(.failure(problem)) }
+        for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull))) }
     }
 
     private func storageFailed(_ error: StoreError) {
@@ -341,7 +399,7 @@ final class InstanceRegistry: @unchecked Sendable {
             }
             return failure == nil
         }
-        if isNew { logger.error("storage cannot commit", ["error": error.message]) }
+        if isNew { log(.error, "storage cannot commit", ["error": error.message]) }
     }
 
     private func storageCommitted() {
@@ -351,7 +409,7 @@ final class InstanceRegistry: @unchecked Sendable {
             failure = nil
             return current
         }
-        if let recovered { logger.info("storage commits again", ["failingSince": JSON.formatTime(recovered.since)]) }
+        if let recovered { log(.info, "storage commits again", ["failingSince": recovered.since.formatted(.iso8601)]) }
     }
 
     private func publish(_ staged: [String: Staged]) {
@@ -394,51 +452,46 @@ final class InstanceRegistry: @unchecked Sendable {
     /// throw, and they roll back the whole transaction.
     private func run(
         _ write: Write, _ transaction: any StoreTransaction, _ attempt: inout Attempt, _ dirty: inout Set<String>
-    ) throws(StoreError) -> Result<Reply, Problem> {
+    ) throws(StoreError) -> Result<WriteOutcome, Refusal> {
         let time = Date().roundedToMilliseconds
         switch write {
         case .create(let id, let name, let isPut, let key):
             guard let model = models[name] else {
-                return .failure(.unprocessable("unknown model \"\(name)\"; \(suggestion(for: name, among: models.keys.sorted(), kind: "model"))"))
+                return .failure(.unknownModel(name, suggestion: suggestion(for: name, among: models.keys.sorted(), kind: "model")))
             }
             if let key, let replayed = try replay(key, transaction) {
                 return replayed.flatMap { replayedCreation($0, key: key, attempt.staged) }
             }
             if let existing = current(id, attempt.staged)?.instance {
-                guard isPut, existing.model == name else {
-                    return .failure(.conflict(isPut
-                        ? "instance \"\(id)\" exists with model \"\(existing.model)\""
-                        : "instance \"\(id)\" exists; PUT it to fetch it idempotently"))
-                }
-                return Result { () throws(Problem) in
-                    Reply(response: StoredResponse(status: 200, contentType: "application/json", body: try render(existing)), createdID: id)
-                }
+                guard isPut, existing.model == name else { return .failure(.exists(id: id, model: existing.model, isPut: isPut)) }
+                return Result { () throws(Refusal) in .found(id: id, json: try render(existing)) }
             }
+            guard count + attempt.addedInstances < maxInstances else { return .failure(.instanceLimit(maxInstances)) }
             let machine = Machine(model: model)
             let instance = StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot)
-            let body: [UInt8]
+            let json: [UInt8]
             do {
-                body = try render(instance)
+                json = try render(instance)
             } catch {
                 return .failure(error)
             }
-            let response = StoredResponse(status: 201, contentType: "application/json", body: body)
             var created: [UInt8] = []
             let sequence = try transaction.insert(instance) { sequence in
                 created = InstanceChange(sequence: sequence, kind: .created, instance: instance, time: time).jsonBytes()
                 return created
             }
-            if let key { try transaction.remember(key, response) }
+            if let key { try transaction.remember(key, .created(id: id, model: name, createdAt: time, json: json)) }
             attempt.records.append(PublishedRecord(sequence: sequence, kind: .created, instance: id, model: name, outcome: nil, json: created))
             attempt.didWrite = true
             attempt.staged[id] = .present(instance, machine)
-            attempt.notes.append(("instance created", ["id": id, "model": name]))
-            return .success(Reply(response: response, createdID: id))
+            attempt.addedInstances += 1
+            attempt.notes.append(("instance created", [("id", id), ("model", name)]))
+            return .success(.created(id: id, json: json))
 
         case .delete(let id, let expectedVersions):
             guard let instance = current(id, attempt.staged)?.instance else { return .failure(.unknownInstance(id)) }
             if let expectedVersions, !expectedVersions.contains(instance.state.version) {
-                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), which If-Match does not name"))
+                return .failure(.versionMismatch(id: id, current: instance.state.version))
             }
             var deleted: [UInt8] = []
             let sequence = try transaction.delete(instance, at: time) { sequence in
@@ -448,120 +501,91 @@ final class InstanceRegistry: @unchecked Sendable {
             attempt.records.append(PublishedRecord(sequence: sequence, kind: .deleted, instance: id, model: instance.model, outcome: nil, json: deleted))
             attempt.didWrite = true
             attempt.staged[id] = .deleted
-            attempt.notes.append(("instance deleted", ["id": id]))
-            return .success(Reply(response: StoredResponse(status: 204, contentType: "", body: []), createdID: nil))
+            attempt.addedInstances -= 1
+            attempt.notes.append(("instance deleted", [("id", id)]))
+            return .success(.deleted)
 
         case .apply(let input, let id, let expectedVersions, let key):
             guard var (instance, machine) = current(id, attempt.staged) else { return .failure(.unknownInstance(id)) }
             if let key, let replayed = try replay(key, transaction) {
-                return replayed.map { Reply(response: $0, createdID: nil) }
+                return replayed.flatMap { remembered in
+                    // The fingerprint holds method and path, so a create's key does not come back here.
+                    guard case .applied(let json, let isUnexpected) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
+                    return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
+                }
             }
             if let expectedVersions, !expectedVersions.contains(instance.state.version) {
-                return .failure(.preconditionFailed("instance \"\(id)\" is at version \(instance.state.version), which If-Match does not name"))
+                return .failure(.versionMismatch(id: id, current: instance.state.version))
             }
             let record: Record
             do {
                 record = try machine.apply(input, at: time)
             } catch {
-                return .failure(.unprocessable(error.description))
+                return .failure(.invalidInput(error))
             }
             instance.state = machine.snapshot
             instance.updatedAt = time
-            let encoded = try transaction.append(record, instanceID: id, encode: Self.encode)
-            if let key { try transaction.remember(key, encoded.response) }
+            let encoded = try transaction.append(record, instanceID: id) { $0.jsonBytes() }
+            let isUnexpected = record.outcome == .unexpected
+            if let key { try transaction.remember(key, .applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected)) }
             attempt.records.append(PublishedRecord(
                 sequence: encoded.sequence, kind: RecordKind(record.kind), instance: id, model: instance.model, outcome: record.outcome,
                 json: encoded.recordJSON
             ))
             attempt.didWrite = true
             attempt.staged[id] = .present(instance, machine)
+            attempt.applied.append((instance.model, record))
             dirty.insert(id)
-            if record.outcome == .unexpected {
-                attempt.notes.append(("unexpected event", ["id": id, "event": record.name, "state": record.from, "seq": String(encoded.sequence)]))
+            if isUnexpected {
+                attempt.notes.append(("unexpected event", [("id", id), ("event", record.name), ("state", record.from), ("seq", String(encoded.sequence))]))
             }
             if let incomplete = record.incompleteLaunch {
-                attempt.notes.append(("incomplete launch", ["id": id, "step": incomplete.step, "sceneConnected": String(incomplete.isSceneConnected)]))
+                attempt.notes.append(("incomplete launch", [("id", id), ("step", incomplete.step), ("sceneConnected", String(incomplete.isSceneConnected))]))
             }
-            return .success(Reply(response: encoded.response, createdID: nil))
+            return .success(.applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected))
         }
     }
 
-    /// A stored response for a reused key, a refusal for a key reused on another request,
-    /// or `nil` for a new key.
-    private func replay(_ key: IdempotencyKey, _ transaction: any StoreTransaction) throws(StoreError) -> Result<StoredResponse, Problem>? {
+    /// What a reused key's write did, a refusal for a key reused on another request, or `nil`
+    /// for a new key.
+    private func replay(_ key: IdempotencyKey, _ transaction: any StoreTransaction) throws(StoreError) -> Result<RememberedWrite, Refusal>? {
         switch try transaction.lookUp(key, now: Date()) {
         case .unused: nil
-        case .replay(let response): .success(response)
-        case .conflict: .failure(.unprocessable("Idempotency-Key \"\(key.key)\" was used for a different request"))
+        case .replay(let write): .success(write)
+        case .conflict: .failure(.keyReused(String(key.clientKey)))
         }
     }
 
-    /// A create's stored 201, replayed while the instance it made still exists.
+    /// A create's outcome, replayed while the instance it made still exists.
     ///
-    /// The id comes from the stored body, not from this request: a POST without an id draws
+    /// The id comes from what was stored, not from this request: a POST without an id draws
     /// a fresh one each time it is sent, and only the first was created. Once that instance
     /// is deleted (even if another has since been made with its id: one with another model
-    /// or creation time), a 201 would claim something that is gone, so the replay is refused
-    /// with 409 naming the instance; creating it again would undo a delete the client may have
-    /// made on purpose. (One re-made in the same millisecond with the same model is in every
-    /// way what the 201 describes, and is answered as such.)
-    private func replayedCreation(_ response: StoredResponse, key: IdempotencyKey, _ staged: [String: Staged]) -> Result<Reply, Problem> {
-        let parsed: JSONValue
-        do {
-            parsed = try JSONParser.parse(response.body)
-        } catch {
-            return .failure(unreplayable(key, response, why: error.description))
+    /// or creation time), answering "created" would claim something that is gone, so the
+    /// replay is refused naming the instance; creating it again would undo a delete the client
+    /// may have made on purpose. (One re-made in the same millisecond with the same model is
+    /// in every way what was created, and is answered as such.)
+    private func replayedCreation(_ remembered: RememberedWrite, key: IdempotencyKey, _ staged: [String: Staged]) -> Result<WriteOutcome, Refusal> {
+        // The fingerprint holds method and path, so an input's key does not come back here.
+        guard case .created(let id, let model, let createdAt, let json) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
+        guard let existing = current(id, staged)?.instance, existing.model == model, existing.createdAt == createdAt else {
+            return .failure(.createdInstanceDeleted(id: id, key: String(key.clientKey)))
         }
-        guard case .object(let members) = parsed, case .string(let id)? = members["id"], case .string(let model)? = members["model"],
-              case .string(let createdAt)? = members["createdAt"]
-        else {
-            return .failure(unreplayable(key, response, why: "it names no instance"))
-        }
-        let stored = (id: id, model: model, createdAt: createdAt)
-        // The same id, model and creation time (to the millisecond): the instance this key made.
-        guard let existing = current(stored.id, staged)?.instance, existing.model == stored.model,
-              JSON.formatTime(existing.createdAt) == stored.createdAt
-        else {
-            return .failure(Problem(
-                status: 409, title: "Conflict",
-                detail: "instance \"\(stored.id)\", created by the first request with Idempotency-Key \"\(key.key)\", has since been deleted; nothing was created",
-                type: "https://lifecycled.dev/problems/created-instance-deleted",
-                extensions: ["instance": JSONFragment(stored.id)]
-            ))
-        }
-        return .success(Reply(response: response, createdID: stored.id))
-    }
-
-    /// A stored create response that is not an instance: a bug to log, not to hide.
-    private func unreplayable(_ key: IdempotencyKey, _ response: StoredResponse, why: String) -> Problem {
-        logger.error("stored create response cannot be replayed", ["key": key.key, "status": String(response.status), "error": why])
-        return .internalError("the response stored for Idempotency-Key \"\(key.key)\" cannot be replayed; see the service log")
-    }
-
-    /// A numbered record as stored (its JSON) and as answered: 200 with the record,
-    /// or 409 with a problem that carries it when the event was unexpected.
-    private static func encode(_ record: Record) -> EncodedRecord {
-        let json = record.jsonBytes()
-        guard record.outcome == .unexpected else {
-            return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 200, contentType: "application/json", body: json))
-        }
-        let problem = Problem(
-            status: 409, title: "Unexpected Event",
-            detail: "\"\(record.name)\" is not expected in state \"\(record.from)\"; it was recorded and counted",
-            type: "https://lifecycled.dev/problems/unexpected-event",
-            extensions: ["record": JSONFragment(record)]
-        )
-        return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 409, contentType: "application/problem+json", body: problem.json))
+        return .success(.created(id: id, json: json))
     }
 
     /// The instance's JSON. Encoding fails only on a value JSON cannot hold (a number that is
-    /// not finite); that is logged with the instance and answered 500, never an empty body.
-    func render(_ instance: StoredInstance) throws(Problem) -> [UInt8] {
+    /// not finite); that is logged with the instance and refused, never answered with an empty body.
+    func render(_ instance: StoredInstance) throws(Refusal) -> [UInt8] {
         do {
-            return try JSON.encode(InstanceView(instance))
+            return try instance.jsonBytes()
         } catch {
-            logger.error("cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"])
-            throw .internalError("instance \"\(instance.id)\" could not be written as JSON; see the service log")
+            log(.error, "cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"])
+            throw .unrenderable(id: instance.id)
         }
+    }
+
+    private func log(_ level: StoreEvent.Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
+        report(StoreEvent(level, message, fields))
     }
 }

@@ -5,9 +5,9 @@ import MicroHTTP
 
 extension Record {
     /// The record's JSON, byte for byte what `JSON.encode(record)` writes through
-    /// `Codable`, written directly. Records are encoded on the committer thread, the
-    /// service's one serial path, where the generic encoder's cost capped durable write
-    /// throughput; a test keeps the two identical.
+    /// `Codable` (less the newline that ends a body), written directly. Records are encoded
+    /// on the committer thread, the service's one serial path, where the generic encoder's
+    /// cost capped durable write throughput; a test keeps the two identical.
     func jsonBytes() -> [UInt8] {
         var json = JSONBuffer(capacity: 320)
         json.raw("{\"sequence\":")
@@ -94,6 +94,13 @@ extension Record {
             }
         }
         json.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension StoredInstance {
+    /// The instance's JSON, as the API shows it; throws on a value JSON cannot hold.
+    func jsonBytes() throws -> [UInt8] {
+        try JSON.encode(InstanceView(self))
     }
 }
 

@@ -121,13 +121,26 @@ extension Request {
         return versions
     }
 
-    /// The `Idempotency-Key`, bound to this request's method, path and body.
-    func idempotencyKey() throws(Problem) -> IdempotencyKey? {
+    /// The `Idempotency-Key`, bound to this request's method, path and body, and kept apart
+    /// by who sent it: a key is stored under its scope (`tokenScope`, the token's, when the
+    /// service has a token; else the client's address), so the same key from elsewhere is a
+    /// new key there, never a replay of another's response.
+    func idempotencyKey(tokenScope: String?) throws(Problem) -> IdempotencyKey? {
         guard let key = header("idempotency-key") else { return nil }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
             throw .badRequest("Idempotency-Key must be 1 to 255 visible ASCII characters")
         }
-        return IdempotencyKey(key: key, fingerprint: Array("\(method) \(path)\n".utf8) + body)
+        let scope = tokenScope ?? "client:\(clientAddress)"
+        return IdempotencyKey(key: "\(scope) \(key)", fingerprint: Array("\(method) \(path)\n".utf8) + body, unscopedKey: key)
+    }
+}
+
+extension IdempotencyKey {
+    /// The key as the client sent it, without its scope (which holds no space: the key
+    /// starts after the first one).
+    var clientKey: Substring {
+        guard let space = key.firstIndex(of: " ") else { return key[...] }
+        return key[key.index(after: space)...]
     }
 }
 

@@ -15,6 +15,8 @@ public final class Service: Sendable {
     let registry: InstanceRegistry
     /// Committed records for the streams.
     let hub: StreamHub
+    /// What `GET /metrics` reports; `nil` with `--metrics off`.
+    let metrics: ServiceMetrics?
     public let store: SQLiteStore
     public let logger: Logger
 
@@ -27,6 +29,8 @@ public final class Service: Sendable {
         let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
         let started = DispatchTime.now().uptimeNanoseconds
+        // Before the store is opened: a service meant to be guarded does not start unguarded.
+        let token = try configuration.resolvedToken()
 
         var models = Model.builtins
         if let directory = configuration.modelsDirectory {
@@ -35,6 +39,7 @@ public final class Service: Sendable {
                 models[name] = model
             }
         }
+        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, fields: event.fields.map { ($0.key, $0.value) }) }
         do {
             store = try SQLiteStore(
                 directory: configuration.dataDirectory,
@@ -42,7 +47,7 @@ public final class Service: Sendable {
                     sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages,
                     maxWALSize: configuration.maxWALSize, acceptDataLoss: configuration.acceptDataLoss
                 ),
-                report: { event in logger.log(Logger.Level(event.level), event.message, event.fields) }
+                report: report
             )
         } catch {
             let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
@@ -50,7 +55,7 @@ public final class Service: Sendable {
         }
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
-            registry = try InstanceRegistry(models: models, store: store, hub: hub, logger: logger)
+            registry = try InstanceRegistry(models: models, store: store, hub: hub, maxInstances: configuration.maxInstances, report: report)
         } catch {
             hub.stop()
             throw StartError(description: store.reason(for: error).message)
@@ -66,7 +71,11 @@ public final class Service: Sendable {
 
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
-        let router = API(registry: registry, staticFiles: staticFiles).makeRouter()
+        let requestMetrics = configuration.metrics ? RequestMetrics() : nil
+        metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databasePath: store.path) }
+        let router = API(
+            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope)
+        ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
@@ -74,7 +83,7 @@ public final class Service: Sendable {
                 maxConnectionsPerClient: configuration.maxConnectionsPerClient
             ),
             logger: logger,
-            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, logger: logger))
+            pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger, metrics: requestMetrics))
         )
         do {
             try server.start()
@@ -88,15 +97,26 @@ public final class Service: Sendable {
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
+            "auth": token == nil ? "off" : configuration.protectReads ? "all" : "writes",
+            "version": Configuration.version,
         ])
+        if token == nil, !isLoopback(configuration.host) {
+            logger.warning("writes are open to anyone who can reach the port: no token is set (--token or --token-file)", [
+                "address": "\(configuration.host):\(server.port)",
+            ])
+        }
     }
 
     /// What runs around the router for every request, outermost first: the id and the log
     /// line cover everything inside, refusals included; CORS answers preflights before any
-    /// check that a browser's preflight could not pass.
-    static func middlewares(_ configuration: Configuration, logger: Logger) -> [any Middleware] {
-        var middlewares: [any Middleware] = [RequestIDs(), AccessLog(logger: logger), SecurityHeaders()]
+    /// check that a browser's preflight could not pass; the rate limit comes before
+    /// authentication so that guessing tokens is limited too. Metrics are outside both, so
+    /// that refusals are counted.
+    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics?) -> [any Middleware] {
+        var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders()]
         if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
+        if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
+        if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }
         return middlewares
     }
 
@@ -138,7 +158,7 @@ public final class Service: Sendable {
 }
 
 extension Logger.Level {
-    /// The level a store event is logged at.
+    /// The level a store's or the registry's event is logged at.
     init(_ level: StoreEvent.Level) {
         self = switch level {
         case .info: .info

@@ -8,7 +8,7 @@ import MicroHTTP
 /// server reads whenever the connection can take more.
 extension API {
     func globalStream(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["model", "instance", "outcome", "lastEventId"], repeatable: ["instance", "outcome"])
+        try request.checkQuery(allowing: ["model", "instance", "outcome", "lastEventId", "token"], repeatable: ["instance", "outcome"])
         let model = request.query("model")
         try checkModelFilter(model)
         var instances: Set<String>?
@@ -28,9 +28,9 @@ extension API {
     }
 
     func instanceStream(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["lastEventId"])
+        try request.checkQuery(allowing: ["lastEventId", "token"])
         let id = request.parameters["id"] ?? ""
-        _ = try registry.instance(id)
+        _ = try answering(try registry.instance(id))
         return try stream(RecordFilter(instances: [id]), request)
     }
 

@@ -119,6 +119,42 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         );
         CREATE INDEX tombstones_by_age ON tombstones(deleted_at);
         """,
+        // Version 3: an idempotency key keeps what its write did, not the HTTP response to it.
+        // Keys from now on are stored with the scope of whoever sent them (see
+        // `IdempotencyKey.unscopedKey`); `meta.unscoped_keys_through` is when the newest key
+        // stored without one was made, so they are still found until they expire.
+        // `result` 0 created an instance (`instance`, `model`, `instance_created_at` say which;
+        // `body` is its JSON), 1 applied an input, 2 applied an unexpected one (`body` is the
+        // record's JSON). Version 2 kept the response: 201 with the instance, 200 with the
+        // record, 409 with a problem carrying the record; any other status fails the migration.
+        """
+        ALTER TABLE idempotency RENAME TO idempotency_responses;
+        DROP INDEX idempotency_by_age;
+        CREATE TABLE idempotency (
+            key TEXT PRIMARY KEY,
+            fingerprint BLOB NOT NULL,
+            result INTEGER NOT NULL,
+            instance TEXT,
+            model TEXT,
+            instance_created_at INTEGER,
+            body BLOB NOT NULL,
+            created_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        INSERT INTO idempotency (key, fingerprint, result, instance, model, instance_created_at, body, created_at)
+          SELECT key, fingerprint,
+            CASE status WHEN 201 THEN 0 WHEN 200 THEN 1 WHEN 409 THEN 2 END,
+            CASE status WHEN 201 THEN json_extract(CAST(body AS TEXT), '$.id') END,
+            CASE status WHEN 201 THEN json_extract(CAST(body AS TEXT), '$.model') END,
+            CASE status WHEN 201 THEN
+              CAST(round((julianday(json_extract(CAST(body AS TEXT), '$.createdAt')) - 2440587.5) * 86400000) AS INTEGER) END,
+            CASE status WHEN 409 THEN CAST(json_extract(CAST(body AS TEXT), '$.record') AS BLOB) ELSE body END,
+            created_at
+          FROM idempotency_responses;
+        DROP TABLE idempotency_responses;
+        CREATE INDEX idempotency_by_age ON idempotency(created_at);
+        INSERT OR REPLACE INTO meta (key, value)
+          SELECT 'unscoped_keys_through', max(created_at) FROM idempotency HAVING count(*) > 0;
+        """,
     ]
 
     /// The database file inside a data folder.
@@ -132,6 +168,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     private let lock: DataFolderLock
     /// Writes: one transaction at a time, on this connection. It also checkpoints the WAL,
     /// between its transactions (see ``WALBound``).
+    /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
+    private let unscopedKeysThrough: Date?
     private let writeLock = NSLock()
     private let writer: Database
     private let statements: WriteStatements
@@ -147,7 +185,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     /// The start-up check of the database, running beside the rest of start-up.
     private let startupCheck: IntegrityCheck
     private let selectHistory: Statement
-    private let selectOldestVersion: Statement
+    private let selectOldestRetained: Statement
     private let selectReplayBounds: Statement
 
     /// Opens (creating if needed) the store in `directory`, migrating its schema.
@@ -206,6 +244,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             let newest = try writer.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
             let floor = try writer.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
+            unscopedKeysThrough = try writer.prepare("SELECT value FROM meta WHERE key = 'unscoped_keys_through'").first { Self.date($0.integer(0)) }
         } catch {
             throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
@@ -242,7 +281,9 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                 ORDER BY instance, version LIMIT ?3
                 """)
             // Version 0 is the creation record, which is not history.
-            selectOldestVersion = try reader.prepare("SELECT min(version) FROM records WHERE instance = ?1 AND version > 0")
+            selectOldestRetained = try reader.prepare("""
+                SELECT version, seq FROM records WHERE instance = ?1 AND version > 0 ORDER BY instance, version LIMIT 1
+                """)
             selectReplayBounds = try reader.prepare("""
                 SELECT (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through'),
                   (SELECT min(seq) FROM records), (SELECT min(seq) FROM tombstones)
@@ -545,8 +586,8 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
 
     public func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { () throws(SQLiteError) in
-            var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil)
-            // One snapshot for both reads, so the page and its oldest version agree.
+            var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+            // One snapshot for both reads, so the page and its oldest record agree.
             try reader.transaction("BEGIN") { () throws(SQLiteError) in
                 try selectHistory.forEachRow([.text(instanceID), .integer(after), .integer(Int64(limit) + 1)]) { row in
                     guard page.records.count < limit else {
@@ -556,7 +597,10 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                     page.records.append(row.blob(1))
                     page.lastSequence = row.integer(0)
                 }
-                page.oldestRetainedVersion = try selectOldestVersion.first([.text(instanceID)]) { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
+                if let oldest = try selectOldestRetained.first([.text(instanceID)], { (version: $0.integer(0), sequence: $0.integer(1)) }) {
+                    page.oldestRetainedVersion = oldest.version
+                    page.oldestRetainedSequence = oldest.sequence
+                }
             }
             return page
         }
@@ -673,11 +717,11 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             return numbered
         }
 
-        func append(_ record: Record, instanceID: String, encode: (Record) -> EncodedRecord) throws(StoreError) -> EncodedRecord {
+        func append(_ record: Record, instanceID: String, encode: (Record) -> [UInt8]) throws(StoreError) -> EncodedRecord {
             var numbered = record
             numbered.sequence = sequence + 1
             numbered.instance = instanceID
-            let encoded = encode(numbered)
+            let encoded = EncodedRecord(sequence: numbered.sequence, recordJSON: encode(numbered))
             let limit = Int64(store.options.historyLimit)
             try checked("cannot store a record of \(instanceID)") { () throws(SQLiteError) in
                 try statements.insertRecord.run([
@@ -703,26 +747,52 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             }
         }
 
-        func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(StoreError) {
+        func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError) {
+            let result: [Statement.Binding] = switch write {
+            case .created(let id, let model, let createdAt, let json):
+                [.integer(0), .text(id), .text(model), .integer(SQLiteStore.milliseconds(createdAt)), .blob(json)]
+            case .applied(let json, let isUnexpected):
+                [.integer(isUnexpected ? 2 : 1), .null, .null, .null, .blob(json)]
+            }
             try checked("cannot store an idempotency key") { () throws(SQLiteError) in
-                try statements.insertKey.run([
-                    .text(key.key), .blob(key.fingerprint), .integer(Int64(response.status)), .text(response.contentType),
-                    .blob(response.body), .integer(SQLiteStore.milliseconds(Date())),
-                ])
+                try statements.insertKey.run([.text(key.key), .blob(key.fingerprint)] + result + [.integer(SQLiteStore.milliseconds(Date()))])
             }
         }
 
         func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
-            let found = try checked("cannot read an idempotency key") { () throws(SQLiteError) in
-                try statements.selectKey.first([.text(key.key)]) { (row) throws(SQLiteError) in
-                    (
-                        fingerprint: row.blob(0), created: row.integer(4),
-                        response: StoredResponse(status: Int(row.integer(1)), contentType: try row.text(2, named: "idempotency.content_type of key \(key.key)"), body: row.blob(3))
-                    )
+            func find(_ stored: String) throws(StoreError) -> (fingerprint: [UInt8], created: Int64, write: RememberedWrite)? {
+                try checked("cannot read an idempotency key") { () throws(SQLiteError) in
+                    try statements.selectKey.first([.text(stored)]) { (row) throws(SQLiteError) in
+                        (fingerprint: row.blob(0), created: row.integer(6), write: try Self.remembered(row, key: stored))
+                    }
                 }
             }
+            var found = try find(key.key)
+            // A key sent before keys were scoped is found as it was stored, until it expires.
+            if found == nil, let unscoped = key.unscopedKey, let through = store.unscopedKeysThrough,
+               through.addingTimeInterval(store.options.idempotencyLifetime) > now {
+                found = try find(unscoped)
+            }
             guard let found, SQLiteStore.date(found.created).addingTimeInterval(store.options.idempotencyLifetime) > now else { return .unused }
-            return found.fingerprint == key.fingerprint ? .replay(found.response) : .conflict
+            return found.fingerprint == key.fingerprint ? .replay(found.write) : .conflict
+        }
+
+        /// Columns 1 to 5 of a key's row (see the schema's version 3).
+        private static func remembered(_ row: Row, key: String) throws(SQLiteError) -> RememberedWrite {
+            switch row.integer(1) {
+            case 0:
+                guard !row.isNull(4) else {
+                    throw SQLiteError(code: SQLITE_CORRUPT, message: "idempotency.instance_created_at of key \(key) is NULL for a created instance: the database is damaged")
+                }
+                return .created(
+                    id: try row.text(2, named: "idempotency.instance of key \(key)"), model: try row.text(3, named: "idempotency.model of key \(key)"),
+                    createdAt: SQLiteStore.date(row.integer(4)), json: row.blob(5)
+                )
+            case 1, 2:
+                return .applied(recordJSON: row.blob(5), isUnexpected: row.integer(1) == 2)
+            case let result:
+                throw SQLiteError(code: SQLITE_CORRUPT, message: "idempotency key \(key) has result \(result), which no lifecycled writes")
+            }
         }
     }
 
@@ -759,10 +829,12 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             insertRecord = try database.prepare("INSERT INTO records (seq, instance, version, kind, outcome, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
             dropOldRecords = try database.prepare("DELETE FROM records WHERE instance = ?1 AND version <= ?2 RETURNING seq")
             insertKey = try database.prepare("""
-                INSERT OR REPLACE INTO idempotency (key, fingerprint, status, content_type, body, created_at)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                INSERT OR REPLACE INTO idempotency (key, fingerprint, result, instance, model, instance_created_at, body, created_at)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                 """)
-            selectKey = try database.prepare("SELECT fingerprint, status, content_type, body, created_at FROM idempotency WHERE key = ?1")
+            selectKey = try database.prepare("""
+                SELECT fingerprint, result, instance, model, instance_created_at, body, created_at FROM idempotency WHERE key = ?1
+                """)
             purgeKeys = try database.prepare("DELETE FROM idempotency WHERE created_at < ?1")
             raiseSequenceFloor = try database.prepare("""
                 INSERT INTO meta (key, value) VALUES ('sequence_floor', ?1)

@@ -18,27 +18,28 @@ public struct StoredInstance: Sendable, Equatable {
     }
 }
 
-/// A response kept for an `Idempotency-Key`, replayed byte for byte.
-public struct StoredResponse: Sendable, Equatable {
-    public var status: Int
-    public var contentType: String
-    public var body: [UInt8]
-
-    public init(status: Int, contentType: String, body: [UInt8]) {
-        self.status = status
-        self.contentType = contentType
-        self.body = body
-    }
+/// What a write with an `Idempotency-Key` did, kept so that its retries are answered alike.
+public enum RememberedWrite: Sendable, Equatable {
+    /// It created an instance: which one (one made later with the same id has another model
+    /// or creation time) and its JSON as created.
+    case created(id: String, model: String, createdAt: Date, json: [UInt8])
+    /// It applied an input: the numbered record's JSON, and whether the input was unexpected.
+    case applied(recordJSON: [UInt8], isUnexpected: Bool)
 }
 
 /// A client's `Idempotency-Key` with what identifies its request (method, path, body).
 public struct IdempotencyKey: Sendable, Equatable {
+    /// The key as stored: the client's, within the scope of whoever sent it.
     public var key: String
     public var fingerprint: [UInt8]
+    /// The client's key as versions before scoping stored it: looked up too while keys
+    /// stored then have not expired, so a retry across the upgrade is still recognised.
+    public var unscopedKey: String?
 
-    public init(key: String, fingerprint: [UInt8]) {
+    public init(key: String, fingerprint: [UInt8], unscopedKey: String? = nil) {
         self.key = key
         self.fingerprint = fingerprint
+        self.unscopedKey = unscopedKey
     }
 }
 
@@ -46,23 +47,16 @@ public struct IdempotencyKey: Sendable, Equatable {
 public enum IdempotencyLookup: Sendable, Equatable {
     /// Never seen (or expired): apply the request.
     case unused
-    /// Seen with the same request: answer with what was answered then.
-    case replay(StoredResponse)
+    /// Seen with the same request: answer with what it did then.
+    case replay(RememberedWrite)
     /// Seen with a different request.
     case conflict
 }
 
-/// A numbered record's JSON (kept for history) and the response to send for it.
+/// A numbered record and its JSON, as stored.
 public struct EncodedRecord: Sendable {
     public var sequence: Int64
     public var recordJSON: [UInt8]
-    public var response: StoredResponse
-
-    public init(sequence: Int64, recordJSON: [UInt8], response: StoredResponse) {
-        self.sequence = sequence
-        self.recordJSON = recordJSON
-        self.response = response
-    }
 }
 
 /// What a stored record is: an applied input, or the creation or deletion of an instance.
@@ -150,6 +144,8 @@ public struct HistoryPage: Sendable {
     public var hasMore: Bool
     /// The oldest version still kept; greater than 1 when retention dropped older ones.
     public var oldestRetainedVersion: Int64?
+    /// The sequence number of that oldest record kept: on the numbering `after` pages by.
+    public var oldestRetainedSequence: Int64?
 }
 
 /// Why the store could not do what it was asked. Nothing was written.
@@ -193,9 +189,14 @@ public struct StoreEvent: Sendable {
 
     public var level: Level
     public var message: String
-    public var fields: KeyValuePairs<String, String>
+    public var fields: [(key: String, value: String)]
 
     public init(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        self.init(level, message, fields: fields.map { ($0.key, $0.value) })
+    }
+
+    /// As ``init(_:_:_:)``, for fields assembled at run time.
+    public init(_ level: Level, _ message: String, fields: [(key: String, value: String)]) {
         self.level = level
         self.message = message
         self.fields = fields
@@ -243,9 +244,9 @@ public protocol StoreTransaction {
     func delete(_ instance: StoredInstance, at time: Date, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64
     /// Numbers the record with the next sequence number, names its instance, stores what
     /// `encode` makes of it, and drops the instance's records beyond the history limit.
-    func append(_ record: Record, instanceID: String, encode: (Record) -> EncodedRecord) throws(StoreError) -> EncodedRecord
-    /// Keeps a response for an idempotency key.
-    func remember(_ key: IdempotencyKey, _ response: StoredResponse) throws(StoreError)
+    func append(_ record: Record, instanceID: String, encode: (Record) -> [UInt8]) throws(StoreError) -> EncodedRecord
+    /// Keeps what a write did for its idempotency key.
+    func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError)
     /// What is known of an idempotency key younger than the retention period.
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup
 }

@@ -68,7 +68,20 @@ public struct Response: Sendable {
 }
 
 /// The service's one way to write JSON, so every body looks the same.
+///
+/// Every JSON body ends with a newline, so that `curl` in a terminal, line-oriented tools
+/// and logs see whole lines. A record's JSON has none of its own: a stream's `data:` line,
+/// history and the store hold it as it is, and an answer made of it gets the newline from
+/// ``terminated(_:)``.
 public enum JSON {
+    /// What every body ends with.
+    public static let newline = UInt8(ascii: "\n")
+
+    /// `body` ending with a newline: for bodies assembled from JSON encoded elsewhere.
+    public static func terminated(_ body: [UInt8]) -> [UInt8] {
+        body.last == newline ? body : body + [newline]
+    }
+
     /// A time as ISO 8601 in UTC, rounded to the millisecond: `2026-11-30T00:06:49.637Z`.
     /// (Foundation's ISO 8601 style truncates, which shows 0.123 stored as 0.12299… as .122.)
     public static func formatTime(_ date: Date) -> String {
@@ -82,10 +95,11 @@ public enum JSON {
         return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)Z"
     }
 
-    /// The value as JSON bytes (see ``StreamingJSONEncoder`` for the layout).
+    /// The value as a JSON body: its JSON (see ``StreamingJSONEncoder`` for the layout), then a newline.
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
         let encoder = StreamingJSONEncoder()
         try encoder.encodeValue(value)
+        encoder.buffer.byte(newline)
         return encoder.buffer.bytes
     }
 }
@@ -109,7 +123,7 @@ public struct Problem: Error, Sendable, Encodable {
 
     /// The problem as an `application/problem+json` body.
     public var json: [UInt8] {
-        (try? JSON.encode(self)) ?? Array("{}".utf8)
+        (try? JSON.encode(self)) ?? Array("{}\n".utf8)
     }
 
     struct Key: CodingKey {

@@ -178,8 +178,10 @@ public final class HTTPServer: @unchecked Sendable {
         }
         guard let running else { return }
         let deadline = DispatchTime.now() + drainSeconds
-        let listening = MHD_quiesce_daemon(running)
-        if listening >= 0 { close(listening) }
+        // From here the accept policy turns every new client away at once. (Not
+        // `MHD_quiesce_daemon`: in 0.9.75 with a thread pool on epoll it races a worker that
+        // wakes meanwhile to take the listening socket out of the same epoll set, and the
+        // loser aborts the process. The socket stays open until `MHD_stop_daemon` closes it.)
         gate.close()
         // After closing the gate: a stream queued from now on starts out ending.
         let streams = connections.all.reduce(0) { $0 + ($1.endStream() ? 1 : 0) }
@@ -294,9 +296,10 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// The accept policy: refuses a client at once when the server is full. (The exact
-    /// count is kept at connection start; this check saves allocating a refused connection.)
+    /// The accept policy: refuses a client at once when the server is stopping or full. (The
+    /// exact count is kept at connection start; this check saves allocating a refused connection.)
     fileprivate func accepts() -> Bool {
+        guard !gate.isClosed else { return false }
         guard connections.count < maxConnections else {
             refusals.record(1, reason: "max-connections", limit: String(maxConnections))
             return false

@@ -26,6 +26,9 @@ do {
 } catch .helpRequested {
     print(Configuration.usage, terminator: "")
     exit(0)
+} catch .versionRequested {
+    print("lifecycled \(Configuration.version)")
+    exit(0)
 } catch {
     FileHandle.standardError.write(Data("lifecycled: \(error)\n".utf8))
     exit(2)

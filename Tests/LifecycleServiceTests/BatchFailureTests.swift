@@ -5,7 +5,8 @@ import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
 
-typealias Answer = Result<InstanceRegistry.Reply, Problem>
+/// A write's answer, as the API sends it.
+typealias Answer = Response
 
 /// Submits `writes` straight to the registry so that the committer takes them as ONE batch:
 /// it is held inside the completion of an earlier write (a refused delete, which touches
@@ -23,7 +24,7 @@ func commitAsOneBatch(_ registry: InstanceRegistry, _ writes: [InstanceRegistry.
     for (index, write) in writes.enumerated() {
         group.enter()
         registry.submit(write) { answer in
-            answers.withLock { $0[index] = answer }
+            answers.withLock { $0[index] = Response(answer) }
             group.leave()
         }
     }
@@ -43,22 +44,20 @@ func event(_ name: String, on id: String, ifMatch version: Int64? = nil) -> Inst
     .apply(.event(name, [:]), id: id, expectedVersions: version.map { [$0] }, key: nil)
 }
 
-extension Result where Success == InstanceRegistry.Reply, Failure == Problem {
-    var status: Int {
-        switch self {
-        case .success(let reply): reply.response.status
-        case .failure(let problem): problem.status
-        }
+extension Response {
+    /// The body as JSON.
+    private var bodyJSON: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body.bytes ?? []))) as? [String: Any] ?? [:]
     }
 
+    /// The detail of a problem.
     var detail: String? {
-        if case .failure(let problem) = self { problem.detail } else { nil }
+        status >= 400 ? bodyJSON["detail"] as? String : nil
     }
 
     /// The body of a successful answer as JSON.
     var json: [String: Any] {
-        guard case .success(let reply) = self else { return [:] }
-        return (try? JSONSerialization.jsonObject(with: Data(reply.response.body))) as? [String: Any] ?? [:]
+        status < 300 ? bodyJSON : [:]
     }
 }
 

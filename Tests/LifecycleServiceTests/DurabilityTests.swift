@@ -94,6 +94,44 @@ struct DurabilityTests {
         #expect(page["oldestRetainedVersion"] as? Int == 8)
     }
 
+    /// `after` and `nextAfter` are sequence numbers, global and with gaps within one instance;
+    /// versions count one instance's records without gaps. The oldest record kept is given on
+    /// both, so a client can compare it with its cursor (sequence) or with the last version it read.
+    @Test("history gives the oldest record kept by sequence number, as `after` counts, and by version")
+    func retentionNumberings() throws {
+        let server = try TestServer { $0.historyLimit = 3 }
+        let c = try server.connect()
+        try c.makeInstance("app", events: coldStart)
+        try c.makeInstance("other")
+        var sequences: [Int] = []
+        // Interleaved with another instance's records, so that the two numberings differ.
+        for i in 0..<6 {
+            let answer = try c.event("app", i % 2 == 0 ? #"{"event": "willResignActive"}"# : #"{"event": "didBecomeActive"}"#)
+            sequences.append(try #require(answer.json["sequence"] as? Int))
+            _ = try c.request("POST", "/v1/instances/other/launches", body: [], contentType: nil)
+        }
+        // Versions 1 to 9, the last three kept: 7, 8 and 9, which are sequences[3...].
+        let first = try c.request("GET", "/v1/instances/app/history?limit=1").json
+        let items = try #require(first["items"] as? [[String: Any]])
+        #expect(items.map { $0["version"] as? Int } == [7])
+        #expect(items.first?["sequence"] as? Int == sequences[3])
+        #expect(first["oldestRetainedSequence"] as? Int == sequences[3])
+        #expect(first["oldestRetainedVersion"] as? Int == 7)
+        #expect(first["olderDropped"] as? Bool == true)
+        #expect(sequences[3] != 7)
+        // A later page says the same; a cursor at a dropped record is below the oldest kept.
+        let later = try c.request("GET", "/v1/instances/app/history?after=\(sequences[3])").json
+        #expect((later["items"] as? [[String: Any]])?.map { $0["sequence"] as? Int } == [sequences[4], sequences[5]])
+        #expect(later["oldestRetainedSequence"] as? Int == sequences[3] && later["oldestRetainedVersion"] as? Int == 7)
+        let behind = try c.request("GET", "/v1/instances/app/history?after=\(sequences[1])").json
+        #expect((behind["items"] as? [[String: Any]])?.first?["sequence"] as? Int == sequences[3])
+        // An instance without records has neither.
+        try c.makeInstance("fresh")
+        let empty = try c.request("GET", "/v1/instances/fresh/history").json
+        #expect(empty["oldestRetainedSequence"] is NSNull && empty["oldestRetainedVersion"] is NSNull)
+        #expect(empty["olderDropped"] as? Bool == false)
+    }
+
     @Test("a full disk answers 503 and changes nothing")
     func fullDisk() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }

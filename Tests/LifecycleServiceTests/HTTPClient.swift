@@ -31,9 +31,20 @@ final class HTTPConnection {
     private let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(port: UInt16, host: String = "127.0.0.1") throws {
+    /// `source`: the local address to connect from (another loopback address, such as
+    /// 127.0.0.2, to be another client); any when `nil`.
+    init(port: UInt16, host: String = "127.0.0.1", source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPClientError(description: "socket failed") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, source, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw HTTPClientError(description: "bind to \(source) failed: \(String(cString: strerror(errno)))") }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -122,7 +133,9 @@ final class HTTPConnection {
 
     private func fill() throws {
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let count = recv(fd, &chunk, chunk.count, 0)
+        var count: Int
+        // A signal (a child process of another test ending) interrupts recv: not an error.
+        repeat { count = recv(fd, &chunk, chunk.count, 0) } while count < 0 && errno == EINTR
         guard count > 0 else { throw HTTPClientError(description: count == 0 ? "connection closed" : "recv failed: \(String(cString: strerror(errno)))") }
         buffer += chunk[..<count]
     }

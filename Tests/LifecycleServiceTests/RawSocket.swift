@@ -68,10 +68,16 @@ final class RawSocket {
     private func fill(within seconds: Double) -> Bool {
         guard !isClosed else { return false }
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&descriptor, 1, Int32(max(0, seconds * 1000)))
+        // A signal (a child process of another test ending) interrupts poll: wait on to the deadline.
+        let deadline = Date().addingTimeInterval(seconds)
+        var ready: Int32
+        repeat {
+            ready = poll(&descriptor, 1, Int32(max(0, deadline.timeIntervalSinceNow * 1000)))
+        } while ready < 0 && errno == EINTR
         guard ready > 0 else { return false }
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let count = recv(fd, &chunk, chunk.count, 0)
+        var count: Int
+        repeat { count = recv(fd, &chunk, chunk.count, 0) } while count < 0 && errno == EINTR
         if count <= 0 {
             isClosed = true
             return false

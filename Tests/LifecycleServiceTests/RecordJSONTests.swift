@@ -58,8 +58,9 @@ struct RecordJSONTests {
         for record in records {
             let direct = record.jsonBytes()
             let reference = try JSON.encode(record)
-            #expect(direct == reference, "\(String(decoding: reference, as: UTF8.self))")
-            if direct != reference { break }
+            // The Codable path writes a body, which ends with a newline; a record has none.
+            #expect(direct + [JSON.newline] == reference, "\(String(decoding: reference, as: UTF8.self))")
+            if direct + [JSON.newline] != reference { break }
         }
     }
 }

@@ -3,6 +3,7 @@ import Testing
 import LifecycleKit
 import MicroHTTP
 @testable import LifecycleService
+@testable import LifecycleStore
 
 @Suite("idempotent create and rendering")
 struct ReplayAndRenderTests {
@@ -53,6 +54,67 @@ struct ReplayAndRenderTests {
         #expect(try c.request("GET", "/v1/instances/named").json["model"] as? String == "android-activity")
     }
 
+    @Test("keys a version-2 database kept as responses replay the same answers after the upgrade, and apply nothing again")
+    func replayAcrossUpgrade() throws {
+        let server = try TestServer()
+        var c = try server.connect()
+        let create = #"{"id": "a"}"#
+        let created = try c.request("POST", "/v1/instances", json: create)
+        let odd = #"{"event": "willConnectToWindow", "window": "é \"main\" \\ \u0001"}"#
+        let unexpected = try c.event("a", odd)
+        let launch = #"{"event": "didFinishLaunching"}"#
+        let launched = try c.event("a", launch)
+        #expect(created.status == 201 && unexpected.status == 409 && launched.status == 200)
+        server.service!.stop()
+        server.service = nil
+
+        // Back to version 2, with the keys it would have kept for these requests: the responses,
+        // the 409 a problem around the stored record as version 2 wrote it.
+        do {
+            let database = try Database(path: server.dataDirectory + "/" + SQLiteStore.fileName)
+            let record = try #require(try database.prepare("SELECT body FROM records WHERE instance = 'a' AND version = 1").first { $0.blob(0) })
+            let problem = Array(#"{"type":"https://lifecycled.dev/problems/unexpected-event","title":"Unexpected Event","status":409,"detail":"\"willConnectToWindow\" is not expected in state \"initializing\"; it was recorded and counted","record":"#.utf8)
+                + record + Array("}".utf8)
+            // As version 2 answered, apart from the newline that now ends every body.
+            #expect(unexpected.body == problem + [UInt8(ascii: "\n")], "answered as version 2 answered")
+            try database.transaction { () throws(SQLiteError) in
+                try database.execute("""
+                    DROP TABLE idempotency;
+                    CREATE TABLE idempotency (
+                        key TEXT PRIMARY KEY, fingerprint BLOB NOT NULL, status INTEGER NOT NULL, content_type TEXT NOT NULL,
+                        body BLOB NOT NULL, created_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX idempotency_by_age ON idempotency(created_at);
+                    PRAGMA user_version = 2;
+                    """)
+                let insert = try database.prepare("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+                for (key, request, status, contentType, body) in [
+                    ("create", "POST /v1/instances\n" + create, 201, "application/json", Array(created.body.dropLast())),
+                    ("odd", "POST /v1/instances/a/events\n" + odd, 409, "application/problem+json", problem),
+                    ("launch", "POST /v1/instances/a/events\n" + launch, 200, "application/json", Array(launched.body.dropLast())),
+                ] {
+                    try insert.run([
+                        .text(key), .blob(Array(request.utf8)), .integer(Int64(status)), .text(contentType), .blob(body),
+                        .integer(SQLiteStore.milliseconds(Date())),
+                    ])
+                }
+            }
+        }
+        server.service = try Service(configuration: server.configuration)
+        #expect(try server.service!.store.schemaVersion() == SQLiteStore.migrations.count)
+        c = try server.connect()
+
+        let createdAgain = try c.request("POST", "/v1/instances", json: create, headers: [("Idempotency-Key", "create")])
+        #expect(createdAgain.status == 201 && createdAgain.body == created.body)
+        #expect(createdAgain.header("location") == "/v1/instances/a")
+        let unexpectedAgain = try c.event("a", odd, headers: [("Idempotency-Key", "odd")])
+        #expect(unexpectedAgain.status == 409 && unexpectedAgain.body == unexpected.body)
+        #expect(unexpectedAgain.header("content-type") == "application/problem+json")
+        let launchedAgain = try c.event("a", launch, headers: [("Idempotency-Key", "launch")])
+        #expect(launchedAgain.status == 200 && launchedAgain.body == launched.body)
+        #expect(try c.fullHistory("a").count == 2, "nothing was applied again")
+    }
+
     @Test("a number JSON cannot hold is refused before it is stored; a render that fails answers 500, not an empty 200")
     func renderFailure() throws {
         let models = TemporaryDirectory()
@@ -75,7 +137,8 @@ struct ReplayAndRenderTests {
         // Rendering itself, given a state that cannot be written (no write path makes one now).
         var instance = try server.service!.registry.instance("knob")
         instance.state.bufferedAction = PendingAction(name: "turn", parameters: ["by": .number(.nan)])
-        let problem = #expect(throws: Problem.self) { try server.service!.registry.render(instance) }
+        let refusal = #expect(throws: InstanceRegistry.Refusal.self) { try server.service!.registry.render(instance) }
+        let problem = refusal.map(Problem.init)
         #expect(problem?.status == 500)
         #expect(problem?.detail == "instance \"knob\" could not be written as JSON; see the service log")
     }

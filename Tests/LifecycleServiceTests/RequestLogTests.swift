@@ -31,6 +31,20 @@ struct RequestLogTests {
         #expect(first != nil && first != second)
     }
 
+    @Test("the lines a write makes carry its request id: instance created, unexpected event")
+    func writeNotes() throws {
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        defer { server.signal(SIGTERM); server.finish() }
+        let connection = try HTTPConnection(port: server.port)
+        #expect(try connection.request("PUT", "/v1/instances/noted", json: "{}", headers: [("X-Request-ID", "make-it")]).status == 201)
+        #expect(try connection.event("noted", #"{"event": "didBecomeActive"}"#, headers: [("X-Request-ID", "odd-one")]).status == 409)
+        let created = server.waitForLogLine(containing: ["msg=\"instance created\"", "request_id=make-it"])
+        #expect(created?.contains("id=noted") == true, "\(server.standardErrorSoFar)")
+        let unexpected = server.waitForLogLine(containing: ["msg=\"unexpected event\"", "request_id=odd-one"])
+        #expect(unexpected?.contains("event=didBecomeActive") == true, "\(server.standardErrorSoFar)")
+    }
+
     @Test("refusals get a request id and a line too: the server's own (route -) and a 404's (route *)")
     func refusalsAreLogged() throws {
         let data = TemporaryDirectory()

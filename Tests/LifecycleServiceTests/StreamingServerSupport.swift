@@ -284,6 +284,8 @@ final class StreamClient {
             let count = recv(fd, &chunk, chunk.count, 0)
             if count > 0 {
                 received += chunk[..<count]
+            } else if count < 0, errno == EINTR {
+                continue
             } else if count == 0 || errno != EAGAIN {
                 isClosed = true
             } else {

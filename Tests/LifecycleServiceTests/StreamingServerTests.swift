@@ -323,6 +323,10 @@ struct StreamingServerTests {
         let respond = try fixture.replies.waitFor(1)
         let streamAfterStop = QueueStream(Array("data: never\n\n".utf8))
         let probe = try RawSocket(port: fixture.port)
+        // Answered once before the stop, so the server has accepted this connection: one still
+        // in the listening socket's backlog when the stop begins is turned away instead.
+        probe.send("GET /plain HTTP/1.1\r\nHost: test\r\n\r\n")
+        #expect(try probe.readResponse(within: 10).status == 200)
         let stopped = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             fixture.server.stop()

@@ -10,11 +10,10 @@ final class Folder {
 
 let t0 = Date(timeIntervalSince1970: 1_800_000_000.123)
 
-func encodeRecord(_ record: Record) -> EncodedRecord {
+func encodeRecord(_ record: Record) -> [UInt8] {
     let encoder = JSONEncoder()
     encoder.dateEncodingStrategy = .millisecondsSince1970
-    let json = Array(try! encoder.encode(record))
-    return EncodedRecord(sequence: record.sequence, recordJSON: json, response: StoredResponse(status: 200, contentType: "application/json", body: json))
+    return Array(try! encoder.encode(record))
 }
 
 /// A creation or deletion record's JSON, as the service writes it (enough of it for the store).
@@ -112,7 +111,7 @@ struct SQLiteStoreTests {
         let store = try SQLiteStore(directory: folder.path, options: .init(idempotencyLifetime: 60))
         let instance = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
         let key = IdempotencyKey(key: "k1", fingerprint: Array("POST /v1/instances\n{}".utf8))
-        let response = StoredResponse(status: 201, contentType: "application/json", body: Array("{}".utf8))
+        let response = RememberedWrite.created(id: "a", model: "ios-app", createdAt: t0, json: Array("{}".utf8))
         func lookUp(_ key: IdempotencyKey, _ now: Date) throws -> IdempotencyLookup {
             try store.write { (t) throws(StoreError) in try t.lookUp(key, now: now) }
         }
@@ -125,6 +124,57 @@ struct SQLiteStoreTests {
         #expect(try lookUp(key, Date()) == .replay(response))
         #expect(try lookUp(IdempotencyKey(key: "k1", fingerprint: [1]), Date()) == .conflict)
         #expect(try lookUp(key, Date().addingTimeInterval(61)) == .unused)
+    }
+
+    @Test("a version-2 database is migrated: each key keeps what its write did, taken from the response kept for it")
+    func migrateVersion2Keys() throws {
+        // The responses version 2 kept: 201 with the created instance, 200 with the record,
+        // 409 with a problem carrying the record (escapes and non-ASCII kept as written).
+        let created = #"{"id":"a","model":"ios-app","state":"initializing","version":0,"createdAt":"2027-01-15T08:00:00.123Z"}"#
+        let applied = #"{"sequence":2,"instance":"a","version":1,"kind":"event","event":"didFinishLaunching","from":"initializing","to":"launching","outcome":"transitioned","hooks":["Launching.init"],"time":"2027-01-15T08:00:00.124Z"}"#
+        let unexpected = #"{"sequence":3,"instance":"a","version":2,"kind":"event","event":"didBecomeActive","parameters":{"note":"é \"x\" \\ \u0001","ratio":0.25},"from":"launching","to":"launching","outcome":"unexpected","hooks":[],"time":"2027-01-15T08:00:00.125Z"}"#
+        let problem = #"{"type":"https://lifecycled.dev/problems/unexpected-event","title":"Unexpected Event","status":409,"detail":"\"didBecomeActive\" is not expected in state \"launching\"; it was recorded and counted","record":"#
+            + unexpected + "}"
+        func version2(_ rows: [(key: String, status: Int64, contentType: String, body: String)]) throws -> Folder {
+            let folder = Folder()
+            try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
+            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
+            try database.execute("PRAGMA journal_mode = WAL")
+            try database.transaction { () throws(SQLiteError) in
+                for migration in SQLiteStore.migrations.prefix(2) { try database.execute(migration) }
+                try database.execute("PRAGMA user_version = 2")
+                let insert = try database.prepare("INSERT INTO idempotency (key, fingerprint, status, content_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+                for row in rows {
+                    try insert.run([
+                        .text(row.key), .blob(Array(row.key.utf8)), .integer(row.status), .text(row.contentType), .blob(Array(row.body.utf8)),
+                        .integer(SQLiteStore.milliseconds(Date())),
+                    ])
+                }
+            }
+            return folder
+        }
+        let folder = try version2([
+            ("create", 201, "application/json", created), ("event", 200, "application/json", applied),
+            ("odd", 409, "application/problem+json", problem),
+        ])
+        let store = try SQLiteStore(directory: folder.path)
+        #expect(try store.schemaVersion() == SQLiteStore.migrations.count)
+        func lookUp(_ key: String) throws -> IdempotencyLookup {
+            try store.write { (t) throws(StoreError) in try t.lookUp(IdempotencyKey(key: key, fingerprint: Array(key.utf8)), now: Date()) }
+        }
+        #expect(try lookUp("create") == .replay(.created(id: "a", model: "ios-app", createdAt: t0, json: Array(created.utf8))))
+        #expect(try lookUp("event") == .replay(.applied(recordJSON: Array(applied.utf8), isUnexpected: false)))
+        #expect(try lookUp("odd") == .replay(.applied(recordJSON: Array(unexpected.utf8), isUnexpected: true)))
+        #expect(try store.write { (t) throws(StoreError) in try t.lookUp(IdempotencyKey(key: "odd", fingerprint: [1]), now: Date()) } == .conflict)
+        #expect(try store.integrityCheck() == "ok")
+
+        // A response version 2 never kept says nothing of what its write did: the upgrade stops on it.
+        let unknown = try version2([("other", 500, "application/problem+json", "{}")])
+        #expect {
+            _ = try SQLiteStore(directory: unknown.path)
+        } throws: { error in
+            "\(error)".contains("NOT NULL constraint failed: idempotency.result")
+        }
     }
 
     @Test("retention drops the oldest records of an instance as new ones arrive")
@@ -146,6 +196,8 @@ struct SQLiteStoreTests {
         let page = try store.history(instanceID: "d", after: 0, limit: 10)
         #expect(try page.records.map { try decodeRecord($0).version } == [4, 5, 6])
         #expect(page.oldestRetainedVersion == 4 && !page.hasMore)
+        // The creation took sequence number 1, the six records 2 to 7: version 4 is number 5.
+        #expect(page.oldestRetainedSequence == 5)
         let first = try store.history(instanceID: "d", after: 0, limit: 2)
         #expect(first.hasMore && first.lastSequence == 6)
         try store.write { (t) throws(StoreError) in _ = try t.delete(instance, at: t0, encode: change("deleted", instance)) }

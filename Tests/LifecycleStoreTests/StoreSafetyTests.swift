@@ -179,7 +179,7 @@ struct StoreSafetyTests {
             let store = try SQLiteStore(directory: folder.path)
             for id in ["a", "b"] { try InstanceWriter(id: id).create(in: store) }
             try store.write { (t) throws(StoreError) in
-                try t.remember(IdempotencyKey(key: "k", fingerprint: [1]), StoredResponse(status: 201, contentType: "application/json", body: [1]))
+                try t.remember(IdempotencyKey(key: "k", fingerprint: [1]), .created(id: "a", model: "ios-app", createdAt: t0, json: [1]))
             }
             store.close()
         }
@@ -204,7 +204,7 @@ struct StoreSafetyTests {
             let raw = try Database(path: database)
             try raw.execute("UPDATE instances SET buffered_action = NULL WHERE id = 'a'")
             try raw.execute("UPDATE instances SET state = NULL WHERE id = 'b'")
-            try raw.execute("UPDATE idempotency SET content_type = NULL")
+            try raw.execute("UPDATE idempotency SET model = NULL")
         }
         let reopened = try SQLiteStore(directory: folder.path)
         #expect {
@@ -215,7 +215,7 @@ struct StoreSafetyTests {
         #expect {
             try reopened.write { (t) throws(StoreError) in _ = try t.lookUp(IdempotencyKey(key: "k", fingerprint: [1]), now: Date()) }
         } throws: { error in
-            "\(error)".contains("idempotency.content_type of key k is NULL")
+            "\(error)".contains("idempotency.model of key k is NULL")
         }
     }
 }

@@ -29,7 +29,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(ROOT, "openapi.yaml")
 CONFIG = os.path.join(ROOT, "Tests", "contract", "schemathesis.toml")
-STARTED = re.compile(r"lifecycled started address=127\.0\.0\.1:(\d+)")
+STARTED = re.compile(r"lifecycled started\"? address=127\.0\.0\.1:(\d+)")
 
 
 def log(message):

@@ -1,0 +1,89 @@
+import MicroHTTP
+
+// The registry answers in outcomes and refusals; these turn them into HTTP.
+
+extension Response {
+    /// The answer to a write: what it did, or the problem its refusal makes.
+    init(_ answer: Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>) {
+        switch answer {
+        case .success(.created(let id, let json)):
+            self.init(status: 201, headers: [("Content-Type", "application/json"), ("Location", "/v1/instances/\(id)")], body: JSON.terminated(json))
+        case .success(.found(let id, let json)):
+            self.init(status: 200, headers: [("Content-Type", "application/json"), ("Location", "/v1/instances/\(id)")], body: JSON.terminated(json))
+        case .success(.deleted):
+            self.init(status: 204)
+        case .success(.applied(let json, isUnexpected: false)):
+            self.init(status: 200, headers: [("Content-Type", "application/json")], body: JSON.terminated(json))
+        case .success(.applied(let json, isUnexpected: true)):
+            self = .unexpected(json)
+        case .failure(let refusal):
+            self = .problem(Problem(refusal))
+        }
+    }
+
+    /// 409 with a problem that carries the record: the input was recorded and counted.
+    private static func unexpected(_ record: [UInt8]) -> Response {
+        let parsed: JSONValue
+        do {
+            parsed = try JSONParser.parse(record)
+        } catch {
+            return .problem(.internalError("the record of an unexpected input cannot be read: \(error)"))
+        }
+        guard case .object(let members) = parsed, case .string(let from)? = members["from"],
+              case .string(let input)? = members["event"] ?? members["action"] ?? members["kind"]
+        else {
+            return .problem(.internalError("the record of an unexpected input names no input or state"))
+        }
+        var body = Problem(
+            status: 409, title: "Unexpected Event", detail: "\"\(input)\" is not expected in state \"\(from)\"; it was recorded and counted",
+            type: "https://lifecycled.dev/problems/unexpected-event"
+        ).json
+        // The record goes in as it is stored, unparsed; as the one extension it follows `detail`.
+        while let last = body.last, last != UInt8(ascii: "}") { body.removeLast() }
+        body.removeLast()
+        body += Array(#","record":"#.utf8) + record + Array("}\n".utf8)
+        return Response(status: 409, headers: [("Content-Type", "application/problem+json")], body: body)
+    }
+}
+
+extension Problem {
+    /// The problem a refusal is answered with.
+    init(_ refusal: InstanceRegistry.Refusal) {
+        self = switch refusal {
+        case .unknownModel(let name, let suggestion): .unprocessable("unknown model \"\(name)\"; \(suggestion)")
+        case .exists(let id, let model, isPut: true): .conflict("instance \"\(id)\" exists with model \"\(model)\"")
+        case .exists(let id, _, isPut: false): .conflict("instance \"\(id)\" exists; PUT it to fetch it idempotently")
+        case .unknownInstance(let id): .unknownInstance(id)
+        case .versionMismatch(let id, let current): .preconditionFailed("instance \"\(id)\" is at version \(current), which If-Match does not name")
+        case .invalidInput(let error): .unprocessable(error.description)
+        case .keyReused(let key): .unprocessable("Idempotency-Key \"\(key)\" was used for a different request")
+        case .createdInstanceDeleted(let id, let key):
+            Problem(
+                status: 409, title: "Conflict",
+                detail: "instance \"\(id)\", created by the first request with Idempotency-Key \"\(key)\", has since been deleted; nothing was created",
+                type: "https://lifecycled.dev/problems/created-instance-deleted",
+                extensions: ["instance": JSONFragment(id)]
+            )
+        case .storageFailed(let isDiskFull): .unavailable(isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
+        case .historyUnreadable: .unavailable("storage failed; the history could not be read")
+        case .stopping: .unavailable("lifecycled is stopping; nothing was changed")
+        case .unrenderable(let id): .internalError("instance \"\(id)\" could not be written as JSON; see the service log")
+        case .instanceLimit(let limit):
+            Problem(
+                status: 507, title: "Insufficient Storage",
+                detail: "lifecycled holds its limit of \(limit) instances; delete some, or start it with a higher --max-instances. Nothing was created",
+                type: "https://lifecycled.dev/problems/instance-limit",
+                extensions: ["limit": JSONFragment(limit)]
+            )
+        }
+    }
+}
+
+/// Runs a registry read, turning its refusal into the problem it is answered with.
+func answering<T>(_ read: @autoclosure () throws(InstanceRegistry.Refusal) -> T) throws(Problem) -> T {
+    do {
+        return try read()
+    } catch {
+        throw Problem(error)
+    }
+}

@@ -1,0 +1,84 @@
+import LifecycleKit
+
+/// What the committer committed since the process started: the records' transitions,
+/// unexpected events, incomplete launches and relaunches, and each transaction's time and
+/// size. The committer reports a transaction once it has committed (one that rolls back
+/// counts nothing) and before it answers its writes, so a client that was answered finds its
+/// write counted.
+///
+/// Labels are names from loaded models: an event or action a model does not have is refused
+/// before it is recorded, so the series are bounded by the models.
+///
+/// These count since the process started, and say so: rebuilding them from stored records
+/// would cost start-up a pass over every record, and records beyond the history limit and
+/// those of deleted instances are gone anyway.
+final class CommitMetrics: Sendable {
+    let transitions = CounterFamily(
+        "lifecycled_transitions_total", labels: ["model", "from", "event", "to"],
+        help: "Events recorded since the process started, by model, the state the event found, the event and the state it left; unexpected and ignored events too. Not kept across restarts."
+    )
+    let unexpectedEvents = CounterFamily(
+        "lifecycled_unexpected_events_total", labels: ["model", "state", "event"],
+        help: "Unexpected events recorded since the process started, by model, the state that did not expect them and the event. Not kept across restarts."
+    )
+    let incompleteLaunches = CounterFamily(
+        "lifecycled_incomplete_launches_total", labels: ["model"],
+        help: "Launches that found an earlier launch unfinished, since the process started, by model. Not kept across restarts."
+    )
+    let relaunches = CounterFamily(
+        "lifecycled_relaunches_total", labels: ["model"],
+        help: "Relaunches recorded since the process started, by model. Not kept across restarts."
+    )
+    let commitDuration = HistogramFamily(
+        "lifecycled_store_commit_duration_seconds",
+        bounds: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+        help: "Time one committed transaction took in the store: its writes applied, their SQL, the commit and its sync. Since the process started."
+    )
+    let commitWrites = HistogramFamily(
+        "lifecycled_store_commit_writes",
+        bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+        help: "Writes (requests) committed by one transaction: the group commit's batch size. Since the process started."
+    )
+
+    /// Starts the per-model counters at 0 for every loaded model, so that Prometheus sees a
+    /// model's first incomplete launch or relaunch as an increase.
+    func start(models: some Sequence<String>) {
+        let zeros = Dictionary(uniqueKeysWithValues: models.map { ([$0], UInt64(0)) })
+        incompleteLaunches.add(zeros)
+        relaunches.add(zeros)
+    }
+
+    /// A committed transaction of `writes` writes that took `seconds` and applied `applied`
+    /// inputs (each with its instance's model).
+    func committed(writes: Int, seconds: Double, applied: [(model: String, record: Record)]) {
+        commitDuration.observe(seconds)
+        commitWrites.observe(Double(writes))
+        guard !applied.isEmpty else { return }
+        var transitions: [[String]: UInt64] = [:]
+        var unexpected: [[String]: UInt64] = [:]
+        var incomplete: [[String]: UInt64] = [:]
+        var relaunches: [[String]: UInt64] = [:]
+        for (model, record) in applied {
+            switch record.kind {
+            case .event:
+                transitions[[model, record.from, record.name, record.to], default: 0] += 1
+                if record.outcome == .unexpected { unexpected[[model, record.from, record.name], default: 0] += 1 }
+                if record.incompleteLaunch != nil { incomplete[[model], default: 0] += 1 }
+            case .relaunch:
+                relaunches[[model], default: 0] += 1
+            case .action:
+                break
+            }
+        }
+        self.transitions.add(transitions)
+        unexpectedEvents.add(unexpected)
+        incompleteLaunches.add(incomplete)
+        self.relaunches.add(relaunches)
+    }
+
+    func write(to exposition: inout Exposition) {
+        for family in [transitions, unexpectedEvents, incompleteLaunches, relaunches] { family.write(to: &exposition) }
+        commitDuration.write(to: &exposition)
+        commitWrites.write(to: &exposition)
+    }
+}

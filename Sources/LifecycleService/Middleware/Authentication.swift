@@ -1,0 +1,108 @@
+import MicroHTTP
+
+/// Bearer-token authentication (RFC 6750), decided on the request's head so that a refused
+/// write's body is never read: every write needs `Authorization: Bearer <token>`, and with
+/// `protectsReads` every other request does too, except the health checks probes call, the
+/// dashboard's files (code, not data: the page must load before it can ask for the token,
+/// and a browser cannot add a header to the scripts and styles a page names) and `OPTIONS`
+/// (a CORS preflight never carries credentials).
+///
+/// An EventSource cannot send headers, so streams also take the token as a `token` query
+/// parameter; nothing else does, so that a token is not pasted into URLs that end up in
+/// histories and proxy logs. The access log writes route templates, never a
+/// path or query, so the token is not logged.
+struct Authentication: Middleware {
+    private let token: [UInt8]
+    let protectsReads: Bool
+
+    init(token: String, protectsReads: Bool) {
+        self.token = Array(token.utf8)
+        self.protectsReads = protectsReads
+    }
+
+    /// Routes that stay open to reads: the probes', and the dashboard's files.
+    static let openRoutes: Set<String> = ["/healthz", "/readyz", Router.fallbackTemplate]
+
+    /// What a request may present its token with.
+    private enum Credential {
+        case header(String)
+        case query(String)
+        /// A `token` query parameter where the route does not take one.
+        case misplacedQuery
+        /// No token, or an `Authorization` of another scheme.
+        case none
+    }
+
+    func admit(_ head: Request) -> Response? {
+        guard needsToken(head) else { return nil }
+        switch credential(of: head) {
+        case .header(let token), .query(let token):
+            guard !isToken(token) else { return nil }
+            return Self.refusal("the token is not valid", error: "invalid_token")
+        case .misplacedQuery:
+            return Self.refusal("this request needs the token in Authorization: Bearer <token>; the token query parameter is taken only by streams", error: nil)
+        case .none:
+            let query = Self.takesQueryToken(head) ? " (or the token query parameter)" : ""
+            return Self.refusal("this request needs the token: send Authorization: Bearer <token>\(query)", error: nil)
+        }
+    }
+
+    /// Whether `presented` is the token, in time that depends on its length only, not on
+    /// where it differs: an early exit would tell a guesser how much of a guess was right.
+    /// (The length is not secret enough to hide at the cost of hashing on every request.)
+    func isToken(_ presented: String) -> Bool {
+        var presented = presented
+        return presented.withUTF8 { bytes in
+            guard bytes.count == token.count else { return false }
+            var difference: UInt8 = 0
+            for index in 0..<bytes.count { difference |= bytes[index] ^ token[index] }
+            return difference == 0
+        }
+    }
+
+    private func needsToken(_ head: Request) -> Bool {
+        switch head.method {
+        case "OPTIONS": false
+        case "GET", "HEAD": protectsReads && !Self.openRoutes.contains(head.route ?? "")
+        default: true
+        }
+    }
+
+    private func credential(of head: Request) -> Credential {
+        if let authorization = head.header("authorization") {
+            // The scheme is case-insensitive (RFC 9110 §11.1), followed by one or more spaces.
+            let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .none }
+            return .header(String(parts[1].drop { $0 == " " }))
+        }
+        guard let token = head.query("token") else { return .none }
+        return Self.takesQueryToken(head) ? .query(token) : .misplacedQuery
+    }
+
+    /// Streams (route templates ending in `/stream`) take the token in the query.
+    private static func takesQueryToken(_ head: Request) -> Bool {
+        guard head.method == "GET" || head.method == "HEAD", let route = head.route else { return false }
+        return route.hasSuffix("/stream")
+    }
+
+    /// 401 with `WWW-Authenticate: Bearer`, naming the error when a token was wrong
+    /// (RFC 6750 §3; a request without one gets no error code).
+    private static func refusal(_ detail: String, error: String?) -> Response {
+        .problem(
+            Problem(status: 401, title: "Unauthorized", detail: detail),
+            headers: [("WWW-Authenticate", error.map { "Bearer error=\"\($0)\"" } ?? "Bearer")]
+        )
+    }
+}
+
+extension Authentication {
+    /// The idempotency scope of requests made with `token`: a digest of it, domain-separated
+    /// and shortened, so that what is stored with the keys cannot be used as the token.
+    static func idempotencyScope(of token: String) -> String {
+        let digest = SHA256.digest(Array("lifecycled idempotency scope\n\(token)".utf8))
+        return "token:" + digest.prefix(8).map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+    }
+}

@@ -1,0 +1,275 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import LifecycleService
+import LifecycleStore
+
+/// `GET /metrics` on the real service: what it answers is read by prometheus_client's parser
+/// (Tests/metrics/parse.py) and its values are checked against what the API shows.
+@Suite("GET /metrics")
+struct MetricsTests {
+    static let instanceRoute = "/v1/instances/{id}"
+    static let launch = #"{"event": "didFinishLaunching"}"#
+    static let connect = #"{"event": "willConnectToWindow", "window": "main"}"#
+
+    @Test("after a known sequence of requests every value is what the API shows: transitions, unexpected events, incomplete launches, relaunches, instances, commits, streams, requests")
+    func valuesMatchTheAPI() throws {
+        // Frequent heartbeats: a stream notices that its client has gone when it next writes.
+        let server = try TestServer { $0.heartbeat = 0.1 }
+        let c = CountingConnection(try server.connect())
+        func event(_ id: String, _ json: String) throws -> HTTPResponse {
+            try c.request("POST", "/v1/instances/\(id)/events", route: "/v1/instances/{id}/events", json: json)
+        }
+        // a: a cold start, then the background, and an action (which transitions nothing).
+        #expect(try c.request("PUT", "/v1/instances/a", route: Self.instanceRoute, json: "{}").status == 201)
+        for json in [Self.launch, Self.connect, #"{"event": "didBecomeActive"}"#, #"{"event": "didEnterBackground"}"#] {
+            #expect(try event("a", json).status == 200)
+        }
+        let action = #"{"action": "openURL", "url": "https://example.com"}"#
+        #expect(try c.request("POST", "/v1/instances/a/actions", route: "/v1/instances/{id}/actions", json: action).status == 200)
+        // b: connected, then relaunched before it reached foreground or background: the next
+        // launch finds that one incomplete.
+        #expect(try c.request("PUT", "/v1/instances/b", route: Self.instanceRoute, json: "{}").status == 201)
+        #expect(try event("b", Self.launch).status == 200)
+        #expect(try event("b", Self.connect).status == 200)
+        #expect(try c.request("POST", "/v1/instances/b/launches", route: "/v1/instances/{id}/launches").status == 200)
+        let relaunched = try event("b", Self.launch)
+        #expect(relaunched.status == 200 && relaunched.json["incompleteLaunch"] != nil, "\(relaunched.text)")
+        // c: an unexpected event (recorded, 409), then one the model does not have (refused, 422).
+        #expect(try c.request("PUT", "/v1/instances/c", route: Self.instanceRoute, json: "{}").status == 201)
+        #expect(try event("c", #"{"event": "didBecomeActive"}"#).status == 409)
+        #expect(try event("c", #"{"event": "noSuchEvent"}"#).status == 422)
+        // d: the other model.
+        #expect(try c.request("PUT", "/v1/instances/d", route: Self.instanceRoute, json: #"{"model": "android-activity"}"#).status == 201)
+        #expect(try event("d", #"{"event": "onCreate"}"#).status == 200)
+        #expect(try event("d", #"{"event": "onStart"}"#).status == 200)
+        // e: made and deleted; then a missing instance and a page nothing serves.
+        #expect(try c.request("POST", "/v1/instances", route: "/v1/instances", json: #"{"id": "e"}"#).status == 201)
+        #expect(try c.request("DELETE", "/v1/instances/e", route: Self.instanceRoute).status == 204)
+        #expect(try c.request("GET", "/v1/instances/e", route: Self.instanceRoute).status == 404)
+        #expect(try c.request("GET", "/no/such/page", route: "*").status == 404)
+        let writes = c.answered.filter { ["PUT", "POST", "DELETE"].contains($0.key[0]) }.values.reduce(0, +)
+
+        let first = try c.scrape()
+
+        // Transitions, unexpected events, incomplete launches and relaunches, as the histories tell.
+        var transitions: [[String]: Double] = [:]
+        var unexpected: [[String]: Double] = [:]
+        var incomplete: [[String]: Double] = [["ios-app"]: 0, ["android-activity"]: 0]
+        var relaunches: [[String]: Double] = [["ios-app"]: 0, ["android-activity"]: 0]
+        for (id, model) in [("a", "ios-app"), ("b", "ios-app"), ("c", "ios-app"), ("d", "android-activity")] {
+            let history = try c.request("GET", "/v1/instances/\(id)/history?limit=1000", route: "/v1/instances/{id}/history")
+            for record in history.json["items"] as? [[String: Any]] ?? [] {
+                let (from, to) = (record["from"] as? String ?? "?", record["to"] as? String ?? "?")
+                switch record["kind"] as? String {
+                case "event":
+                    let name = record["event"] as? String ?? "?"
+                    transitions[[model, from, name, to], default: 0] += 1
+                    if record["outcome"] as? String == "unexpected" { unexpected[[model, from, name], default: 0] += 1 }
+                    if record["incompleteLaunch"] != nil { incomplete[[model], default: 0] += 1 }
+                case "relaunch":
+                    relaunches[[model], default: 0] += 1
+                default:
+                    continue
+                }
+            }
+        }
+        #expect(transitions[["ios-app", "initializing", "didFinishLaunching", "launching"]] == 3)
+        #expect(transitions[["ios-app", "connected", "didBecomeActive", "foreground"]] == 1)
+        #expect(transitions.values.reduce(0, +) == 10)
+        #expect(first.series("lifecycled_transitions_total", by: ["model", "from", "event", "to"]) == transitions)
+        #expect(unexpected == [["ios-app", "initializing", "didBecomeActive"]: 1])
+        #expect(first.series("lifecycled_unexpected_events_total", by: ["model", "state", "event"]) == unexpected)
+        #expect(incomplete == [["ios-app"]: 1, ["android-activity"]: 0])
+        #expect(first.series("lifecycled_incomplete_launches_total", by: ["model"]) == incomplete)
+        #expect(relaunches == [["ios-app"]: 1, ["android-activity"]: 0])
+        #expect(first.series("lifecycled_relaunches_total", by: ["model"]) == relaunches)
+        // The refused event made no series.
+        #expect(!first.text.contains("noSuchEvent"))
+
+        // Instances by model and state: every state of both models, each what the list holds.
+        let instances = first.series("lifecycled_instances", by: ["model", "state"])
+        #expect(instances.count == 12)
+        #expect(instances[["ios-app", "background"]] == 1 && instances[["ios-app", "launching"]] == 1)
+        #expect(instances[["ios-app", "initializing"]] == 1 && instances[["android-activity", "started"]] == 1)
+        #expect(instances.values.reduce(0, +) == 4)
+        for (labels, count) in instances {
+            let page = try c.request("GET", "/v1/instances?model=\(labels[0])&state=\(labels[1])&limit=1000", route: "/v1/instances")
+            #expect(Double((page.json["items"] as? [Any])?.count ?? -1) == count, "\(labels)")
+        }
+
+        // Each write reached the committer once; commits are timed once each.
+        #expect(first.value("lifecycled_store_commit_writes_sum") == writes)
+        let commits = try #require(first.value("lifecycled_store_commit_writes_count"))
+        #expect(commits >= 1 && commits <= writes)
+        #expect(first.value("lifecycled_store_commit_duration_seconds_count") == commits)
+        #expect(first.value("lifecycled_store_commit_duration_seconds_bucket", ["le": "+Inf"]) == commits)
+        #expect((first.value("lifecycled_store_wal_bytes") ?? 0) > 0)
+        #expect((first.value("lifecycled_store_database_bytes") ?? 0) > 0)
+
+        // Streams: one subscriber while it is open, none once it has gone.
+        #expect(first.value("lifecycled_stream_subscribers") == 0)
+        let stream = try EventStreamClient(port: server.port, path: "/v1/stream")
+        #expect(stream.status == 200)
+        c.count("GET", "/v1/stream", 200)
+        #expect(try c.scrape().value("lifecycled_stream_subscribers") == 1)
+        stream.disconnect()
+        let deadline = Date().addingTimeInterval(10)
+        var subscribers = 1.0
+        while subscribers != 0, Date() < deadline { subscribers = try c.scrape().value("lifecycled_stream_subscribers") ?? -1 }
+        #expect(subscribers == 0)
+        #expect(first.value("lifecycled_stream_subscribers_dropped_total") == 0)
+
+        // Requests by method, route template and status, as made (a scrape counts from the next).
+        let last = try c.connection.scrape()
+        #expect(last.series("lifecycled_http_requests_total", by: ["method", "route", "status"]) == c.answered)
+        var timed: [[String]: Double] = [:]
+        for (labels, count) in c.answered { timed[[labels[0], labels[1]], default: 0] += count }
+        #expect(last.series("lifecycled_http_request_duration_seconds_count", by: ["method", "route"]) == timed)
+    }
+
+    @Test("a stream subscriber closed for falling behind is counted as dropped")
+    func droppedSubscriber() throws {
+        let server = try TestServer { $0.streamBuffer = 8 * 1024 }
+        let c = try server.connect()
+        try c.makeInstance("o", events: coldStart)
+        let stuck = try EventStreamClient(port: server.port, path: "/v1/stream", receiveBuffer: 4096)
+        #expect(try c.scrape().value("lifecycled_stream_subscribers_dropped_total") == 0)
+        // Far more than the socket buffers and the stream's budget hold (as StreamEndpointTests.overflow).
+        let url = "https://example.com/" + String(repeating: "a", count: 30_000)
+        for _ in 0..<400 {
+            #expect(try c.request("POST", "/v1/instances/o/actions", json: #"{"action": "openURL", "url": "\#(url)"}"#).status == 200)
+        }
+        var last: StreamEvent?
+        while let event = stuck.next(timeout: 10) { last = event }
+        #expect(last?.type == "overflow")
+        let scrape = try c.scrape()
+        #expect(scrape.value("lifecycled_stream_subscribers_dropped_total") == 1)
+        #expect(scrape.value("lifecycled_stream_subscribers") == 0)
+    }
+
+    @Test("instances by model and state are read from stored data, so a restart shows the same; counters since the process started begin again and say so")
+    func restart() throws {
+        let server = try TestServer()
+        var c = try server.connect()
+        try c.makeInstance("f", events: coldStart)
+        try c.makeInstance("g", events: ["didFinishLaunching"])
+        try c.makeInstance("h", model: "android-activity", events: ["onCreate"])
+        let before = try c.scrape()
+        let instances = before.series("lifecycled_instances", by: ["model", "state"])
+        #expect(instances[["ios-app", "foreground"]] == 1 && instances[["ios-app", "launching"]] == 1 && instances[["android-activity", "created"]] == 1)
+        #expect(instances.values.reduce(0, +) == 3)
+        #expect(before.samples("lifecycled_transitions_total").count == 4)
+
+        try server.restart()
+        c = try server.connect()
+        let after = try c.scrape()
+        #expect(after.series("lifecycled_instances", by: ["model", "state"]) == instances)
+        for (labels, count) in instances where count > 0 {
+            let page = try c.request("GET", "/v1/instances?model=\(labels[0])&state=\(labels[1])")
+            #expect(Double((page.json["items"] as? [Any])?.count ?? -1) == count, "\(labels)")
+        }
+        #expect(after.samples("lifecycled_transitions_total").isEmpty)
+        for family in ["lifecycled_transitions", "lifecycled_unexpected_events", "lifecycled_incomplete_launches", "lifecycled_relaunches"] {
+            #expect(after.families[family]?.help.contains("Not kept across restarts") == true, "\(family)")
+        }
+        #expect(try #require(after.value("lifecycled_process_start_time_seconds")) >= before.value("lifecycled_process_start_time_seconds") ?? .infinity)
+    }
+
+    @Test("a scrape is answered while a transaction is open and a write waits for it in the committer")
+    func scrapeDoesNotWaitForCommits() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("w", events: coldStart)
+        let store = server.service!.store
+        let inTransaction = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let failure = Failure()
+        Thread.detachNewThread {
+            do {
+                try store.write { (_: any StoreTransaction) throws(StoreError) in
+                    inTransaction.signal()
+                    release.wait()
+                }
+            } catch {
+                failure.message.withLock { $0 = "\(error)" }
+            }
+            finished.signal()
+        }
+        inTransaction.wait()
+        var isReleased = false
+        defer { if !isReleased { release.signal() } }
+        // A write, which the committer takes and then waits on the open transaction with.
+        let writer = try server.connect()
+        let body = #"{"event": "didEnterBackground"}"#
+        try writer.send(Array("POST /v1/instances/w/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8))
+
+        // Answered now (the client gives up after 30 s, failing the test, if it waited).
+        let during = try c.scrape()
+        #expect(during.value("lifecycled_instances", ["model": "ios-app", "state": "foreground"]) == 1)
+        #expect(during.series("lifecycled_transitions_total", by: ["from", "event"])[["foreground", "didEnterBackground"]] == nil)
+
+        release.signal()
+        isReleased = true
+        finished.wait()
+        #expect(failure.message.withLock { $0 } == nil)
+        #expect(try writer.readResponse().status == 200)
+        let after = try c.scrape()
+        #expect(after.value("lifecycled_instances", ["model": "ios-app", "state": "background"]) == 1)
+        #expect(after.series("lifecycled_transitions_total", by: ["from", "event"])[["foreground", "didEnterBackground"]] == 1)
+    }
+
+    @Test("--metrics off: no /metrics route (404), and the service works as before")
+    func metricsOff() throws {
+        let server = try TestServer { $0.metrics = false }
+        let c = try server.connect()
+        #expect(server.service!.metrics == nil)
+        #expect(try c.makeInstance("x", events: coldStart).status == 200)
+        #expect(try c.request("GET", "/metrics").status == 404)
+        let on = try TestServer()
+        #expect(try on.connect().request("GET", "/metrics").status == 200)
+    }
+
+    @Test("label values and help text are escaped as the format requires, and histograms count at or under each bound: the real parser reads back what was written")
+    func escapingAndBuckets() throws {
+        let awkward = "back\\slash \"quoted\"\nnext line {braces}, comma=equals"
+        let help = "a \\ backslash, a\nline feed and \"quotes\""
+        let counter = CounterFamily("lifecycled_test_total", labels: ["model", "state"], help: help)
+        counter.increment([awkward, ""])
+        counter.add([[awkward, ""]: 2, ["plain", "x"]: 1])
+        let histogram = HistogramFamily("lifecycled_test_seconds", labels: ["route"], bounds: [0.001, 0.5, 2], help: "h")
+        // Binary fractions, so that the sum is exact whatever the order of additions.
+        for value in [0.0009765625, 0.5, 3] { histogram.observe(value, ["/a"]) }
+        var exposition = Exposition()
+        counter.write(to: &exposition)
+        histogram.write(to: &exposition)
+
+        let parsed = try Scrape(parsing: exposition.text)
+        #expect(parsed.value("lifecycled_test_total", ["model": awkward, "state": ""]) == 3)
+        #expect(parsed.value("lifecycled_test_total", ["model": "plain", "state": "x"]) == 1)
+        #expect(parsed.families["lifecycled_test"]?.help == help)
+        #expect(parsed.families["lifecycled_test"]?.type == "counter")
+        let buckets = parsed.series("lifecycled_test_seconds_bucket", by: ["route", "le"])
+        #expect(buckets == [["/a", "0.001"]: 1, ["/a", "0.5"]: 2, ["/a", "2"]: 2, ["/a", "+Inf"]: 3])
+        #expect(parsed.value("lifecycled_test_seconds_sum", ["route": "/a"]) == 3.5009765625)
+        #expect(parsed.value("lifecycled_test_seconds_count", ["route": "/a"]) == 3)
+    }
+
+    @Test("the real parser refuses what the format does not allow (so the checks above can fail)")
+    func parserRefusesMalformedText() {
+        // An unescaped quote in a label value, a sample without HELP and TYPE, a histogram without +Inf.
+        for text in [
+            "# HELP x_total h\n# TYPE x_total counter\nx_total{a=\"b\"c\"} 1\n",
+            "y 1\n",
+            "# HELP z h\n# TYPE z histogram\nz_bucket{le=\"1\"} 1\nz_sum 1\nz_count 1\n",
+        ] {
+            #expect(throws: HTTPClientError.self, "\(text)") { try Scrape(parsing: text) }
+        }
+    }
+}
+
+/// What a helper thread failed with, for the test to check once it has finished.
+private final class Failure: Sendable {
+    let message = Mutex<String?>(nil)
+}

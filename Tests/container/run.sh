@@ -73,6 +73,7 @@ cleanup() {
     done
     [ -z "$volume" ] || podman volume rm -f "$volume" >/dev/null 2>&1 || true
     [ -z "$netns" ] || ip netns delete "$netns" 2>/dev/null || true
+    remove_new_dangling_images
     # debootstrap mounts /proc and /sys in its target; never delete through a mount.
     if grep -q " $WORK/" /proc/mounts; then
         grep " $WORK/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l || true
@@ -86,6 +87,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# Untagged images with no children: what a build leaves behind (a failed build's last step,
+# the images a new build has taken the tags from). Only those that appeared during this run
+# are removed, so nobody else's are touched.
+dangling_images() { podman images --quiet --no-trunc --filter dangling=true | sort; }
+remove_new_dangling_images() {
+    [ -n "${dangling_before+set}" ] || return 0
+    comm -13 <(echo "$dangling_before") <(dangling_images) | xargs -r podman rmi >/dev/null 2>&1 || true
+}
 
 label() { podman image inspect --format "{{ index .Labels \"$2\" }}" "$1" 2>/dev/null; }
 
@@ -219,7 +229,7 @@ build_options=(--isolation chroot --format docker --pull=never -t "$IMAGE"
 if [ "$(label "$BUILD_BASE" "$STAND_IN")" = true ]; then
     build_options+=(-v "$TOOLCHAIN:$TOOLCHAIN:ro")
 fi
-previous=$(podman image inspect --format '{{.Id}}' "$IMAGE" "$IMAGE-build" 2>/dev/null || true)
+dangling_before=$(dangling_images)
 say "podman build ${build_options[*]} . (a release build: minutes when cold)"
 build_started=$SECONDS
 run_logged "$WORK/build.log" '^((\[[0-9]/[0-9]\] )?STEP|COMMIT|Successfully tagged|--> Using cache|\[[0-9]+/[0-9]+\] (Compiling|Linking)|Build complete|error:)' \
@@ -227,15 +237,12 @@ run_logged "$WORK/build.log" '^((\[[0-9]/[0-9]\] )?STEP|COMMIT|Successfully tagg
 build_seconds=$((SECONDS - build_started))
 cached=$(grep -c -- '--> Using cache' "$WORK/build.log" || true)
 say "built $IMAGE in ${build_seconds}s ($cached steps from the layer cache)"
-# The build stage's image (the last step before the run stage's first) is tagged too, and the
-# last run's images, now untagged, are removed: else every run would leave two behind.
+# The build stage's image (the last step before the run stage's first) is tagged too, so
+# that it is kept; the last run's, untagged now, are removed with the rest of the new leftovers.
 build_stage=$(awk '/^\[2\/2\] STEP 1\// { print id; exit } /^--> [0-9a-f]+$/ { id = $2 }' "$WORK/build.log")
 [ -n "$build_stage" ] || fail "cannot find the build stage's image in the build's output"
 podman tag "$build_stage" "$IMAGE-build"
-current=$(podman image inspect --format '{{.Id}}' "$IMAGE" "$IMAGE-build")
-for id in $previous; do
-    grep -qx "$id" <<<"$current" || podman rmi "$id" >/dev/null 2>&1 || true
-done
+remove_new_dangling_images
 
 # --- what the image says about itself ------------------------------------------------------
 

@@ -5,7 +5,7 @@ SWIFT       ?= swift
 PYTHON      ?= python3
 PORT        ?= 8080
 DATA_DIR    ?= data
-APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev pkg-config curl node-eventsource
+APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev libgraphviz-dev pkg-config curl node-eventsource
 BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
 SCHEMATHESIS_VERSION = 4.32.5
 # prometheus_client: its parser reads what GET /metrics answers in the tests.

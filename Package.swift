@@ -9,7 +9,7 @@ let package = Package(
         .executable(name: "lifecycled", targets: ["lifecycled"]),
     ],
     targets: [
-        // C modules: the only places that see libmicrohttpd and SQLite.
+        // C modules: the only places that see libmicrohttpd, SQLite and Graphviz.
         .systemLibrary(
             name: "CMicroHTTPD",
             pkgConfig: "libmicrohttpd",
@@ -20,6 +20,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CGraphviz",
+            pkgConfig: "libgvc",
+            providers: [.apt(["libgraphviz-dev"])]
+        ),
 
         // The engine: models, machine, records, scenarios, conformance. No I/O.
         .target(name: "LifecycleKit"),
@@ -27,8 +32,10 @@ let package = Package(
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
         // Durable storage.
         .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "CSQLite"]),
+        // Graphviz over its C library: DOT to SVG.
+        .target(name: "LifecycleGraph", dependencies: ["CGraphviz"]),
         // The API: handlers, instance registry, metrics.
-        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "MicroHTTP", "LifecycleStore"]),
+        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "MicroHTTP", "LifecycleStore", "LifecycleGraph"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleService"]),
 
         // Benchmarks (make bench), never run by make test.
@@ -41,6 +48,7 @@ let package = Package(
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
         .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit"]),
+        .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",
             dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "MicroHTTP"]

@@ -12,6 +12,8 @@ struct API: Sendable {
     /// The idempotency scope of the service's token; `nil` without one (keys are then
     /// scoped by client address).
     var tokenScope: String? = nil
+    /// Where the graphs' drawing is logged.
+    var logger = Logger()
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
@@ -20,6 +22,14 @@ struct API: Sendable {
         if let metrics { router.get("/metrics") { _ in metrics.response() } }
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
+        let graphs = ModelGraphs(models: registry.models, logger: logger)
+        router.get("/v1/models/{model}/graph.dot", read(graphs.dot))
+        router.get("/v1/models/{model}/graph.svg", read(graphs.svg))
+        router.get("/v1/models/{model}/coverage", read(coverage))
+        // Computations on fresh machines, not writes: answered on the HTTP thread, like reads.
+        router.add("POST", "/v1/models/{model}/conformance", read(checkConformance))
+        router.get("/v1/models/{model}/scenarios", read(listScenarios))
+        router.add("POST", "/v1/models/{model}/scenarios/{name}", read(runScenario))
         router.addDeferred("POST", "/v1/instances", write(createInstance))
         router.get("/v1/instances", read(listInstances))
         router.addDeferred("PUT", "/v1/instances/{id}", write(putInstance))
@@ -40,7 +50,8 @@ struct API: Sendable {
         return router
     }
 
-    /// A read: answered on the HTTP thread; a thrown problem becomes its response.
+    /// A read (or a computation that stores nothing): answered on the HTTP thread; a thrown
+    /// problem becomes its response.
     func read(_ answer: @escaping @Sendable (Request) throws(Problem) -> Response) -> Handler {
         { request in
             switch Result(catching: { () throws(Problem) in try answer(request) }) {
@@ -85,9 +96,7 @@ struct API: Sendable {
     }
 
     func model(_ request: Request) throws(Problem) -> Response {
-        let name = request.parameters["model"] ?? ""
-        guard let model = registry.models[name] else { throw .notFound("no model \"\(name)\"") }
-        return .json(ModelView(model))
+        .json(ModelView(try pathModel(request)))
     }
 
     // MARK: instances

@@ -1,3 +1,5 @@
+import LifecycleStore
+
 /// Ids in ascending order, kept in chunks of at most ``chunkCapacity`` so that an insert or a
 /// removal moves one chunk's worth of elements rather than the whole list (a flat sorted array
 /// moved up to every id on each change, which the committer pays for under the registry lock).
@@ -125,30 +127,38 @@ struct SortedIDs {
 }
 
 /// Every instance id, and the ids per state, per model and per model and state, each sorted,
-/// so a filtered list page walks only ids that match. The committer keeps it as it publishes.
+/// so a filtered list page walks only ids that match; and per model and state how many
+/// instances have an incomplete launch on their counters. The committer keeps it as it publishes.
 struct InstanceIndex {
     private struct ModelAndState: Hashable {
         var model: String
         var state: String
     }
 
+    /// What an instance is filed under.
+    typealias Facts = (model: String, state: String, hasIncompleteLaunch: Bool)
+
     private(set) var all = SortedIDs()
     private var byState: [String: SortedIDs] = [:]
     private var byModel: [String: SortedIDs] = [:]
     private var byModelAndState: [ModelAndState: SortedIDs] = [:]
+    /// Counted, not listed: no request pages through them.
+    private var incompleteLaunches: [ModelAndState: Int] = [:]
 
     init() {}
 
     /// The index of instances given in ascending id order, built in one pass: start-up
     /// time grows with instances, so it pays for an append per list rather than a search.
-    init(sortedByID instances: [(id: String, model: String, state: String)]) {
+    init(sortedByID instances: [(id: String, facts: Facts)]) {
         var byState: [String: [String]] = [:]
         var byModel: [String: [String]] = [:]
         var byModelAndState: [ModelAndState: [String]] = [:]
-        for instance in instances {
-            byState[instance.state, default: []].append(instance.id)
-            byModel[instance.model, default: []].append(instance.id)
-            byModelAndState[ModelAndState(model: instance.model, state: instance.state), default: []].append(instance.id)
+        for (id, instance) in instances {
+            byState[instance.state, default: []].append(id)
+            byModel[instance.model, default: []].append(id)
+            let key = ModelAndState(model: instance.model, state: instance.state)
+            byModelAndState[key, default: []].append(id)
+            if instance.hasIncompleteLaunch { incompleteLaunches[key, default: 0] += 1 }
         }
         all = SortedIDs(sorted: instances.map(\.id))
         self.byState = byState.mapValues { SortedIDs(sorted: $0) }
@@ -156,27 +166,37 @@ struct InstanceIndex {
         self.byModelAndState = byModelAndState.mapValues { SortedIDs(sorted: $0) }
     }
 
-    mutating func insert(_ id: String, model: String, state: String) {
+    mutating func insert(_ id: String, _ facts: Facts) {
         all.insert(id)
-        byModel[model, default: SortedIDs()].insert(id)
-        add(id, model: model, state: state)
+        byModel[facts.model, default: SortedIDs()].insert(id)
+        add(id, facts)
     }
 
-    mutating func remove(_ id: String, model: String, state: String) {
+    mutating func remove(_ id: String, _ facts: Facts) {
         all.remove(id)
-        Self.remove(id, from: &byModel, at: model)
-        drop(id, model: model, state: state)
+        Self.remove(id, from: &byModel, at: facts.model)
+        drop(id, facts)
     }
 
-    /// Moves `id` between state lists when its state (or model) changed.
-    mutating func update(_ id: String, from old: (model: String, state: String), to new: (model: String, state: String)) {
+    /// Moves `id` between state lists and counts when its state (or model, or whether it
+    /// had an incomplete launch) changed.
+    mutating func update(_ id: String, from old: Facts, to new: Facts) {
         guard old != new else { return }
         if old.model != new.model {
             Self.remove(id, from: &byModel, at: old.model)
             byModel[new.model, default: SortedIDs()].insert(id)
         }
-        drop(id, model: old.model, state: old.state)
-        add(id, model: new.model, state: new.state)
+        drop(id, old)
+        add(id, new)
+    }
+
+    /// Per state of `model`, in the order given: the instances in it now, and how many of
+    /// them have an incomplete launch on their counters.
+    func stateCounts(model: String, states: [String]) -> [(instances: Int, incompleteLaunches: Int)] {
+        states.map { state in
+            let key = ModelAndState(model: model, state: state)
+            return (byModelAndState[key]?.count ?? 0, incompleteLaunches[key] ?? 0)
+        }
     }
 
     /// A page of the ids matching both filters (either may be absent); see ``SortedIDs/page(after:limit:)``.
@@ -195,14 +215,21 @@ struct InstanceIndex {
         byModelAndState.map { (model: $0.key.model, state: $0.key.state, count: $0.value.count) }
     }
 
-    private mutating func add(_ id: String, model: String, state: String) {
-        byState[state, default: SortedIDs()].insert(id)
-        byModelAndState[ModelAndState(model: model, state: state), default: SortedIDs()].insert(id)
+    private mutating func add(_ id: String, _ facts: Facts) {
+        let key = ModelAndState(model: facts.model, state: facts.state)
+        byState[facts.state, default: SortedIDs()].insert(id)
+        byModelAndState[key, default: SortedIDs()].insert(id)
+        if facts.hasIncompleteLaunch { incompleteLaunches[key, default: 0] += 1 }
     }
 
-    private mutating func drop(_ id: String, model: String, state: String) {
-        Self.remove(id, from: &byState, at: state)
-        Self.remove(id, from: &byModelAndState, at: ModelAndState(model: model, state: state))
+    private mutating func drop(_ id: String, _ facts: Facts) {
+        let key = ModelAndState(model: facts.model, state: facts.state)
+        Self.remove(id, from: &byState, at: facts.state)
+        Self.remove(id, from: &byModelAndState, at: key)
+        if facts.hasIncompleteLaunch {
+            incompleteLaunches[key, default: 0] -= 1
+            if incompleteLaunches[key] == 0 { incompleteLaunches[key] = nil }
+        }
     }
 
     /// Removes `id` from one list, and the list once empty, so keys do not outlive their ids.
@@ -210,4 +237,9 @@ struct InstanceIndex {
         lists[key]?.remove(id)
         if lists[key]?.isEmpty == true { lists[key] = nil }
     }
+}
+
+extension StoredInstance {
+    /// What ``InstanceIndex`` files the instance under.
+    var indexFacts: InstanceIndex.Facts { (model, state.state, state.counters.incompleteLaunches > 0) }
 }

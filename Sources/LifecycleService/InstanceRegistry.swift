@@ -137,6 +137,8 @@ final class InstanceRegistry: @unchecked Sendable {
     /// The ids, sorted, overall and per state and model: a page of the list is a binary
     /// search and a walk over matching ids only.
     private var index = InstanceIndex()
+    /// Rows taken and unexpected events per state, as committed (guarded like `index`).
+    private var coverageCounts = CoverageCounts()
     /// Instances read by list pages since start-up: a page reads those it returns, never the
     /// rest of the registry (a test holds it to that).
     private let listReads = Atomic<Int>(0)
@@ -175,7 +177,8 @@ final class InstanceRegistry: @unchecked Sendable {
             }
             entries[instance.id] = Entry(instance: instance, machine: machine)
         }
-        index = InstanceIndex(sortedByID: instances.map { (id: $0.id, model: $0.model, state: $0.state.state) })
+        index = InstanceIndex(sortedByID: instances.map { (id: $0.id, facts: $0.indexFacts) })
+        coverageCounts = try store.loadCoverage()
         // The thread holds the registry until `stop()` ends it.
         let thread = Thread { [self] in runCommitter() }
         thread.name = "lifecycled-committer"
@@ -221,6 +224,23 @@ final class InstanceRegistry: @unchecked Sendable {
 
     /// Instances per model and state (those with any), for `/metrics`.
     var instanceCounts: [(model: String, state: String, count: Int)] { entriesLock.withLock { index.countsByModelAndState } }
+
+    /// A model's coverage as last committed: per row (in table order) the records that took
+    /// it, and per state (in the model's order) the instances in it now, the unexpected events
+    /// recorded in it and the instances in it with an incomplete launch. Counters and index
+    /// are read under one lock, so they agree on which commits they include.
+    func coverage(of model: Model) -> (rowsTaken: [Int64], states: [(instances: Int, unexpected: Int64, incompleteLaunches: Int)]) {
+        let states = model.definition.states.map(\.name)
+        return entriesLock.withLock {
+            let rowsTaken = model.definition.transitions.indices.map { row in
+                coverageCounts[CoverageCounts.Key(model: model.name, kind: .rowTaken, name: Model.rowID(row))]
+            }
+            let counts = zip(states, index.stateCounts(model: model.name, states: states)).map { state, count in
+                (count.instances, coverageCounts[CoverageCounts.Key(model: model.name, kind: .unexpectedEvent, name: state)], count.incompleteLaunches)
+            }
+            return (rowsTaken, counts)
+        }
+    }
 
     /// Instances read by all list pages so far.
     var instancesReadByLists: Int { listReads.load(ordering: .relaxed) }
@@ -305,6 +325,8 @@ final class InstanceRegistry: @unchecked Sendable {
         /// The inputs applied, with their instance's model, and the transaction's time: for ``metrics``.
         var applied: [(model: String, record: Record)] = []
         var seconds = 0.0
+        /// What the records written add to the coverage counters.
+        var coverage = CoverageCounts()
     }
 
     /// Commits a batch in one transaction; that is all a batch costs while the store works.
@@ -358,6 +380,7 @@ final class InstanceRegistry: @unchecked Sendable {
             for id in dirty {
                 if case .present(let instance, _)? = attempt.staged[id] { try transaction.update(instance) }
             }
+            if !attempt.coverage.isEmpty { try transaction.addCoverage(attempt.coverage) }
         }
         attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         return attempt
@@ -365,7 +388,7 @@ final class InstanceRegistry: @unchecked Sendable {
 
     /// Publishes what a committed transaction changed, then answers its writes.
     private func finish(_ jobs: ArraySlice<Job>, _ attempt: Attempt) {
-        publish(attempt.staged)
+        publish(attempt.staged, coverage: attempt.coverage)
         // Before the answers: a client that is answered and then resumes a stream from the
         // sequence number it was given finds the record already there.
         if !attempt.records.isEmpty { hub.publish(attempt.records) }
@@ -412,26 +435,27 @@ final class InstanceRegistry: @unchecked Sendable {
         if let recovered { log(.info, "storage commits again", ["failingSince": recovered.since.formatted(.iso8601)]) }
     }
 
-    private func publish(_ staged: [String: Staged]) {
+    private func publish(_ staged: [String: Staged], coverage: CoverageCounts) {
         guard !staged.isEmpty else { return }
         entriesLock.withLock {
+            coverageCounts.add(coverage)
             for (id, change) in staged {
                 switch change {
                 case .present(let instance, let machine):
                     guard let entry = entries[id] else {
                         entries[id] = Entry(instance: instance, machine: machine)
-                        index.insert(id, model: instance.model, state: instance.state.state)
+                        index.insert(id, instance.indexFacts)
                         continue
                     }
                     let before = entry.lock.withLock {
                         defer { entry.update(instance, machine) }
-                        return (model: entry.instance.model, state: entry.instance.state.state)
+                        return entry.instance.indexFacts
                     }
-                    index.update(id, from: before, to: (model: instance.model, state: instance.state.state))
+                    index.update(id, from: before, to: instance.indexFacts)
                 case .deleted:
                     guard let entry = entries.removeValue(forKey: id) else { continue }
                     let before = entry.lock.withLock { entry.instance }
-                    index.remove(id, model: before.model, state: before.state.state)
+                    index.remove(id, before.indexFacts)
                 }
             }
         }
@@ -534,6 +558,7 @@ final class InstanceRegistry: @unchecked Sendable {
             ))
             attempt.didWrite = true
             attempt.staged[id] = .present(instance, machine)
+            attempt.coverage.count(record, model: instance.model)
             attempt.applied.append((instance.model, record))
             dirty.insert(id)
             if isUnexpected {

@@ -37,6 +37,12 @@ extension Problem {
 extension Request {
     /// The body as a JSON object. An empty body is `[:]` unless `isRequired`.
     func jsonObject(isRequired: Bool) throws(Problem) -> [String: BodyValue] {
+        try jsonMembers(isRequired: isRequired).mapValues(BodyValue.init)
+    }
+
+    /// The members of the body's JSON object, nested values kept. An empty body is `[:]`
+    /// unless `isRequired`.
+    func jsonMembers(isRequired: Bool) throws(Problem) -> [String: JSONValue] {
         if body.isEmpty {
             if isRequired { throw .badRequest("the request needs a JSON object body") }
             return [:]
@@ -51,7 +57,7 @@ extension Request {
             throw .badRequest("the body is not valid JSON: \(error)")
         }
         guard case .object(let members) = parsed else { throw .badRequest("the body must be a JSON object") }
-        return members.mapValues(BodyValue.init)
+        return members
     }
 
     /// Refuses query arguments other than `names`, and any but `repeatable` given twice, so

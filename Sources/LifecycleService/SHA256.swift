@@ -1,6 +1,6 @@
-/// SHA-256 (FIPS 180-4), to name the token's idempotency scope without storing the token.
-/// Foundation on Linux has no digest, and the project takes no package dependencies. It runs
-/// once at start, not per request.
+/// SHA-256 (FIPS 180-4), to name the token's idempotency scope without storing the token,
+/// and the model graphs' ETags. Foundation on Linux has no digest, and the project takes no
+/// package dependencies. It runs at start and once per drawn graph, not per request.
 enum SHA256 {
     /// The 32-byte digest of `message`.
     static func digest(_ message: some Collection<UInt8>) -> [UInt8] {

@@ -74,7 +74,7 @@ public final class Service: Sendable {
         let requestMetrics = configuration.metrics ? RequestMetrics() : nil
         metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databasePath: store.path) }
         let router = API(
-            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope)
+            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope), logger: logger
         ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(

@@ -148,6 +148,60 @@ public struct HistoryPage: Sendable {
     public var oldestRetainedSequence: Int64?
 }
 
+/// How often each transition row of a model was taken and how many unexpected events each of
+/// its states saw, over every record ever appended (records later dropped by retention or with
+/// their deleted instance included): counters kept beside the records, never counted from them.
+public struct CoverageCounts: Sendable, Equatable {
+    /// What a counter counts.
+    public enum Kind: Int64, Sendable {
+        /// Records that took the transition row `name` (its stable id, such as `r2`).
+        case rowTaken = 0
+        /// Unexpected events recorded while in state `name`.
+        case unexpectedEvent = 1
+    }
+
+    /// One counter: of `model`, counting `kind` of `name`.
+    public struct Key: Hashable, Sendable {
+        public var model: String
+        public var kind: Kind
+        public var name: String
+
+        public init(model: String, kind: Kind, name: String) {
+            self.model = model
+            self.kind = kind
+            self.name = name
+        }
+    }
+
+    /// Every counter that is not zero.
+    public private(set) var counts: [Key: Int64] = [:]
+
+    public init() {}
+
+    /// The counter's value (0 when it never counted anything).
+    public subscript(_ key: Key) -> Int64 { counts[key] ?? 0 }
+
+    public var isEmpty: Bool { counts.isEmpty }
+
+    /// Counts what a record of an instance of `model` adds: the row it took, or the
+    /// unexpected event in the state it was recorded in.
+    public mutating func count(_ record: Record, model: String) {
+        if let row = record.row { add(1, to: Key(model: model, kind: .rowTaken, name: row)) }
+        if record.outcome == .unexpected { add(1, to: Key(model: model, kind: .unexpectedEvent, name: record.from)) }
+    }
+
+    /// Adds every counter of `other`.
+    public mutating func add(_ other: CoverageCounts) {
+        for (key, count) in other.counts { add(count, to: key) }
+    }
+
+    /// Adds `count` to one counter.
+    public mutating func add(_ count: Int64, to key: Key) {
+        guard count != 0 else { return }
+        counts[key, default: 0] += count
+    }
+}
+
 /// Why the store could not do what it was asked. Nothing was written.
 public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var message: String
@@ -229,6 +283,8 @@ public protocol InstanceStore: AnyObject, Sendable {
     /// `limit` of them. Records of a deleted instance went with it; only its deletion record
     /// is replayed.
     func replay(after: Int64, through: Int64, filter: RecordFilter, limit: Int) throws(StoreError) -> ReplayPage
+    /// The committed coverage counters of every model (see ``StoreTransaction/addCoverage(_:)``).
+    func loadCoverage() throws(StoreError) -> CoverageCounts
 }
 
 /// The writes one transaction can make. Reads through it see its own writes.
@@ -249,6 +305,9 @@ public protocol StoreTransaction {
     func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError)
     /// What is known of an idempotency key younger than the retention period.
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup
+    /// Adds `counts` to the stored coverage counters, with the records they count: call once
+    /// per transaction with what its records add, so each counter is written once.
+    func addCoverage(_ counts: CoverageCounts) throws(StoreError)
 }
 
 extension Date {

@@ -85,6 +85,7 @@ struct ReplayAndRenderTests {
                         body BLOB NOT NULL, created_at INTEGER NOT NULL
                     ) WITHOUT ROWID;
                     CREATE INDEX idempotency_by_age ON idempotency(created_at);
+                    DROP TABLE coverage;
                     PRAGMA user_version = 2;
                     """)
                 let insert = try database.prepare("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5, ?6)")

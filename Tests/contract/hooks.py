@@ -5,8 +5,8 @@ body to the instance its path names. This check takes back all of that allowance
 two refusals that really depend on other requests:
 
 - 422 for an event or action that the instance's model does not declare (the body is
-  valid for the other built-in model), or for an Idempotency-Key that an earlier,
-  different request used;
+  valid for the other built-in model), or a state it does not have (a conformance step's
+  `believedState`), or for an Idempotency-Key that an earlier, different request used;
 - 412 only when the request carried If-Match.
 """
 
@@ -16,17 +16,18 @@ import re
 
 import schemathesis
 
-# {"model": {"event": [...], "action": [...]}}, from the live server's GET /v1/models.
+# {"model": {"event": [...], "action": [...], "state": [...]}}, from the live server's GET /v1/models.
 with open(os.environ["LIFECYCLED_CONTRACT_MODELS"], encoding="utf-8") as f:
     INPUTS = {
         model["name"]: {
             "event": {e["name"] for e in model["events"]},
             "action": {a["name"] for a in model["actions"]},
+            "state": {s["name"] for s in model["states"]},
         }
         for model in json.load(f)["items"]
     }
 
-UNDECLARED = re.compile(r'^model "([^"]+)" has no (event|action) "(.*?)"(;.*)?$', re.S)
+UNDECLARED = re.compile(r'^model "([^"]+)" has no (event|action|state) "(.*?)"(;.*)?$', re.S)
 KEY_REUSED = re.compile(r'^Idempotency-Key ".*" was used for a different request$', re.S)
 
 

@@ -3,7 +3,7 @@
 
 Starts the built server (.build/debug/lifecycled) on a free loopback port with a fresh
 data folder, checks that the enums in openapi.yaml name exactly the built-in models'
-states, events and actions, runs schemathesis with every check, a fixed seed, at least
+states, events, actions and scenarios, runs schemathesis with every check, a fixed seed, at least
 200 examples per operation and the stateful phase over the spec's links, then stops the
 server with SIGTERM. Fails if schemathesis fails or the server does not exit 0.
 
@@ -76,8 +76,8 @@ def wait_healthy(base):
         time.sleep(0.05)
 
 
-def spec_enums_match_models(models):
-    """The spec's name enums are the built-in models' names: returns the differences."""
+def spec_enums_match_models(models, scenarios):
+    """The spec's name enums are the built-in models' (and scenarios') names: returns the differences."""
     spec = yaml.safe_load(open(SPEC, encoding="utf-8"))
     schemas = spec["components"]["schemas"]
     served = {
@@ -85,6 +85,7 @@ def spec_enums_match_models(models):
         "StateName": sorted(s["name"] for m in models for s in m["states"]),
         "EventName": sorted(e["name"] for m in models for e in m["events"]),
         "ActionName": sorted(a["name"] for m in models for a in m["actions"]),
+        "ScenarioName": sorted(scenarios),
     }
     problems = [
         f"{name}: spec {sorted(schemas[name]['enum'])}, server {names}"
@@ -178,7 +179,10 @@ def main():
         models_path = os.path.join(work, "models.json")
         with open(models_path, "w", encoding="utf-8") as f:
             json.dump(listing, f)
-        problems = spec_enums_match_models(listing["items"])
+        scenarios = [
+            s["name"] for m in listing["items"] for s in get_json(f"{base}/v1/models/{m['name']}/scenarios")[1]["items"]
+        ]
+        problems = spec_enums_match_models(listing["items"], scenarios)
         for problem in problems:
             log(f"openapi.yaml does not match the built-in models: {problem}")
         if problems:

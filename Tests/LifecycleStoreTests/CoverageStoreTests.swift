@@ -1,0 +1,87 @@
+import Foundation
+import LifecycleKit
+import Testing
+@testable import LifecycleStore
+
+@Suite("coverage counters in the store")
+struct CoverageStoreTests {
+    /// Applies `inputs` to a new instance `id` of `model`, one transaction each, counting as
+    /// the committer does; returns what was counted.
+    @discardableResult
+    static func play(_ inputs: [Input], id: String, model: Model, in store: SQLiteStore) throws -> CoverageCounts {
+        var machine = Machine(model: model)
+        var instance = StoredInstance(id: id, model: model.name, createdAt: t0, updatedAt: t0, state: machine.snapshot)
+        _ = try store.write { (t) throws(StoreError) in try t.insert(instance) }
+        var counted = CoverageCounts()
+        for input in inputs {
+            let record = try machine.apply(input, at: t0)
+            instance.state = machine.snapshot
+            var counts = CoverageCounts()
+            counts.count(record, model: model.name)
+            try store.write { (t) throws(StoreError) in
+                _ = try t.append(record, instanceID: id, encode: encodeRecord)
+                try t.update(instance)
+                try t.addCoverage(counts)
+            }
+            counted.add(counts)
+        }
+        return counted
+    }
+
+    static let background: [Input] = [
+        .event("didFinishLaunching"), .event("willConnectToWindow", ["window": .string("main")]), .event("didBecomeActive"),
+        .action("openURL", ["url": .string("https://duckduckgo.com")]), .event("willResignActive"), .event("didEnterBackground"),
+        .event("didFinishLaunching"), .relaunch, .event("didFinishLaunching"), .event("didBecomeActive"),
+    ]
+
+    @Test("counters are committed with their transaction, add up, survive a reopen; a rolled-back one adds nothing")
+    func committedWithTransaction() throws {
+        let folder = Folder()
+        var expected = CoverageCounts()
+        do {
+            let store = try SQLiteStore(directory: folder.path)
+            #expect(try store.loadCoverage().isEmpty)
+            expected.add(try Self.play(Self.background, id: "a", model: .iosApp, in: store))
+            expected.add(try Self.play(Self.background, id: "b", model: .iosApp, in: store))
+            expected.add(try Self.play([.event("onCreate"), .event("onResume")], id: "c", model: .androidActivity, in: store))
+            #expect(try store.loadCoverage() == expected)
+            #expect(expected[.init(model: "ios-app", kind: .rowTaken, name: "r2")] == 4)
+            #expect(expected[.init(model: "ios-app", kind: .unexpectedEvent, name: "background")] == 2)
+            #expect(expected[.init(model: "ios-app", kind: .unexpectedEvent, name: "launching")] == 2)
+            #expect(expected[.init(model: "android-activity", kind: .rowTaken, name: "r1")] == 1)
+
+            var more = CoverageCounts()
+            more.add(5, to: .init(model: "ios-app", kind: .rowTaken, name: "r2"))
+            #expect(throws: StoreError.self) {
+                try store.write { (t) throws(StoreError) in
+                    try t.addCoverage(more)
+                    throw StoreError("the write fails after counting")
+                }
+            }
+            #expect(try store.loadCoverage() == expected, "a rolled-back transaction counted nothing")
+            store.close()
+        }
+        #expect(try SQLiteStore(directory: folder.path).loadCoverage() == expected)
+    }
+
+    @Test("a version-3 database is migrated: the counters start from the records it kept")
+    func migrateVersion3() throws {
+        let folder = Folder()
+        var expected = CoverageCounts()
+        do {
+            let store = try SQLiteStore(directory: folder.path)
+            expected.add(try Self.play(Self.background, id: "a", model: .iosApp, in: store))
+            expected.add(try Self.play(Array(Self.background.prefix(3)), id: "b", model: .iosApp, in: store))
+            expected.add(try Self.play([.event("onCreate"), .event("onStart"), .event("onCreate")], id: "c", model: .androidActivity, in: store))
+            store.close()
+        }
+        do {
+            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
+            try database.execute("DROP TABLE coverage; PRAGMA user_version = 3")
+        }
+        let store = try SQLiteStore(directory: folder.path)
+        #expect(try store.schemaVersion() == SQLiteStore.migrations.count)
+        #expect(try store.loadCoverage() == expected)
+        #expect(!expected.isEmpty)
+    }
+}

@@ -15,8 +15,9 @@ SCHEMATHESIS_VERSION = 4.32.5
 # prometheus_client: its parser reads what GET /metrics answers in the tests.
 PROMETHEUS_CLIENT_VERSION = 0.26.0
 PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION) prometheus_client==$(PROMETHEUS_CLIENT_VERSION)
+CONTAINER_APT = podman buildah debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl
 
-.PHONY: run test bench deps bench-deps browser-deps build release openapi-check contract-test browser-test clean
+.PHONY: run test bench deps bench-deps browser-deps container-deps build release openapi-check contract-test browser-test container-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -39,6 +40,9 @@ bench-deps: deps
 browser-deps:
 	$(call apt_install,$(BROWSER_APT))
 
+container-deps:
+	$(call apt_install,$(CONTAINER_APT))
+
 build: deps
 	$(SWIFT) build
 
@@ -57,6 +61,7 @@ test: deps
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test
 	$(MAKE) --no-print-directory browser-test
+	$(MAKE) --no-print-directory container-test
 
 openapi-check:
 	$(PYTHON) -m openapi_spec_validator openapi.yaml
@@ -73,6 +78,11 @@ contract-test: deps
 browser-test: deps browser-deps
 	$(SWIFT) build --product lifecycled
 	timeout 900 $(BROWSER_PYTHON) Tests/browser/run.py
+
+# The Dockerfile built with podman and its image run (Tests/container/run.sh): base-image
+# stand-ins where the official ones cannot be pulled, health check, a stop and a restart.
+container-test: container-deps
+	timeout --kill-after=30 1200 bash Tests/container/run.sh
 
 bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench

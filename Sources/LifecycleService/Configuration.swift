@@ -329,6 +329,8 @@ public struct Configuration: Sendable {
         lifecycled: app-lifecycle state machines over HTTP
 
         usage: lifecycled [options]
+               lifecycled healthcheck [options]   ask the service these options describe for
+                                                  GET /healthz; exit 0 on 200, else 1 with the reason
 
         options (each also from its environment variable):
 

@@ -2,7 +2,8 @@ import Foundation
 import LifecycleService
 
 // Flags and environment, wiring, signals. Exit codes: 0 after a clean stop,
-// 1 when the service cannot start, 2 for a bad command line.
+// 1 when the service cannot start, 2 for a bad command line; for `healthcheck`,
+// 0 when /healthz answers 200 and 1 otherwise.
 
 // Block SIGINT and SIGTERM first, before any thread exists, so every thread inherits the
 // block and a stop signal stays pending until `sigwait` below takes it, however early it
@@ -13,9 +14,15 @@ sigaddset(&stopSignals, SIGINT)
 sigaddset(&stopSignals, SIGTERM)
 pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 
+// `lifecycled healthcheck [options]` asks the service those options describe, instead of
+// being it: a container's HEALTHCHECK runs it with the service's own environment.
+var arguments = Array(CommandLine.arguments.dropFirst())
+let isHealthCheck = arguments.first == "healthcheck"
+if isHealthCheck { arguments.removeFirst() }
+
 let configuration: Configuration
 do {
-    configuration = try Configuration.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+    configuration = try Configuration.parse(arguments: arguments, environment: ProcessInfo.processInfo.environment)
 } catch .helpRequested {
     print(Configuration.usage, terminator: "")
     exit(0)
@@ -25,6 +32,18 @@ do {
 } catch {
     FileHandle.standardError.write(Data("lifecycled: \(error)\n".utf8))
     exit(2)
+}
+
+if isHealthCheck {
+    // A probe is no service: the usual signals end it.
+    pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
+    do {
+        print(try HealthCheck(configuration: configuration).run())
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("lifecycled healthcheck: \(error)\n".utf8))
+        exit(1)
+    }
 }
 
 let service: Service

@@ -13,8 +13,19 @@ FROM swift:6.3-bookworm AS build
 # Before any source is copied, so that a change in Sources/ reuses this layer.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
- && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev libgraphviz-dev pkg-config \
+ && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev libgraphviz-dev pkg-config graphviz \
  && rm -rf /var/lib/apt/lists/*
+
+# The part of Graphviz that draws SVG: its core libraries, the dot layout and the core
+# (SVG) renderer, with a plugin list naming only those two (`dot -c` writes it for the
+# plugins it finds). Debian's libgvc6 package would bring cairo, pango, X11 and libgd's image
+# codecs (63 MB) for renderers lifecycled never uses; without pango, Graphviz sizes labels
+# from its built-in font metrics.
+RUN set -e; lib=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch); \
+    out=/graphviz$lib; mkdir -p $out/graphviz; \
+    cp -a $lib/libgvc.so.6* $lib/libcgraph.so.6* $lib/libcdt.so.5* $lib/libpathplan.so.4* $out/; \
+    cp -a $lib/graphviz/libgvplugin_core.so.6* $lib/graphviz/libgvplugin_dot_layout.so.6* $out/graphviz/; \
+    GVBINDIR=$out/graphviz dot -c; test -s $out/graphviz/config6a
 
 WORKDIR /src
 # SwiftPM checks that every target's folder exists, tests and benchmark included, even to
@@ -34,15 +45,15 @@ RUN --mount=type=cache,target=/src/.build \
 # ---- run: Debian slim with only the C libraries lifecycled links
 FROM debian:bookworm-slim
 
-# libmicrohttpd, SQLite and Graphviz (libgvc6 brings the layout and SVG plugins and their
-# configuration) only. libpq5 joins this list when PostgreSQL is supported; no
-# ca-certificates: nothing here makes an outgoing TLS connection. Graphviz is 63 of the
-# image's 203 MB: libgvc6 needs libgd3, which needs 40 MB of image codecs, and cairo, pango
-# and X11 (22 MB), though lifecycled only draws SVG.
+# libmicrohttpd, SQLite, and what Graphviz's core libraries link (libltdl, expat; zlib is
+# in the base). libpq5 joins this list when PostgreSQL is supported; no ca-certificates:
+# nothing here makes an outgoing TLS connection.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
- && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libgvc6 libcgraph6 \
+ && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libltdl7 libexpat1 \
  && rm -rf /var/lib/apt/lists/*
+COPY --from=build /graphviz/ /
+RUN ldconfig
 
 # A fixed uid and gid, so that a volume or bind mount can be given to it ahead of time.
 # /data is made before VOLUME, so that a new named volume starts out owned by it.

@@ -20,13 +20,16 @@ struct Authentication: Middleware {
         self.protectsReads = protectsReads
     }
 
-    /// Routes that stay open to reads: the probes', and the dashboard's files.
-    static let openRoutes: Set<String> = ["/healthz", "/readyz", Router.fallbackTemplate]
+    /// Whether a route stays open to reads: the probes', and the dashboard's files. (Compared,
+    /// not looked up in a set: this runs on every read, and three comparisons cost less than a hash.)
+    static func isOpen(_ route: String?) -> Bool {
+        route == "/healthz" || route == "/readyz" || route == Router.fallbackTemplate
+    }
 
     /// What a request may present its token with.
     private enum Credential {
-        case header(String)
-        case query(String)
+        case header(Substring)
+        case query(Substring)
         /// A `token` query parameter where the route does not take one.
         case misplacedQuery
         /// No token, or an `Authorization` of another scheme.
@@ -50,7 +53,7 @@ struct Authentication: Middleware {
     /// Whether `presented` is the token, in time that depends on its length only, not on
     /// where it differs: an early exit would tell a guesser how much of a guess was right.
     /// (The length is not secret enough to hide at the cost of hashing on every request.)
-    func isToken(_ presented: String) -> Bool {
+    func isToken(_ presented: Substring) -> Bool {
         var presented = presented
         return presented.withUTF8 { bytes in
             guard bytes.count == token.count else { return false }
@@ -63,20 +66,27 @@ struct Authentication: Middleware {
     private func needsToken(_ head: Request) -> Bool {
         switch head.method {
         case "OPTIONS": false
-        case "GET", "HEAD": protectsReads && !Self.openRoutes.contains(head.route ?? "")
+        case "GET", "HEAD": protectsReads && !Self.isOpen(head.route)
         default: true
         }
     }
 
+    /// Runs on every request that needs the token, so it reads the header in place: header
+    /// names are already lowercased, and the token is a slice of the header's value.
     private func credential(of head: Request) -> Credential {
-        if let authorization = head.header("authorization") {
+        if let authorization = head.headers.first(where: { $0.name == "authorization" })?.value {
             // The scheme is case-insensitive (RFC 9110 §11.1), followed by one or more spaces.
-            let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .none }
-            return .header(String(parts[1].drop { $0 == " " }))
+            let value = authorization[...]
+            guard let space = value.utf8.firstIndex(of: UInt8(ascii: " ")), Self.isBearer(value.utf8[..<space]) else { return .none }
+            return .header(value[space...].drop { $0 == " " })
         }
         guard let token = head.query("token") else { return .none }
-        return Self.takesQueryToken(head) ? .query(token) : .misplacedQuery
+        return Self.takesQueryToken(head) ? .query(token[...]) : .misplacedQuery
+    }
+
+    /// Whether a scheme is `Bearer`, in any case.
+    private static func isBearer(_ scheme: Substring.UTF8View.SubSequence) -> Bool {
+        scheme.count == 6 && zip(scheme, "bearer".utf8).allSatisfy { $0 | 0x20 == $1 }
     }
 
     /// Streams (route templates ending in `/stream`) take the token in the query.

@@ -62,7 +62,7 @@ public struct Pipeline: Sendable {
     /// middleware, in order, whether to admit it. Returns the first refusal, after it has gone
     /// through every middleware's `reply`; `nil` to read the body and go on.
     public func admit(_ head: inout Request) -> Response? {
-        head.route = router.template(for: head)
+        router.resolve(&head)
         for middleware in middlewares {
             if let refusal = middleware.admit(head) { return answer(head, with: refusal) }
         }
@@ -88,7 +88,7 @@ public struct Pipeline: Sendable {
     /// Answers a whole request through the middlewares and the router.
     public func reply(to request: Request) -> Reply {
         var request = request
-        if request.route == nil { request.route = router.template(for: request) }
+        if request.route == nil { router.resolve(&request) }
         return chain(request)
     }
 }

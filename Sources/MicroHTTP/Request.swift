@@ -22,6 +22,8 @@ public struct Request: Sendable {
     /// The request's id for logs and the `X-Request-ID` header: set by the request-id
     /// middleware (the client's, when valid, or a new one); empty without it.
     public var id: String = ""
+    /// The router's index of the route found at admission (see ``Router/resolve(_:)``).
+    var endpoint: Int?
 
     public init(
         method: String, path: String, headers: [(name: String, value: String)] = [], query: [(name: String, value: String)] = [],

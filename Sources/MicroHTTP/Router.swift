@@ -100,21 +100,22 @@ public struct Router: Sendable {
 
     /// What a request's method and path lead to.
     private enum Destination {
-        case route(Route, parameters: [String: String])
+        /// The route at this index of ``routes``.
+        case route(Int, parameters: [String: String])
         /// The path exists only under other methods: their patterns' first, and `Allow`.
         case otherMethods(pattern: String, allow: String)
         case fallback
     }
 
+    /// Routing runs on every request: routes of the request's method are tried first, and
+    /// the others (to name them in `Allow`) only when none of those matches.
     private func destination(of request: Request) -> Destination {
         let method = request.method == "HEAD" ? "GET" : request.method
         return Self.withBytes(of: request.path) { path -> Destination in
-            var others: [Route] = []
-            for route in routes {
-                guard let parameters = Self.match(route.segments, path) else { continue }
-                if route.method == method { return .route(route, parameters: parameters) }
-                others.append(route)
+            for (index, route) in routes.enumerated() where route.method == method {
+                if let parameters = Self.match(route.segments, path) { return .route(index, parameters: parameters) }
             }
+            let others = routes.filter { $0.method != method && Self.match($0.segments, path) != nil }
             guard let first = others.first else { return .fallback }
             var allowed = Set(others.map(\.method))
             if allowed.contains("GET") { allowed.insert("HEAD") }
@@ -122,32 +123,44 @@ public struct Router: Sendable {
         }
     }
 
-    /// The pattern of the route a request's path matches (`/v1/instances/{id}`), also when
-    /// only under another method; ``fallbackTemplate`` otherwise. Few and fixed, so fit for
-    /// metric labels and log lines, unlike paths.
-    public func template(for request: Request) -> String {
+    /// Routes a request whose head has arrived: sets ``Request/route`` to the pattern of the
+    /// route its path matches (`/v1/instances/{id}`; also when only under another method;
+    /// ``fallbackTemplate`` otherwise: few and fixed, so fit for metric labels and log lines,
+    /// unlike paths) and, when a route of its method matches, its parameters, so that
+    /// ``reply(to:)`` does not search again.
+    public func resolve(_ request: inout Request) {
         switch destination(of: request) {
-        case .route(let route, _): route.pattern
-        case .otherMethods(let pattern, _): pattern
-        case .fallback: Self.fallbackTemplate
+        case .route(let index, let parameters):
+            request.route = routes[index].pattern
+            request.parameters = parameters
+            request.endpoint = index
+        case .otherMethods(let pattern, _):
+            request.route = pattern
+        case .fallback:
+            request.route = Self.fallbackTemplate
         }
     }
 
     /// Routes a request and runs (or, for a deferred handler, prepares) its handler. A path
     /// served under other methods only is 405 with `Allow`; an unmatched one goes to the fallback.
     public func reply(to request: Request) -> Reply {
+        if let index = request.endpoint, routes.indices.contains(index) { return run(routes[index], request) }
         switch destination(of: request) {
-        case .route(let route, let parameters):
+        case .route(let index, let parameters):
             var routed = request
             routed.parameters = parameters
-            switch route.handler {
-            case .now(let handler): return .now(handler(routed))
-            case .later(let handler): return .later { [routed] respond in handler(routed, respond) }
-            }
+            return run(routes[index], routed)
         case .otherMethods(_, let allow):
             return .now(.methodNotAllowed(request, allow: allow))
         case .fallback:
             return .now(fallback(request))
+        }
+    }
+
+    private func run(_ route: Route, _ request: Request) -> Reply {
+        switch route.handler {
+        case .now(let handler): .now(handler(request))
+        case .later(let handler): .later { respond in handler(request, respond) }
         }
     }
 

@@ -95,11 +95,7 @@ public struct Configuration: Sendable {
             _ flag: String, _ variable: String, placeholder: String = "N", help: String, in range: ClosedRange<Int>,
             _ set: @escaping @Sendable (inout Configuration, Int) -> Void
         ) -> Option {
-            Option(flag: flag, variable: variable, placeholder: placeholder, help: help) { c, v in
-                guard let n = Int(v), range.contains(n) else { return false }
-                set(&c, n)
-                return true
-            }
+            number(flag, variable, placeholder: placeholder, help: help, in: range, set)
         }
 
         /// An option whose value is a number, fractions allowed, within `range`.
@@ -107,8 +103,15 @@ public struct Configuration: Sendable {
             _ flag: String, _ variable: String, placeholder: String = "N", help: String, in range: ClosedRange<Double>,
             _ set: @escaping @Sendable (inout Configuration, Double) -> Void
         ) -> Option {
+            number(flag, variable, placeholder: placeholder, help: help, in: range, set)
+        }
+
+        private static func number<T: LosslessStringConvertible & Comparable & Sendable>(
+            _ flag: String, _ variable: String, placeholder: String, help: String, in range: ClosedRange<T>,
+            _ set: @escaping @Sendable (inout Configuration, T) -> Void
+        ) -> Option {
             Option(flag: flag, variable: variable, placeholder: placeholder, help: help) { c, v in
-                guard let n = Double(v), range.contains(n) else { return false }
+                guard let n = T(v), range.contains(n) else { return false }
                 set(&c, n)
                 return true
             }

@@ -51,6 +51,10 @@ final class HistogramFamily: Sendable {
         var buckets: [UInt64]
         var sum = 0.0
         var count: UInt64 = 0
+
+        init(bounds: [Double]) {
+            buckets = Array(repeating: 0, count: bounds.count + 1)
+        }
     }
 
     init(_ name: String, labels: [String] = [], bounds: [Double], help: String) {
@@ -64,7 +68,7 @@ final class HistogramFamily: Sendable {
     func observe(_ value: Double, _ labels: [String] = []) {
         let bucket = bounds.firstIndex { value <= $0 } ?? bounds.count
         series.withLock { series in
-            series[labels, default: Series(buckets: Array(repeating: 0, count: bounds.count + 1))].record(value, in: bucket)
+            series[labels, default: Series(bounds: bounds)].record(value, in: bucket)
         }
     }
 
@@ -72,15 +76,7 @@ final class HistogramFamily: Sendable {
         let snapshot = series.withLock { $0 }
         exposition.family(name, .histogram, help: help)
         for (labels, series) in snapshot.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
-            let labelled = Array(zip(labelNames, labels))
-            var cumulative: UInt64 = 0
-            for (bound, count) in zip(bounds, series.buckets) {
-                cumulative += count
-                exposition.sample(name + "_bucket", labelled + [("le", Exposition.format(bound))], cumulative)
-            }
-            exposition.sample(name + "_bucket", labelled + [("le", "+Inf")], series.count)
-            exposition.sample(name + "_sum", labelled, series.sum)
-            exposition.sample(name + "_count", labelled, series.count)
+            series.write(name, labels: Array(zip(labelNames, labels)), bounds: bounds, to: &exposition)
         }
     }
 }
@@ -90,5 +86,17 @@ extension HistogramFamily.Series {
         buckets[bucket] += 1
         sum += value
         count += 1
+    }
+
+    /// The series as exposition samples: cumulative buckets, `+Inf`, sum and count.
+    func write(_ name: String, labels: [(String, String)], bounds: [Double], to exposition: inout Exposition) {
+        var cumulative: UInt64 = 0
+        for (bound, count) in zip(bounds, buckets) {
+            cumulative += count
+            exposition.sample(name + "_bucket", labels + [("le", Exposition.format(bound))], cumulative)
+        }
+        exposition.sample(name + "_bucket", labels + [("le", "+Inf")], count)
+        exposition.sample(name + "_sum", labels, sum)
+        exposition.sample(name + "_count", labels, count)
     }
 }

@@ -28,16 +28,11 @@ final class RequestMetrics: Middleware {
 
     private struct Series {
         var statuses: [Int: UInt64] = [:]
-        /// Observations per bucket, not cumulative; the last is above every bound.
-        var buckets = [UInt64](repeating: 0, count: RequestMetrics.bounds.count + 1)
-        var sum = 0.0
-        var count: UInt64 = 0
+        var durations = HistogramFamily.Series(bounds: RequestMetrics.bounds)
 
         mutating func record(status: Int, seconds: Double, bucket: Int) {
             statuses[status, default: 0] += 1
-            buckets[bucket] += 1
-            sum += seconds
-            count += 1
+            durations.record(seconds, in: bucket)
         }
     }
 
@@ -75,15 +70,7 @@ final class RequestMetrics: Middleware {
         }
         exposition.family(Self.durationsName, .histogram, help: Self.durationsHelp)
         for (method, route, series) in snapshot {
-            let labels = [("method", method), ("route", route)]
-            var cumulative: UInt64 = 0
-            for (bound, count) in zip(Self.bounds, series.buckets) {
-                cumulative += count
-                exposition.sample(Self.durationsName + "_bucket", labels + [("le", Exposition.format(bound))], cumulative)
-            }
-            exposition.sample(Self.durationsName + "_bucket", labels + [("le", "+Inf")], series.count)
-            exposition.sample(Self.durationsName + "_sum", labels, series.sum)
-            exposition.sample(Self.durationsName + "_count", labels, series.count)
+            series.durations.write(Self.durationsName, labels: [("method", method), ("route", route)], bounds: Self.bounds, to: &exposition)
         }
     }
 }

@@ -67,18 +67,7 @@ final class ModelGraphs: Sendable {
     /// each time (`no-cache`): the same model may be defined otherwise after a restart.
     private static func answer(_ document: Document, contentType: String, to request: Request) -> Response {
         let headers = [("ETag", document.etag), ("Cache-Control", "no-cache")]
-        if let tags = request.header("if-none-match"), matches(tags, document.etag) {
-            return Response(status: 304, headers: headers)
-        }
+        if request.ifNoneMatch(names: document.etag) == true { return .notModified(headers: headers, body: document.body) }
         return Response(status: 200, headers: [("Content-Type", contentType)] + headers, body: document.body)
-    }
-
-    /// Whether an `If-None-Match` list names `etag`: weak comparison (RFC 9110 §13.1.2), so
-    /// `W/` is ignored; `*` names any. A value that is not a list of tags names none.
-    static func matches(_ tags: String, _ etag: String) -> Bool {
-        tags.split(separator: ",").contains { tag in
-            let tag = tag.trimmingCharacters(in: .whitespaces)
-            return tag == "*" || (tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag) == etag
-        }
     }
 }

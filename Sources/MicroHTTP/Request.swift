@@ -43,6 +43,16 @@ public struct Request: Sendable {
         return headers.first { $0.name == lowered }?.value
     }
 
+    /// Whether `If-None-Match` names `etag`, by weak comparison (RFC 9110 §13.1.2: `W/` is
+    /// ignored, `*` names any); `nil` when the request has no `If-None-Match`.
+    public func ifNoneMatch(names etag: String) -> Bool? {
+        guard let tags = header("if-none-match") else { return nil }
+        return tags.split(separator: ",").contains { tag in
+            let tag = tag.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || (tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag) == etag
+        }
+    }
+
     /// The first query argument with this name.
     public func query(_ name: String) -> String? {
         query.first { $0.name == name }?.value

@@ -44,6 +44,13 @@ public struct Response: Sendable {
         }
     }
 
+    /// 304 for a representation whose 200 would carry `body`. libmicrohttpd sends no body
+    /// with a 304 but states the length of the one it is given, which must then be the full
+    /// answer's (RFC 9110 §8.6): so the body goes in, and is not sent.
+    public static func notModified(headers: [(name: String, value: String)], body: [UInt8]) -> Response {
+        Response(status: 304, headers: headers, body: body)
+    }
+
     /// An RFC 9457 problem body.
     public static func problem(_ problem: Problem, headers: [(name: String, value: String)] = []) -> Response {
         Response(status: problem.status, headers: [("Content-Type", "application/problem+json")] + headers, body: problem.json)

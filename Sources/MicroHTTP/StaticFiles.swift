@@ -37,9 +37,7 @@ public struct StaticFiles: Sendable {
         let headers = [("Cache-Control", "no-cache"), ("ETag", version.etag), ("Last-Modified", version.lastModified)]
         guard let data = FileManager.default.contents(atPath: resolved) else { return notFound }
         if Self.isUnchanged(request, etag: version.etag, lastModified: version.lastModified) {
-            // libmicrohttpd sends no body with a 304 but states the body's length, which must
-            // then be the full answer's (RFC 9110 §8.6), so the 304 carries the file too.
-            return Response(status: 304, headers: headers, body: Array(data))
+            return .notModified(headers: headers, body: Array(data))
         }
         return Response(status: 200, headers: [("Content-Type", Self.contentType(of: resolved))] + headers, body: Array(data))
     }
@@ -56,13 +54,7 @@ public struct StaticFiles: Sendable {
     /// is the file's own `Last-Modified`, as browsers send it back. A date that differs is
     /// answered in full: never stale, at worst a file sent again.
     static func isUnchanged(_ request: Request, etag: String, lastModified: String) -> Bool {
-        if let candidates = request.header("if-none-match") {
-            return candidates.split(separator: ",").contains { candidate in
-                let tag = candidate.trimmingCharacters(in: .whitespaces)
-                return tag == "*" || tag == etag || tag == "W/" + etag
-            }
-        }
-        return request.header("if-modified-since") == lastModified
+        request.ifNoneMatch(names: etag) ?? (request.header("if-modified-since") == lastModified)
     }
 
     /// An IMF-fixdate (RFC 9110 §5.6.7), e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.

@@ -499,34 +499,55 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     public func loadInstances() throws(StoreError) -> [StoredInstance] {
         try read("cannot load instances") { () throws(SQLiteError) in
             var instances: [StoredInstance] = []
-            let select = try reader.prepare("""
-                SELECT id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
-                  scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at
-                FROM instances
-                """)
-            let decoder = JSONDecoder()
-            try select.forEachRow { (row) throws(SQLiteError) in
-                let id = try row.text(0, named: "instances.id")
-                var action: PendingAction?
-                if let json = row.text(5) {
-                    do {
-                        action = try decoder.decode(PendingAction.self, from: Data(json.utf8))
-                    } catch {
-                        throw SQLiteError(code: SQLITE_CORRUPT, message: "the buffered action of instance \(id) does not decode (\(error)): \(json)")
-                    }
-                }
-                let state = InstanceState(
-                    state: try row.text(2, named: "instances.state of \(id)"), version: row.integer(3), launchCount: row.integer(4),
-                    bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.integer(8) != 0),
-                    counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11))
-                )
-                instances.append(StoredInstance(
-                    id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: Self.date(row.integer(12)),
-                    updatedAt: Self.date(row.integer(13)), state: state
-                ))
+            try reader.prepare("SELECT \(Self.instanceColumns) FROM instances").forEachRow { (row) throws(SQLiteError) in
+                instances.append(try Self.instance(row))
             }
             return instances
         }
+    }
+
+    public func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
+        try read("cannot load instances") { () throws(SQLiteError) in
+            let select = try reader.prepare("SELECT \(Self.instanceColumns) FROM instances WHERE id = ?1")
+            var instances: [StoredInstance] = []
+            for id in ids {
+                if let instance = try select.first([.text(id)], { (row) throws(SQLiteError) in try Self.instance(row) }) { instances.append(instance) }
+            }
+            return instances
+        }
+    }
+
+    public func latestSequence() throws(StoreError) -> Int64 { lastSequence }
+
+    /// Only this process writes the file (the data folder's lock sees to it): nothing to observe.
+    public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {}
+
+    /// The columns ``instance(_:)`` reads, in its order.
+    static let instanceColumns = """
+        id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
+        scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at
+        """
+
+    /// An instance from a row of ``instanceColumns``.
+    static func instance(_ row: Row) throws(SQLiteError) -> StoredInstance {
+        let id = try row.text(0, named: "instances.id")
+        var action: PendingAction?
+        if let json = row.text(5) {
+            do {
+                action = try JSONDecoder().decode(PendingAction.self, from: Data(json.utf8))
+            } catch {
+                throw SQLiteError(code: SQLITE_CORRUPT, message: "the buffered action of instance \(id) does not decode (\(error)): \(json)")
+            }
+        }
+        let state = InstanceState(
+            state: try row.text(2, named: "instances.state of \(id)"), version: row.integer(3), launchCount: row.integer(4),
+            bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.integer(8) != 0),
+            counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11))
+        )
+        return StoredInstance(
+            id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: date(row.integer(12)),
+            updatedAt: date(row.integer(13)), state: state
+        )
     }
 
     public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
@@ -675,12 +696,15 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             recordConditions += " AND (SELECT model FROM instances WHERE id = records.instance) = ?\(bindings.count)"
             tombstoneConditions += " AND model = ?\(bindings.count)"
         }
-        var sql = "SELECT seq, kind, body FROM records WHERE seq > ?1 AND seq <= ?2\(recordConditions)"
+        var sql = """
+            SELECT seq, kind, body, instance, outcome, (SELECT model FROM instances WHERE id = records.instance)
+            FROM records WHERE seq > ?1 AND seq <= ?2\(recordConditions)
+            """
         if let outcomes = filter.outcomes {
             // Codes, not client text: safe to write into the statement.
             sql += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
         } else {
-            sql += " UNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body FROM tombstones WHERE seq > ?1 AND seq <= ?2\(tombstoneConditions)"
+            sql += " UNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body, instance, NULL, model FROM tombstones WHERE seq > ?1 AND seq <= ?2\(tombstoneConditions)"
         }
         sql += " ORDER BY 1 LIMIT ?3"
         return try read("cannot replay records after \(after)") { () throws(SQLiteError) in
@@ -693,7 +717,17 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                     guard let kind = RecordKind(rawValue: row.integer(1)) else {
                         throw SQLiteError(code: SQLITE_CORRUPT, message: "record \(sequence) has kind \(row.integer(1)), which no lifecycled writes")
                     }
-                    page.records.append(ReplayedRecord(sequence: sequence, kind: kind, json: row.blob(2)))
+                    var outcome: Outcome?
+                    if !row.isNull(4) {
+                        guard let stored = Outcome(storedCode: row.integer(4)) else {
+                            throw SQLiteError(code: SQLITE_CORRUPT, message: "record \(sequence) has outcome \(row.integer(4)), which no lifecycled writes")
+                        }
+                        outcome = stored
+                    }
+                    page.records.append(ReplayedRecord(
+                        sequence: sequence, kind: kind, instance: try row.text(3, named: "records.instance of \(sequence)"),
+                        model: try row.text(5, named: "the model of record \(sequence)"), outcome: outcome, json: row.blob(2)
+                    ))
                 }
                 try selectReplayBounds.first { row in
                     page.droppedThrough = row.integer(0)
@@ -722,9 +756,24 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         /// The largest sequence number the history limit dropped in this transaction.
         var droppedThrough: Int64 = 0
 
+        let startSequence: Int64
+
         init(store: SQLiteStore, sequence: Int64) {
             self.store = store
             self.sequence = sequence
+            startSequence = sequence
+        }
+
+        func instance(_ id: String) throws(StoreError) -> StoredInstance? {
+            try checked("cannot read instance \(id)") { () throws(SQLiteError) in
+                try statements.selectInstance.first([.text(id)]) { (row) throws(SQLiteError) in try SQLiteStore.instance(row) }
+            }
+        }
+
+        func instanceCount() throws(StoreError) -> Int {
+            try checked("cannot count instances") { () throws(SQLiteError) in
+                try statements.countInstances.first { Int($0.integer(0)) } ?? 0
+            }
         }
 
         var statements: WriteStatements { store.statements }
@@ -865,8 +914,12 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         let purgeTombstones: Statement
         let raiseDroppedFloor: Statement
         let addCoverage: Statement
+        let selectInstance: Statement
+        let countInstances: Statement
 
         init(_ database: Database) throws(SQLiteError) {
+            selectInstance = try database.prepare("SELECT \(SQLiteStore.instanceColumns) FROM instances WHERE id = ?1")
+            countInstances = try database.prepare("SELECT count(*) FROM instances")
             insertInstance = try database.prepare("""
                 INSERT INTO instances (id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
                   scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at)
@@ -946,6 +999,12 @@ private func checked<T>(_ what: String, _ body: () throws(SQLiteError) -> T) thr
 }
 
 extension Outcome {
+    /// The outcome an `outcome` column's code stands for; `nil` for a code no lifecycled writes.
+    init?(storedCode: Int64) {
+        guard let outcome = Outcome.allCases.first(where: { $0.storedCode == storedCode }) else { return nil }
+        self = outcome
+    }
+
     /// How the `outcome` column keeps it (the schema's migration 2 writes the same codes).
     var storedCode: Int64 {
         switch self {

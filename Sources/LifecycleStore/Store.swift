@@ -109,12 +109,20 @@ public struct RecordFilter: Sendable, Equatable {
 public struct ReplayedRecord: Sendable, Equatable {
     public var sequence: Int64
     public var kind: RecordKind
+    /// The instance it is a record of, and that instance's model.
+    public var instance: String
+    public var model: String
+    /// The outcome of an applied input; `nil` for a creation or deletion record.
+    public var outcome: Outcome?
     /// The record's JSON, as stored.
     public var json: [UInt8]
 
-    public init(sequence: Int64, kind: RecordKind, json: [UInt8]) {
+    public init(sequence: Int64, kind: RecordKind, instance: String, model: String, outcome: Outcome?, json: [UInt8]) {
         self.sequence = sequence
         self.kind = kind
+        self.instance = instance
+        self.model = model
+        self.outcome = outcome
         self.json = json
     }
 }
@@ -268,11 +276,24 @@ public struct StoreEvent: Sendable {
 /// All writes happen inside ``write(_:)``: one transaction, committed when the body
 /// returns (durable to the configured sync level) and rolled back when it throws.
 /// Reads outside a write see only committed data.
+///
+/// Other processes may write to the same store (replicas on one PostgreSQL). Write
+/// transactions are serialised across all of them and numbered densely in commit order, so a
+/// transaction that finds ``StoreTransaction/startSequence`` equal to the last number its
+/// process knows of knows nobody else wrote in between.
 public protocol InstanceStore: AnyObject, Sendable {
     /// Every instance's current state; start-up cost grows with instances, not records.
     func loadInstances() throws(StoreError) -> [StoredInstance]
-    /// The last sequence number ever committed (0 for a new store).
+    /// The committed state of the instances named that exist, in no particular order.
+    func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance]
+    /// The last sequence number this process committed or read as committed (0 for a new store).
     var lastSequence: Int64 { get }
+    /// The last sequence number committed by any process: asks the database where others may write.
+    func latestSequence() throws(StoreError) -> Int64
+    /// Calls `wake` (on any thread, any number of times) when another process may have
+    /// committed. Only a hint: a lost one must delay, never lose, what follows it, so whoever
+    /// listens also asks ``latestSequence()`` now and then. A store no one else writes never calls it.
+    func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void)
     /// Runs `body` in one transaction. Writes are serialised.
     func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
     /// Committed records of one instance with sequence numbers after `after`, oldest first:
@@ -289,6 +310,13 @@ public protocol InstanceStore: AnyObject, Sendable {
 
 /// The writes one transaction can make. Reads through it see its own writes.
 public protocol StoreTransaction {
+    /// The last sequence number committed before this transaction began. No other write
+    /// commits while it runs, so its reads see every record up to this number and no later one.
+    var startSequence: Int64 { get }
+    /// The instance as committed (with this transaction's writes), or `nil` if there is none.
+    func instance(_ id: String) throws(StoreError) -> StoredInstance?
+    /// How many instances there are, as committed (with this transaction's writes).
+    func instanceCount() throws(StoreError) -> Int
     /// Stores a new instance with its creation record: numbered with the next sequence
     /// number, its JSON is what `encode` makes of that number. Returns the number.
     func insert(_ instance: StoredInstance, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64

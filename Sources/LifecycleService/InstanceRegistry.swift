@@ -12,6 +12,15 @@ import Synchronization
 /// sequence order, one transaction after another) and the requests answered, so an
 /// acknowledged write is always durable and a failed commit changes nothing anyone has seen.
 ///
+/// Other processes may write to the same store (replicas on one PostgreSQL). The instances
+/// held here are then a cache, trusted for a decision only while no one else has committed
+/// since it was last brought up to date: each transaction starts from the store's last
+/// committed sequence number, and when that is not ``cacheThrough`` the write reads the
+/// instance as committed instead. Records others committed reach the stream hub in sequence
+/// order, before this process's own, from the store: after each commit that found others had
+/// written, on the store's wake-up hint, and by polling (see ``catchUp(through:)``). On a
+/// store no one else writes, the cache is always current and none of this reads anything.
+///
 /// It knows nothing of HTTP: it answers in outcomes and refusals, which the API turns into
 /// responses and problems, and reports notable events to whoever made it, as the store does.
 final class InstanceRegistry: @unchecked Sendable {
@@ -148,6 +157,14 @@ final class InstanceRegistry: @unchecked Sendable {
     private let queue = NSCondition()
     private var pending: [Job] = []
     private var isStopping = false
+    /// Set (under `queue`) when the store hints that another process committed.
+    private var isCatchUpDue = false
+    /// How long the committer waits, idle, before it asks the store whether others committed:
+    /// the delay a lost wake-up hint can cause.
+    let pollInterval: TimeInterval
+    /// The cache holds every commit up to this sequence number, and (unless another process
+    /// has written since) nothing later. Only the committer thread uses it.
+    private var cacheThrough: Int64
     private let stopped = DispatchSemaphore(value: 0)
 
     /// Set when writes fail for a reason that is the store's (not their own data's);
@@ -159,10 +176,14 @@ final class InstanceRegistry: @unchecked Sendable {
     /// limit before) are all loaded; only new ones wait for room.
     init(
         models: [String: Model], store: any InstanceStore, hub: StreamHub, maxInstances: Int = .max,
-        report: @escaping @Sendable (StoreEvent) -> Void
+        pollInterval: TimeInterval = 1, report: @escaping @Sendable (StoreEvent) -> Void
     ) throws(StoreError) {
         self.models = models
         self.maxInstances = maxInstances
+        self.pollInterval = pollInterval
+        // Before the instances are read: what they show is at least as new as this, and a
+        // cache newer than `cacheThrough` is only ever read again after a catch-up.
+        cacheThrough = hub.lastSequence
         self.stateNames = Set(models.values.flatMap { $0.definition.states.map(\.name) }).sorted()
         self.store = store
         self.hub = hub
@@ -179,6 +200,7 @@ final class InstanceRegistry: @unchecked Sendable {
         }
         index = InstanceIndex(sortedByID: instances.map { (id: $0.id, facts: $0.indexFacts) })
         coverageCounts = try store.loadCoverage()
+        store.observeCommitsElsewhere { [weak self] in self?.catchUpSoon() }
         // The thread holds the registry until `stop()` ends it.
         let thread = Thread { [self] in runCommitter() }
         thread.name = "lifecycled-committer"
@@ -286,20 +308,80 @@ final class InstanceRegistry: @unchecked Sendable {
 
     private typealias Job = (write: Write, requestID: String, completion: Completion)
 
+    /// The store's hint that another process committed: the committer catches up when idle.
+    private func catchUpSoon() {
+        queue.lock()
+        isCatchUpDue = true
+        queue.signal()
+        queue.unlock()
+    }
+
     private func runCommitter() {
         while true {
             queue.lock()
-            while pending.isEmpty, !isStopping { queue.wait() }
-            if pending.isEmpty {
+            let deadline = Date().addingTimeInterval(pollInterval)
+            while pending.isEmpty, !isStopping, !isCatchUpDue {
+                if !queue.wait(until: deadline) { isCatchUpDue = true }
+            }
+            if pending.isEmpty, isStopping {
                 queue.unlock()
                 stopped.signal()
                 return
             }
             let batch = Array(pending.prefix(Self.maxBatch))
             pending.removeFirst(batch.count)
+            let isCatchUpAsked = isCatchUpDue
+            isCatchUpDue = false
             queue.unlock()
-            commit(batch)
+            if isCatchUpAsked { catchUpWithStore() }
+            if !batch.isEmpty { commit(batch) }
         }
+    }
+
+    /// Catches up with what the store says others committed: nothing to do for a store no
+    /// one else writes (whose last sequence is always ``cacheThrough``).
+    private func catchUpWithStore() {
+        do {
+            let latest = try store.latestSequence()
+            if latest > cacheThrough { try catchUp(through: latest) }
+        } catch {
+            log(.warning, "cannot catch up with commits of other replicas", ["after": String(cacheThrough), "error": error.message])
+        }
+    }
+
+    /// Records read from the store at a time while catching up.
+    static let catchUpPageSize = 1024
+
+    /// Brings the hub and the cache up to `target`, a sequence number known committed: the
+    /// records after ``cacheThrough`` go to the hub in order (those a retention or a delete
+    /// has already dropped are missed, as a replay misses them), the instances they touched
+    /// are read again as committed, and the coverage counters with them. Throws, changing
+    /// nothing more, when the store cannot be read; the next catch-up starts where this stopped.
+    private func catchUp(through target: Int64) throws(StoreError) {
+        var touched: Set<String> = []
+        var position = cacheThrough
+        while position < target {
+            let page = try store.replay(after: position, through: target, filter: RecordFilter(), limit: Self.catchUpPageSize)
+            let published = hub.lastSequence
+            hub.publish(page.records.filter { $0.sequence > published }.map {
+                PublishedRecord(sequence: $0.sequence, kind: $0.kind, instance: $0.instance, model: $0.model, outcome: $0.outcome, json: $0.json)
+            })
+            touched.formUnion(page.records.map(\.instance))
+            position = max(page.coveredThrough, page.records.last?.sequence ?? position)
+        }
+        let fresh = try store.instances(touched.sorted())
+        let coverage = try store.loadCoverage()
+        var staged: [String: Staged] = Dictionary(uniqueKeysWithValues: touched.map { ($0, .deleted) })
+        for instance in fresh {
+            guard let model = models[instance.model], let machine = Machine(model: model, restoring: instance.state) else {
+                log(.error, "an instance another replica wrote uses a model or state not loaded here", ["id": instance.id, "model": instance.model, "state": instance.state.state])
+                staged[instance.id] = nil
+                continue
+            }
+            staged[instance.id] = .present(instance, machine)
+        }
+        publish(staged, coverage: nil, replacing: coverage)
+        cacheThrough = target
     }
 
     /// Where an instance stands within the transaction being built.
@@ -313,6 +395,10 @@ final class InstanceRegistry: @unchecked Sendable {
 
     /// What some writes did inside one transaction: to publish, answer and log once it commits.
     private struct Attempt {
+        /// The store's last sequence number when the transaction began.
+        var startSequence: Int64 = 0
+        /// Whether the cache may decide this transaction's writes: no one else committed since it was current.
+        var isCacheCurrent = true
         var staged: [String: Staged] = [:]
         var results: [Result<WriteOutcome, Refusal>] = []
         var notes: [Note] = []
@@ -368,6 +454,8 @@ final class InstanceRegistry: @unchecked Sendable {
         var attempt = Attempt()
         let started = DispatchTime.now().uptimeNanoseconds
         try store.write { (transaction) throws(StoreError) in
+            attempt.startSequence = transaction.startSequence
+            attempt.isCacheCurrent = transaction.startSequence == cacheThrough
             // Instances whose state changed: stored once per transaction, however many records.
             var dirty: Set<String> = []
             for job in jobs {
@@ -388,10 +476,25 @@ final class InstanceRegistry: @unchecked Sendable {
 
     /// Publishes what a committed transaction changed, then answers its writes.
     private func finish(_ jobs: ArraySlice<Job>, _ attempt: Attempt) {
+        // Others committed before this transaction: their records go to the hub first, and
+        // the cache is current again only once it holds theirs too.
+        var isCaughtUp = attempt.startSequence == cacheThrough
+        if !isCaughtUp {
+            do {
+                try catchUp(through: attempt.startSequence)
+                isCaughtUp = true
+            } catch {
+                log(.warning, "cannot catch up with commits of other replicas", ["after": String(cacheThrough), "error": error.message])
+            }
+        }
         publish(attempt.staged, coverage: attempt.coverage)
         // Before the answers: a client that is answered and then resumes a stream from the
-        // sequence number it was given finds the record already there.
-        if !attempt.records.isEmpty { hub.publish(attempt.records) }
+        // sequence number it was given finds the record already there. (If the records before
+        // them could not be read, they wait for the next catch-up, which reads them from the store.)
+        if isCaughtUp {
+            if !attempt.records.isEmpty { hub.publish(attempt.records) }
+            cacheThrough = attempt.records.last?.sequence ?? attempt.startSequence
+        }
         if attempt.didWrite { storageCommitted() }
         metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
         for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
@@ -435,10 +538,13 @@ final class InstanceRegistry: @unchecked Sendable {
         if let recovered { log(.info, "storage commits again", ["failingSince": recovered.since.formatted(.iso8601)]) }
     }
 
-    private func publish(_ staged: [String: Staged], coverage: CoverageCounts) {
-        guard !staged.isEmpty else { return }
+    /// Makes what committed visible to readers: `added` counts the commit's records, and
+    /// `replacing` is the whole of the counters as read from the store.
+    private func publish(_ staged: [String: Staged], coverage added: CoverageCounts?, replacing: CoverageCounts? = nil) {
+        guard !staged.isEmpty || replacing != nil else { return }
         entriesLock.withLock {
-            coverageCounts.add(coverage)
+            if let replacing { coverageCounts = replacing }
+            if let added { coverageCounts.add(added) }
             for (id, change) in staged {
                 switch change {
                 case .present(let instance, let machine):
@@ -461,15 +567,27 @@ final class InstanceRegistry: @unchecked Sendable {
         }
     }
 
-    /// The instance as this transaction has left it so far.
-    private func current(_ id: String, _ staged: [String: Staged]) -> (instance: StoredInstance, machine: Machine)? {
-        switch staged[id] {
+    /// The instance as this transaction has left it so far: from the cache while it is
+    /// current, otherwise as the store has it committed.
+    private func current(_ id: String, _ attempt: Attempt, _ transaction: any StoreTransaction) throws(StoreError) -> (instance: StoredInstance, machine: Machine)? {
+        switch attempt.staged[id] {
         case .present(let instance, let machine)?: return (instance, machine)
         case .deleted?: return nil
         case nil:
-            guard let entry = entry(id) else { return nil }
-            return entry.lock.withLock { (entry.instance, entry.machine) }
+            let cached = entry(id).map { entry in entry.lock.withLock { (instance: entry.instance, machine: entry.machine) } }
+            if attempt.isCacheCurrent { return cached }
+            guard let stored = try transaction.instance(id) else { return nil }
+            if let cached, cached.instance == stored { return cached }
+            guard let model = models[stored.model], let machine = Machine(model: model, restoring: stored.state) else {
+                throw StoreError("instance \"\(id)\" uses model \"\(stored.model)\" or state \"\(stored.state.state)\", which this replica has not loaded", isSpecificToWrite: true)
+            }
+            return (stored, machine)
         }
+    }
+
+    /// How many instances there are as this transaction has left them so far.
+    private func instanceCount(_ attempt: Attempt, _ transaction: any StoreTransaction) throws(StoreError) -> Int {
+        attempt.isCacheCurrent ? count + attempt.addedInstances : try transaction.instanceCount()
     }
 
     /// One write inside a transaction. Refusals come back as values; only store failures
@@ -484,13 +602,16 @@ final class InstanceRegistry: @unchecked Sendable {
                 return .failure(.unknownModel(name, suggestion: suggestion(for: name, among: models.keys.sorted(), kind: "model")))
             }
             if let key, let replayed = try replay(key, transaction) {
-                return replayed.flatMap { replayedCreation($0, key: key, attempt.staged) }
+                switch replayed {
+                case .success(let remembered): return try replayedCreation(remembered, key: key, attempt, transaction)
+                case .failure(let refusal): return .failure(refusal)
+                }
             }
-            if let existing = current(id, attempt.staged)?.instance {
+            if let existing = try current(id, attempt, transaction)?.instance {
                 guard isPut, existing.model == name else { return .failure(.exists(id: id, model: existing.model, isPut: isPut)) }
                 return Result { () throws(Refusal) in .found(id: id, json: try render(existing)) }
             }
-            guard count + attempt.addedInstances < maxInstances else { return .failure(.instanceLimit(maxInstances)) }
+            guard try instanceCount(attempt, transaction) < maxInstances else { return .failure(.instanceLimit(maxInstances)) }
             let machine = Machine(model: model)
             let instance = StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot)
             let json: [UInt8]
@@ -513,7 +634,7 @@ final class InstanceRegistry: @unchecked Sendable {
             return .success(.created(id: id, json: json))
 
         case .delete(let id, let expectedVersions):
-            guard let instance = current(id, attempt.staged)?.instance else { return .failure(.unknownInstance(id)) }
+            guard let instance = try current(id, attempt, transaction)?.instance else { return .failure(.unknownInstance(id)) }
             if let expectedVersions, !expectedVersions.contains(instance.state.version) {
                 return .failure(.versionMismatch(id: id, current: instance.state.version))
             }
@@ -530,7 +651,7 @@ final class InstanceRegistry: @unchecked Sendable {
             return .success(.deleted)
 
         case .apply(let input, let id, let expectedVersions, let key):
-            guard var (instance, machine) = current(id, attempt.staged) else { return .failure(.unknownInstance(id)) }
+            guard var (instance, machine) = try current(id, attempt, transaction) else { return .failure(.unknownInstance(id)) }
             if let key, let replayed = try replay(key, transaction) {
                 return replayed.flatMap { remembered in
                     // The fingerprint holds method and path, so a create's key does not come back here.
@@ -590,10 +711,12 @@ final class InstanceRegistry: @unchecked Sendable {
     /// replay is refused naming the instance; creating it again would undo a delete the client
     /// may have made on purpose. (One re-made in the same millisecond with the same model is
     /// in every way what was created, and is answered as such.)
-    private func replayedCreation(_ remembered: RememberedWrite, key: IdempotencyKey, _ staged: [String: Staged]) -> Result<WriteOutcome, Refusal> {
+    private func replayedCreation(
+        _ remembered: RememberedWrite, key: IdempotencyKey, _ attempt: Attempt, _ transaction: any StoreTransaction
+    ) throws(StoreError) -> Result<WriteOutcome, Refusal> {
         // The fingerprint holds method and path, so an input's key does not come back here.
         guard case .created(let id, let model, let createdAt, let json) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
-        guard let existing = current(id, staged)?.instance, existing.model == model, existing.createdAt == createdAt else {
+        guard let existing = try current(id, attempt, transaction)?.instance, existing.model == model, existing.createdAt == createdAt else {
             return .failure(.createdInstanceDeleted(id: id, key: String(key.clientKey)))
         }
         return .success(.created(id: id, json: json))

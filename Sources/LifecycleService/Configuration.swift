@@ -11,6 +11,15 @@ public struct Configuration: Sendable {
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
     public var dataDirectory = "data"
+    /// The PostgreSQL that replicas share (a `postgres://` URI or a libpq connection string);
+    /// `nil`: SQLite in ``dataDirectory``.
+    public var databaseURL: String?
+    /// A direct connection for `LISTEN`, when ``databaseURL`` goes through a pooler in
+    /// transaction mode, which cannot carry one; `nil`: ``databaseURL``.
+    public var databaseListenURL: String?
+    /// Seconds a replica waits, idle, before asking whether others committed: the most a
+    /// lost notification can delay their records (SQLite: nothing to ask).
+    public var pollInterval = 1.0
     public var publicDirectory = "Public"
     public var modelsDirectory: String?
     public var logLevel = Logger.Level.info
@@ -141,6 +150,27 @@ public struct Configuration: Sendable {
             c.dataDirectory = v
             return !v.isEmpty
         },
+        Option(
+            flag: "--database-url", variable: "LIFECYCLED_DATABASE_URL", placeholder: "URL",
+            help: "PostgreSQL to store in, shared by any number of replicas (postgres://user:password@host/db or a libpq connection string); without it SQLite in --data-dir",
+            isSecret: true
+        ) { c, v in
+            c.databaseURL = v
+            return !v.isEmpty
+        },
+        Option(
+            flag: "--database-listen-url", variable: "LIFECYCLED_DATABASE_LISTEN_URL", placeholder: "URL",
+            help: "a direct connection to PostgreSQL for LISTEN when --database-url goes through PgBouncer in transaction mode (default: --database-url)",
+            isSecret: true
+        ) { c, v in
+            c.databaseListenURL = v
+            return !v.isEmpty
+        },
+        .decimal(
+            "--poll-interval", "LIFECYCLED_POLL_INTERVAL", placeholder: "SECONDS",
+            help: "with PostgreSQL: seconds an idle replica waits for a notification before asking for other replicas' commits (default 1; fractions allowed)",
+            in: 0.01...60
+        ) { $0.pollInterval = $1 },
         Option(flag: "--public-dir", variable: "LIFECYCLED_PUBLIC_DIR", placeholder: "PATH", help: "folder of the dashboard's static files (default Public)") { c, v in
             c.publicDirectory = v
             return !v.isEmpty

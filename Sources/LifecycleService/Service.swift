@@ -17,7 +17,7 @@ public final class Service: Sendable {
     let hub: StreamHub
     /// What `GET /metrics` reports; `nil` with `--metrics off`.
     let metrics: ServiceMetrics?
-    public let store: SQLiteStore
+    public let store: any InstanceStore
     public let logger: Logger
 
     /// The port the server is bound to.
@@ -40,22 +40,13 @@ public final class Service: Sendable {
             }
         }
         let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, fields: event.fields.map { ($0.key, $0.value) }) }
-        do {
-            store = try SQLiteStore(
-                directory: configuration.dataDirectory,
-                options: .init(
-                    sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages,
-                    maxWALSize: configuration.maxWALSize, acceptDataLoss: configuration.acceptDataLoss
-                ),
-                report: report
-            )
-        } catch {
-            let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
-            throw StartError(description: error.message + hint)
-        }
+        store = try Self.openStore(configuration, report: report)
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
-            registry = try InstanceRegistry(models: models, store: store, hub: hub, maxInstances: configuration.maxInstances, report: report)
+            registry = try InstanceRegistry(
+                models: models, store: store, hub: hub, maxInstances: configuration.maxInstances, pollInterval: configuration.pollInterval,
+                report: report
+            )
         } catch {
             hub.stop()
             throw StartError(description: store.reason(for: error).message)
@@ -72,7 +63,7 @@ public final class Service: Sendable {
         let staticFiles = StaticFiles(root: configuration.publicDirectory)
         if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
         let requestMetrics = configuration.metrics ? RequestMetrics() : nil
-        metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databasePath: store.path) }
+        metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: store.databaseFile) }
         let router = API(
             registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope), logger: logger
         ).makeRouter()
@@ -104,6 +95,23 @@ public final class Service: Sendable {
             logger.warning("writes are open to anyone who can reach the port: no token is set (--token or --token-file)", [
                 "address": "\(configuration.host):\(server.port)",
             ])
+        }
+    }
+
+    /// The store the configuration names: PostgreSQL shared with other replicas, or SQLite in the data folder.
+    static func openStore(_ configuration: Configuration, report: @escaping @Sendable (StoreEvent) -> Void) throws(StartError) -> any InstanceStore {
+        do {
+            return try SQLiteStore(
+                directory: configuration.dataDirectory,
+                options: .init(
+                    sync: configuration.sync, historyLimit: configuration.historyLimit, maxPageCount: configuration.maxDatabasePages,
+                    maxWALSize: configuration.maxWALSize, acceptDataLoss: configuration.acceptDataLoss
+                ),
+                report: report
+            )
+        } catch {
+            let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
+            throw StartError(description: error.message + hint)
         }
     }
 

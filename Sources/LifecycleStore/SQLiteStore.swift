@@ -190,6 +190,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     public static let fileName = "lifecycled.sqlite"
 
     public let path: String
+    public var databaseFile: String? { path }
     public let options: Options
     /// Where the store's notable events go (the service logs them).
     private let report: @Sendable (StoreEvent) -> Void

@@ -306,6 +306,15 @@ public protocol InstanceStore: AnyObject, Sendable {
     func replay(after: Int64, through: Int64, filter: RecordFilter, limit: Int) throws(StoreError) -> ReplayPage
     /// The committed coverage counters of every model (see ``StoreTransaction/addCoverage(_:)``).
     func loadCoverage() throws(StoreError) -> CoverageCounts
+    /// Waits for the check of the stored data begun at opening, and throws if it failed:
+    /// nothing may be served before. A store whose server checks its own data has none.
+    func verifyIntegrity() throws(StoreError)
+    /// `failure`, explained by what the store knows of the data's soundness (a failed start-up check).
+    func reason(for failure: StoreError) -> StoreError
+    /// The database file, for a store kept in one: its size and its WAL's are reported.
+    var databaseFile: String? { get }
+    /// Ends the store's connections and threads; later calls fail.
+    func close()
 }
 
 /// The writes one transaction can make. Reads through it see its own writes.

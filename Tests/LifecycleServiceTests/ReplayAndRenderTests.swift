@@ -102,7 +102,7 @@ struct ReplayAndRenderTests {
             }
         }
         server.service = try Service(configuration: server.configuration)
-        #expect(try server.service!.store.schemaVersion() == SQLiteStore.migrations.count)
+        #expect(try (server.service!.store as! SQLiteStore).schemaVersion() == SQLiteStore.migrations.count)
         c = try server.connect()
 
         let createdAgain = try c.request("POST", "/v1/instances", json: create, headers: [("Idempotency-Key", "create")])

@@ -12,14 +12,14 @@ final class ServiceMetrics: Sendable {
     let requests: RequestMetrics
     let registry: InstanceRegistry
     /// The SQLite file; its WAL is beside it with `-wal` appended.
-    let databasePath: String
+    let databaseFile: String?
     /// Seconds since 1970 when the service started: counters "since the process started" reset then.
     let startTime: Double
 
-    init(requests: RequestMetrics, registry: InstanceRegistry, databasePath: String, startTime: Date = Date()) {
+    init(requests: RequestMetrics, registry: InstanceRegistry, databaseFile: String?, startTime: Date = Date()) {
         self.requests = requests
         self.registry = registry
-        self.databasePath = databasePath
+        self.databaseFile = databaseFile
         self.startTime = (startTime.timeIntervalSince1970 * 1000).rounded() / 1000
         registry.metrics.start(models: registry.models.keys)
     }
@@ -53,9 +53,9 @@ final class ServiceMetrics: Sendable {
         out.sample("lifecycled_stream_subscribers_dropped_total", [], registry.hub.overflowCount)
 
         out.family("lifecycled_store_wal_bytes", .gauge, help: "Size of the SQLite write-ahead log file, in bytes (0 when there is none).")
-        if let size = Self.fileSize(databasePath + "-wal") { out.sample("lifecycled_store_wal_bytes", [], size) }
+        if let databaseFile, let size = Self.fileSize(databaseFile + "-wal") { out.sample("lifecycled_store_wal_bytes", [], size) }
         out.family("lifecycled_store_database_bytes", .gauge, help: "Size of the SQLite database file, in bytes (without its write-ahead log).")
-        if let size = Self.fileSize(databasePath) { out.sample("lifecycled_store_database_bytes", [], size) }
+        if let databaseFile, let size = Self.fileSize(databaseFile) { out.sample("lifecycled_store_database_bytes", [], size) }
         return out.text
     }
 

@@ -13,7 +13,7 @@ FROM swift:6.3-bookworm AS build
 # Before any source is copied, so that a change in Sources/ reuses this layer.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
- && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev libgraphviz-dev pkg-config graphviz \
+ && apt-get -q install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev libpq-dev libgraphviz-dev pkg-config graphviz \
  && rm -rf /var/lib/apt/lists/*
 
 # The part of Graphviz that draws SVG: its core libraries, the dot layout and the core
@@ -45,12 +45,12 @@ RUN --mount=type=cache,target=/src/.build \
 # ---- run: Debian slim with only the C libraries lifecycled links
 FROM debian:bookworm-slim
 
-# libmicrohttpd, SQLite, and what Graphviz's core libraries link (libltdl, expat; zlib is
-# in the base). libpq5 joins this list when PostgreSQL is supported; no ca-certificates:
-# nothing here makes an outgoing TLS connection.
+# libmicrohttpd, SQLite, libpq (the PostgreSQL store), and what Graphviz's core libraries
+# link (libltdl, expat; zlib is in the base). No ca-certificates: the only outgoing
+# connection is to PostgreSQL, whose TLS checks libpq's own root certificate file.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
- && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libltdl7 libexpat1 \
+ && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libltdl7 libexpat1 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /graphviz/ /
 RUN ldconfig

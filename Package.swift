@@ -9,7 +9,7 @@ let package = Package(
         .executable(name: "lifecycled", targets: ["lifecycled"]),
     ],
     targets: [
-        // C modules: the only places that see libmicrohttpd, SQLite and Graphviz.
+        // C modules: the only places that see libmicrohttpd, SQLite, libpq and Graphviz.
         .systemLibrary(
             name: "CMicroHTTPD",
             pkgConfig: "libmicrohttpd",
@@ -19,6 +19,11 @@ let package = Package(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
         ),
         .systemLibrary(
             name: "CGraphviz",
@@ -31,7 +36,7 @@ let package = Package(
         // Swift over libmicrohttpd: server, request, response, router, JSON.
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
         // Durable storage.
-        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "CSQLite"]),
+        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "CSQLite", "CLibPQ"]),
         // Graphviz over its C library: DOT to SVG.
         .target(name: "LifecycleGraph", dependencies: ["CGraphviz"]),
         // The API: handlers, instance registry, metrics.
@@ -45,9 +50,12 @@ let package = Package(
             path: "Benchmarks/lifecycle-bench"
         ),
 
+        // Test support: a real PostgreSQL for the tests (Tests/postgres/cluster.sh).
+        .target(name: "PostgresSupport", path: "Tests/PostgresSupport"),
+
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
-        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit"]),
+        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "PostgresSupport"]),
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",

@@ -1,0 +1,139 @@
+import Foundation
+import Synchronization
+
+/// A real PostgreSQL for the tests: a throwaway cluster (Tests/postgres/cluster.sh) on a Unix
+/// socket in a temporary folder, or the server `LIFECYCLED_TEST_DATABASE_URL` names.
+///
+/// Tests never skip for want of PostgreSQL: a cluster that cannot start fails them, saying why.
+public final class PostgresCluster: Sendable {
+    /// What a test failing to get PostgreSQL sees.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The URL of the cluster's `postgres` database.
+    public let url: String
+    /// The cluster's folder; `nil` for a server the environment names.
+    public let directory: String?
+
+    /// The cluster the tests of this process share, started at first use and stopped when
+    /// the process exits; or the server `LIFECYCLED_TEST_DATABASE_URL` names.
+    public static var shared: PostgresCluster {
+        get throws {
+            try sharedCluster.withLock { (cluster) throws -> PostgresCluster in
+                if let cluster { return try cluster.get() }
+                let started = Result { () throws -> PostgresCluster in
+                    if let url = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_DATABASE_URL"], !url.isEmpty {
+                        return PostgresCluster(url: url, directory: nil)
+                    }
+                    let started = try PostgresCluster.start()
+                    atexit { PostgresCluster.stopShared() }
+                    return started
+                }
+                cluster = started
+                return try started.get()
+            }
+        }
+    }
+
+    private static let sharedCluster = Mutex<Result<PostgresCluster, any Error>?>(nil)
+
+    private static func stopShared() {
+        if case .success(let cluster)? = sharedCluster.withLock({ $0 }) { cluster.remove() }
+    }
+
+    private init(url: String, directory: String?) {
+        self.url = url
+        self.directory = directory
+    }
+
+    /// Starts a cluster of the caller's own in a new temporary folder: for a test that stops
+    /// and starts it. Call ``remove()`` when done (a watcher removes it anyway once this
+    /// process is gone).
+    public static func start() throws -> PostgresCluster {
+        let directory = NSTemporaryDirectory() + "lifecycled-pg-\(UUID().uuidString.prefix(8))"
+        let url = try runScript("start", directory, String(getpid()))
+        return PostgresCluster(url: url, directory: directory)
+    }
+
+    /// Stops the server (fast shutdown), keeping its data.
+    public func stop() throws {
+        guard let directory else { throw Failure(description: "the server LIFECYCLED_TEST_DATABASE_URL names is not the tests' to stop") }
+        _ = try Self.runScript("stop", directory)
+    }
+
+    /// Starts the server again after ``stop()``, on the same data and socket.
+    public func restart() throws {
+        guard let directory else { throw Failure(description: "the server LIFECYCLED_TEST_DATABASE_URL names is not the tests' to start") }
+        _ = try Self.runScript("start", directory)
+    }
+
+    /// Stops the server and removes its folder.
+    public func remove() {
+        guard let directory else { return }
+        do {
+            _ = try Self.runScript("stop", directory)
+        } catch {
+            FileHandle.standardError.write(Data("cannot stop the test PostgreSQL in \(directory): \(error)\n".utf8))
+        }
+        do {
+            try FileManager.default.removeItem(atPath: directory)
+        } catch {
+            FileHandle.standardError.write(Data("cannot remove \(directory): \(error)\n".utf8))
+        }
+    }
+
+    private static let databases = Atomic<Int>(0)
+
+    /// A new empty database on this server; returns its URL.
+    public func makeDatabase() throws -> String {
+        let name = "test_\(getpid())_\(Self.databases.add(1, ordering: .relaxed).newValue)"
+        _ = try Self.run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", "CREATE DATABASE \(name)"])
+        return try Self.url(url, database: name)
+    }
+
+    /// `url` with its database replaced by `name`: a URI's path, or a `dbname=` appended to a
+    /// `key=value` string (the last value of a key wins).
+    static func url(_ url: String, database name: String) throws -> String {
+        guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else { return url + " dbname=\(name)" }
+        guard var components = URLComponents(string: url) else { throw Failure(description: "cannot parse the database URL \(url)") }
+        components.path = "/" + name
+        guard let changed = components.string else { throw Failure(description: "cannot rebuild the database URL \(url)") }
+        return changed
+    }
+
+    /// Tests/postgres/cluster.sh, beside this file's folder.
+    private static let script = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("postgres/cluster.sh").path
+
+    private static func runScript(_ arguments: String...) throws -> String {
+        try run("/bin/bash", [script] + arguments)
+    }
+
+    /// Runs a program to its end; its standard output, trimmed. Fails with its standard error.
+    /// (Both are small: the one is read after the other without filling a pipe.)
+    private static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        do {
+            try process.run()
+        } catch {
+            throw Failure(description: "PostgreSQL for the tests: cannot run \(executable): \(error)")
+        }
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let complaint = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: """
+                PostgreSQL for the tests: \(([executable] + arguments).joined(separator: " ")) failed \
+                (status \(process.terminationStatus)): \(String(decoding: complaint, as: UTF8.self))
+                """)
+        }
+        return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 cluster for the tests, listening only on a Unix socket in DIR.
+#
+#   cluster.sh start DIR [OWNER_PID]   initdb into DIR/data (first time only) and start it;
+#                                      prints the connection URL. With OWNER_PID, a watcher
+#                                      stops the cluster and removes DIR once that process is
+#                                      gone, even if it died without stopping it.
+#   cluster.sh stop DIR                stop it (fast shutdown); DIR stays.
+#
+# The server refuses to run as root: as root, it runs as the `postgres` user (runuser), and
+# DIR is given to that user. fsync stays on: the tests check durability.
+set -euo pipefail
+
+BIN=${POSTGRES_BIN:-/usr/lib/postgresql/15/bin}
+PORT=5432  # names the socket file only (DIR/.s.PGSQL.5432): there is no TCP listener
+
+usage() { echo "usage: $0 start DIR [OWNER_PID] | stop DIR" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+command=$1
+dir=$(realpath -m "$2")
+
+as_server() {
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+case $command in
+start)
+    [ -x "$BIN/initdb" ] || { echo "PostgreSQL 15 is not installed ($BIN/initdb is missing): run make deps (postgresql-15)" >&2; exit 1; }
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    if [ ! -s "$dir/data/PG_VERSION" ]; then
+        as_server "$BIN/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+            || { cat "$dir/initdb.log" >&2; exit 1; }
+    fi
+    as_server "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c port=$PORT -c fsync=on -c max_connections=300" \
+        start >"$dir/pg_ctl.log" 2>&1 \
+        || { cat "$dir/pg_ctl.log" "$dir/server.log" >&2; exit 1; }
+    if [ $# -ge 3 ]; then
+        owner=$3
+        script=$(realpath "$0")
+        setsid bash -c "while kill -0 $owner 2>/dev/null; do sleep 1; done; '$script' stop '$dir'; rm -rf '$dir'" \
+            </dev/null >/dev/null 2>&1 &
+    fi
+    echo "postgresql:///postgres?host=$dir&port=$PORT&user=postgres"
+    ;;
+stop)
+    if [ -s "$dir/data/postmaster.pid" ]; then
+        as_server "$BIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+    fi
+    ;;
+*)
+    usage
+    ;;
+esac

@@ -77,13 +77,14 @@ struct API: Sendable {
     /// 200 while the service can commit writes; 503 with the store's reason from the moment a
     /// write fails for a reason that is the store's (a full disk, an I/O error) until a write
     /// commits again. A write refused for its own data (which other writes survive) does not
-    /// count. There is no separate readiness check: the port opens only once every instance
+    /// count. A replica on PostgreSQL also reports a database it cannot read, until it can.
+    /// There is no separate readiness check: the port opens only once every instance
     /// is loaded, so a listening service is ready unless its storage fails, which this reports.
     func health() -> Response {
         guard let failure = registry.storageProblem else { return .json(["status": "ok"]) }
         return .problem(Problem(
             status: 503, title: "Service Unavailable",
-            detail: "storage cannot commit writes: \(failure.reason)",
+            detail: "storage cannot \(failure.isReadOnly ? "be read" : "commit writes"): \(failure.reason)",
             type: "https://lifecycled.dev/problems/storage-failing",
             extensions: ["failingSince": JSONFragment(JSON.formatTime(failure.since))]
         ))

@@ -107,6 +107,9 @@ final class InstanceRegistry: @unchecked Sendable {
         var since: Date
         /// The database file is damaged: reported until a restart (which refuses to start on it).
         var isDamage = false
+        /// Only reading others' commits failed (no write has failed since): a read that works
+        /// again clears it. A write's failure is cleared only by a commit.
+        var isReadOnly = false
     }
 
     /// The most requests one transaction commits.
@@ -340,13 +343,19 @@ final class InstanceRegistry: @unchecked Sendable {
 
     /// Catches up with what the store says others committed: nothing to do for a store no
     /// one else writes (whose last sequence is always ``cacheThrough``).
+    ///
+    /// A failure is a storage problem until a read works again (or a write commits): an idle
+    /// replica whose database went away says so on `/healthz` before any write fails.
     private func catchUpWithStore() {
         do {
             let latest = try store.latestSequence()
             if latest > cacheThrough { try catchUp(through: latest) }
         } catch {
             log(.warning, "cannot catch up with commits of other replicas", ["after": String(cacheThrough), "error": error.message])
+            storageFailed(error, isReadOnly: true)
+            return
         }
+        storageReadable()
     }
 
     /// Records read from the store at a time while catching up.
@@ -515,17 +524,30 @@ final class InstanceRegistry: @unchecked Sendable {
         for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull))) }
     }
 
-    private func storageFailed(_ error: StoreError) {
+    private func storageFailed(_ error: StoreError, isReadOnly: Bool = false) {
         let isNew = storageFailure.withLock { failure in
             defer {
                 // The first report of damage is kept: a later failure is more likely its effect.
                 if failure?.isDamage != true {
-                    failure = StorageFailure(reason: error.message, since: failure?.since ?? Date(), isDamage: error.isDamage)
+                    failure = StorageFailure(
+                        reason: error.message, since: failure?.since ?? Date(), isDamage: error.isDamage,
+                        isReadOnly: isReadOnly && failure?.isReadOnly != false
+                    )
                 }
             }
             return failure == nil
         }
-        if isNew { log(.error, "storage cannot commit", ["error": error.message]) }
+        if isNew { log(.error, isReadOnly ? "storage cannot be read" : "storage cannot commit", ["error": error.message]) }
+    }
+
+    /// A read of the store worked: a problem that only reads had is over.
+    private func storageReadable() {
+        let recovered = storageFailure.withLock { failure -> StorageFailure? in
+            guard let current = failure, current.isReadOnly else { return nil }
+            failure = nil
+            return current
+        }
+        if let recovered { log(.info, "storage can be read again", ["failingSince": recovered.since.formatted(.iso8601)]) }
     }
 
     private func storageCommitted() {

@@ -130,12 +130,23 @@ final class StreamHub: Sendable {
     /// Where it starts is decided here, against the ring as it is now: a subscription without
     /// `lastEventID` gets every record published after this call returns.
     func subscribe(filter: RecordFilter, lastEventID: Int64?) throws(Refusal) -> Subscription {
+        // A client that comes from a replica ahead of this one resumes after a record this hub
+        // has not published yet: the store says whether it is committed (then it is on its way
+        // here) or beyond anything committed.
+        var committed: Int64 = 0
+        if let lastEventID, lastEventID > lastSequence {
+            do {
+                committed = try store.latestSequence()
+            } catch {
+                logger.error("cannot read the last committed sequence number", ["error": error.message])
+            }
+        }
         let (id, opening) = try state.withLock { (state) throws(Refusal) -> (Int, Opening) in
             guard !state.isStopping else { throw .stopping }
             guard state.slots.count < settings.maxSubscribers else { throw .tooManySubscribers(limit: settings.maxSubscribers) }
             state.nextID += 1
             state.slots[state.nextID] = Slot(filter: filter)
-            return (state.nextID, state.ring.opening(resumingAfter: lastEventID))
+            return (state.nextID, state.ring.opening(resumingAfter: lastEventID, committedThrough: committed))
         }
         return Subscription(hub: self, id: id, filter: filter, lastEventID: lastEventID, opening: opening)
     }
@@ -261,8 +272,11 @@ enum RingTake {
 enum Opening {
     /// No resume: live from the ring's end (the last sequence number published).
     case live(index: Int, sequence: Int64)
-    /// The resume point is ahead of every sequence number published.
+    /// The resume point is ahead of every sequence number published, and of every one committed.
     case future(index: Int, newest: Int64)
+    /// The resume point is ahead of every sequence number published but committed (by another
+    /// replica): live from the ring's end, passing over the records up to it as they arrive.
+    case ahead(index: Int)
     /// The ring holds every record after the resume point.
     case ring(index: Int)
     /// Older than the ring: replay from the store.
@@ -340,10 +354,13 @@ struct RecordRing {
         index > firstIndex ? self[index - 1].sequence : coversAfter
     }
 
-    /// Where a subscription that resumes after `lastEventID` (or does not resume) starts.
-    func opening(resumingAfter lastEventID: Int64?) -> Opening {
+    /// Where a subscription that resumes after `lastEventID` (or does not resume) starts,
+    /// when the store has committed up to `committedThrough`.
+    func opening(resumingAfter lastEventID: Int64?, committedThrough: Int64 = 0) -> Opening {
         guard let resume = lastEventID else { return .live(index: endIndex, sequence: lastSequence) }
-        if resume > lastSequence { return .future(index: endIndex, newest: lastSequence) }
+        if resume > lastSequence {
+            return resume <= committedThrough ? .ahead(index: endIndex) : .future(index: endIndex, newest: lastSequence)
+        }
         if resume >= coversAfter { return .ring(index: firstIndex(after: resume)) }
         return .store
     }
@@ -526,7 +543,7 @@ struct HubState {
             // against it: none matched. (Only a live subscription at the ring's end waits.)
             if skip.index > cursor.next, cursor.pendingBytes == 0 {
                 cursor.next = skip.index
-                cursor.position = skip.position
+                cursor.position = max(cursor.position, skip.position)
                 cursor.scanned = max(cursor.scanned, skip.index)
             }
         }
@@ -542,7 +559,7 @@ struct HubState {
             let scanEnd = min(ring.endIndex, max(cursor.scanned, ring.firstIndex) + Self.scanLimit)
             while cursor.scanned < scanEnd {
                 let entry = ring[cursor.scanned]
-                if entry.passes(cursor.filter) { cursor.pendingBytes += entry.frame.count }
+                if entry.sequence > cursor.position, entry.passes(cursor.filter) { cursor.pendingBytes += entry.frame.count }
                 cursor.scanned += 1
             }
             if cursor.pendingBytes > budget {
@@ -555,14 +572,16 @@ struct HubState {
         var last: Int64 = 0
         while cursor.next < ring.endIndex {
             let entry = ring[cursor.next]
-            if entry.passes(cursor.filter) {
+            // Only a subscription that resumed ahead of this replica finds entries at or
+            // before its position: the client has them already.
+            if entry.sequence > cursor.position, entry.passes(cursor.filter) {
                 guard frames.isEmpty || size + entry.frame.count <= room else { break }
                 frames.append(entry.frame)
                 size += entry.frame.count
                 last = entry.sequence
                 if cursor.next < cursor.scanned { cursor.pendingBytes -= entry.frame.count }
             }
-            cursor.position = entry.sequence
+            cursor.position = max(cursor.position, entry.sequence)
             cursor.next += 1
             if size >= room { break }
         }

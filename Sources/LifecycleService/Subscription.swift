@@ -142,6 +142,8 @@ struct SubscriptionReader {
             output.append(Self.notice("reset", id: newest, ["lastEventId": lastSent, "newest": newest, "oldest": oldest]))
             lastSent = newest
             phase = .ring(RingCursor(next: index, position: newest, isLive: true, filter: filter))
+        case .ahead(let index):
+            phase = .ring(RingCursor(next: index, position: lastSent, isLive: true, filter: filter))
         case .ring(let index):
             phase = .ring(RingCursor(next: index, position: lastSent, isLive: false, filter: filter))
         case .store:

@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleStore
+import MicroHTTP
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -30,6 +31,35 @@ func postCycle(_ c: HTTPConnection, _ id: String, count: Int, from start: Int = 
 
 @Suite("stream hub")
 struct StreamHubTests {
+    @Test("a client resuming on a replica that lags behind the one it came from gets exactly the records after its last one, once they arrive")
+    func resumeAheadOfThisReplica() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("ahead", events: coldStart)
+        let store = server.service!.store
+        let last = store.lastSequence
+        #expect(last == 4)
+        // A hub that has published up to 1 of the 4 committed records, as a replica that has
+        // not caught up yet; its client has 3 from a replica that had.
+        let hub = StreamHub(store: store, lastSequence: 1, settings: StreamSettings(), logger: Logger(level: .error))
+        defer { hub.stop() }
+        let resumed = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: 3))
+        let beyond = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: last + 10))
+        resumed.readAvailable()
+        #expect(resumed.records.isEmpty)
+        #expect(!resumed.events.contains { $0.type == "reset" }, "a committed resume point is no reset")
+
+        let page = try store.replay(after: 1, through: last, filter: RecordFilter(), limit: 100)
+        hub.publish(page.records.map {
+            PublishedRecord(sequence: $0.sequence, kind: $0.kind, instance: $0.instance, model: $0.model, outcome: $0.outcome, json: $0.json)
+        })
+        let deadline = Date().addingTimeInterval(10)
+        while resumed.records.isEmpty, Date() < deadline { resumed.readAvailable() }
+        #expect(resumed.records.map(\.id) == [last], "records 2 and 3 are passed over, 4 is sent")
+        beyond.readAvailable()
+        #expect(beyond.events.contains { $0.type == "reset" }, "a resume point beyond every committed record is reset")
+    }
+
     @Test("8 posters, 100 subscriptions: each gets every committed record once, in order, as stored")
     func everyRecordInOrder() throws {
         let server = try TestServer()

@@ -146,8 +146,12 @@ final class Connection {
             return owned
         default:
             let sqlState = lc_pq_sqlstate(result).map { String(cString: $0) }
-            var message = Self.trimmed(PQresultErrorMessage(result))
+            // The server's message and its detail, without the severity and line breaks of
+            // PQresultErrorMessage; libpq's own when the server sent none.
+            var message = Self.trimmed(lc_pq_message(result))
             if message.isEmpty { message = Self.trimmed(PQerrorMessage(handle)) }
+            let detail = Self.trimmed(lc_pq_detail(result))
+            if !detail.isEmpty { message += ": \(detail)" }
             // Class 08 is a connection exception; 57P01-57P03 an administrator's or a crash's
             // shutdown, or a server not yet accepting connections.
             let lost = isLost || sqlState?.hasPrefix("08") == true || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
@@ -173,7 +177,9 @@ final class Connection {
 
     private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
         guard let message else { return "" }
-        return String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+        // libpq breaks its own messages into indented lines: one line reads better in a log.
+        return String(cString: message).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
     }
 }
 

@@ -88,8 +88,13 @@ public final class PostgresCluster: Sendable {
     /// A new empty database on this server; returns its URL.
     public func makeDatabase() throws -> String {
         let name = "test_\(getpid())_\(Self.databases.add(1, ordering: .relaxed).newValue)"
-        _ = try Self.run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", "CREATE DATABASE \(name)"])
+        try Self.execute("CREATE DATABASE \(name)", on: url)
         return try Self.url(url, database: name)
+    }
+
+    /// Runs `sql` with psql on the database `url` names.
+    public static func execute(_ sql: String, on url: String) throws {
+        _ = try run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
     }
 
     /// `url` with its database replaced by `name`: a URI's path, or a `dbname=` appended to a

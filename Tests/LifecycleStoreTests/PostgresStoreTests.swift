@@ -208,18 +208,24 @@ struct PostgresStoreTests {
         #expect(try b.latestSequence() == 2)
         #expect(try b.history(instanceID: "x", after: 0, limit: 10).records.count == 1)
 
-        // A body that goes on after a failed statement commits nothing: PostgreSQL aborted
-        // the transaction at the failure.
-        #expect(throws: StoreError.self) {
+        // A body that goes on after a failed statement commits nothing, and is told so:
+        // PostgreSQL aborted the transaction at the failure (and its COMMIT would roll back
+        // without an error).
+        var renamed = first.instance
+        renamed.updatedAt = t0.addingTimeInterval(60)
+        #expect {
             try b.write { (t) throws(StoreError) in
+                try t.update(renamed)
                 do {
                     try t.insert(first.instance)
                 } catch {
-                    // ignored on purpose
+                    // Ignored on purpose: the body returns as if all went well.
                 }
-                try t.update(first.instance)
             }
+        } throws: { error in
+            "\(error)".contains("cannot commit after a failed statement")
         }
+        #expect(try b.instances(["x"]) == [first.instance])
         try InstanceWriter(id: "y").create(in: b)
         #expect(try b.latestSequence() == 3)
     }
@@ -266,5 +272,12 @@ struct PostgresStoreTests {
         #expect(try store.latestSequence() == 2)
         #expect(try store.history(instanceID: "x", after: 0, limit: 10).records.count == 1)
         #expect(eventually { wakes.value == 2 }, "the observer listens again, and wakes for what it may have missed")
+
+        // A restart between two operations: the first after it finds its connection gone,
+        // which lost nothing yet, and connects again at once.
+        try cluster.stop()
+        try cluster.restart()
+        try writer.relaunch(in: store)
+        #expect(try store.history(instanceID: "x", after: 0, limit: 10).records.count == 2)
     }
 }

@@ -38,12 +38,16 @@ final class Connection {
     private let handle: OpaquePointer
 
     /// Connects to `url`, a libpq connection URI or `key=value` string. Settings the URL
-    /// gives win over the defaults here (a connect timeout, the application name, UTF-8).
+    /// gives win over the defaults here.
     init(url: String) throws(PostgreSQLError) {
-        // Keywords are processed in order and the last value wins: the URL, expanded from
-        // `dbname`, comes last so that it can override every default before it.
+        // A server that does not answer fails a connection attempt after 2 s (the least libpq
+        // honours), and a TCP connection whose peer vanished after about 10 s rather than the
+        // system's two hours: an operation waits that long at most before the service can
+        // answer 503. Keywords are processed in order and the last value wins: the URL,
+        // expanded from `dbname`, comes last so that it can override every default before it.
         let settings = [
-            ("connect_timeout", "5"), ("application_name", "lifecycled"), ("client_encoding", "UTF8"), ("dbname", url),
+            ("connect_timeout", "2"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+            ("tcp_user_timeout", "10000"), ("application_name", "lifecycled"), ("client_encoding", "UTF8"), ("dbname", url),
         ]
         let keywords = settings.map { strdup($0.0) }
         let values = settings.map { strdup($0.1) }
@@ -103,10 +107,18 @@ final class Connection {
                 formats.append(1)
                 buffers.append(value)
             case .text(let value):
+                // libpq reads text up to its first NUL, which PostgreSQL's text cannot hold:
+                // refused rather than cut short.
+                guard !value.utf8.contains(0) else {
+                    throw PostgreSQLError(sqlState: "22021", message: "text with a NUL character cannot be stored", isConnectionLost: false)
+                }
                 types.append(25)  // text
                 formats.append(0)
                 buffers.append(Array(value.utf8))
             case .texts(let values):
+                guard !values.contains(where: { $0.utf8.contains(0) }) else {
+                    throw PostgreSQLError(sqlState: "22021", message: "text with a NUL character cannot be stored", isConnectionLost: false)
+                }
                 types.append(1009)  // text[]
                 formats.append(0)
                 // An array literal: every element quoted, with " and \ escaped.
@@ -146,8 +158,12 @@ final class Connection {
             return owned
         default:
             let sqlState = lc_pq_sqlstate(result).map { String(cString: $0) }
-            var message = Self.trimmed(PQresultErrorMessage(result))
+            // The server's message and its detail, without the severity and line breaks of
+            // PQresultErrorMessage; libpq's own when the server sent none.
+            var message = Self.trimmed(lc_pq_message(result))
             if message.isEmpty { message = Self.trimmed(PQerrorMessage(handle)) }
+            let detail = Self.trimmed(lc_pq_detail(result))
+            if !detail.isEmpty { message += ": \(detail)" }
             // Class 08 is a connection exception; 57P01-57P03 an administrator's or a crash's
             // shutdown, or a server not yet accepting connections.
             let lost = isLost || sqlState?.hasPrefix("08") == true || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
@@ -173,7 +189,9 @@ final class Connection {
 
     private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
         guard let message else { return "" }
-        return String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+        // libpq breaks its own messages into indented lines: one line reads better in a log.
+        return String(cString: message).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
     }
 }
 

@@ -179,8 +179,11 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         let sequence = try Self.checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
             try Self.transaction(connection) { () throws(PostgreSQLError) in
                 try Self.migrate(connection)
+                // The counter's lock, as in a write: purging beside another replica's purge
+                // could otherwise deadlock on the rows both delete.
+                let sequence = try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1 FOR UPDATE").integer(0, 0)
                 try Self.purgeExpired(connection, options: options)
-                return try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1").integer(0, 0)
+                return sequence
             }
         }
         knownSequence.withLock { $0 = sequence }

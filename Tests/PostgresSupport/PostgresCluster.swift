@@ -88,8 +88,13 @@ public final class PostgresCluster: Sendable {
     /// A new empty database on this server; returns its URL.
     public func makeDatabase() throws -> String {
         let name = "test_\(getpid())_\(Self.databases.add(1, ordering: .relaxed).newValue)"
-        _ = try Self.run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", "CREATE DATABASE \(name)"])
+        try Self.execute("CREATE DATABASE \(name)", on: url)
         return try Self.url(url, database: name)
+    }
+
+    /// Runs `sql` with psql on the database `url` names.
+    public static func execute(_ sql: String, on url: String) throws {
+        _ = try run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
     }
 
     /// `url` with its database replaced by `name`: a URI's path, or a `dbname=` appended to a
@@ -111,27 +116,39 @@ public final class PostgresCluster: Sendable {
     }
 
     /// Runs a program to its end; its standard output, trimmed. Fails with its standard error.
-    /// (Both are small: the one is read after the other without filling a pipe.)
+    ///
+    /// posix_spawn and waitpid rather than Foundation's Process, whose wait needs a Dispatch
+    /// thread that the tests' blocked threads can starve (the shared cluster starts under a
+    /// lock). The script closes the other descriptors it inherits (see there).
     private static func run(_ executable: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        do {
-            try process.run()
-        } catch {
-            throw Failure(description: "PostgreSQL for the tests: cannot run \(executable): \(error)")
+        let capture = NSTemporaryDirectory() + "lifecycled-pg-run-\(UUID().uuidString.prefix(8))"
+        let (outputPath, errorPath) = (capture + ".out", capture + ".err")
+        defer {
+            for path in [outputPath, errorPath] { unlink(path) }
         }
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        let complaint = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv = ([executable] + arguments).map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv + [nil], environ)
+        guard spawned == 0 else {
+            throw Failure(description: "PostgreSQL for the tests: cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw Failure(description: "PostgreSQL for the tests: waitpid: \(String(cString: strerror(errno)))") }
+        }
+        let printed = FileManager.default.contents(atPath: outputPath) ?? Data()
+        guard status == 0 else {
+            let complaint = FileManager.default.contents(atPath: errorPath) ?? Data()
             throw Failure(description: """
                 PostgreSQL for the tests: \(([executable] + arguments).joined(separator: " ")) failed \
-                (status \(process.terminationStatus)): \(String(decoding: complaint, as: UTF8.self))
+                (wait status \(status)): \(String(decoding: complaint, as: UTF8.self))
                 """)
         }
         return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -23,8 +23,22 @@ as_server() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# The server and the watcher outlive this script: they must not inherit the caller's other
+# descriptors (a test process's pipes and sockets), which they would hold open for good.
+close_inherited() {
+    local fd
+    for fd in /proc/$$/fd/*; do
+        fd=${fd##*/}
+        case $fd in
+        0 | 1 | 2 | 255) ;;  # 255: bash reads this script through it
+        *) eval "exec $fd>&-" 2>/dev/null || true ;;
+        esac
+    done
+}
+
 case $command in
 start)
+    close_inherited
     [ -x "$BIN/initdb" ] || { echo "PostgreSQL 15 is not installed ($BIN/initdb is missing): run make deps (postgresql-15)" >&2; exit 1; }
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"

@@ -110,6 +110,8 @@ final class InstanceRegistry: @unchecked Sendable {
         /// Only reading others' commits failed (no write has failed since): a read that works
         /// again clears it. A write's failure is cleared only by a commit.
         var isReadOnly = false
+        /// The disk is full: only a commit that writes something shows it is not any more.
+        var isDiskFull = false
     }
 
     /// The most requests one transaction commits.
@@ -356,6 +358,23 @@ final class InstanceRegistry: @unchecked Sendable {
             return
         }
         storageReadable()
+        probeCommits()
+    }
+
+    /// While a write's failure is reported and no write has come since to clear it, an empty
+    /// transaction shows whether the store commits again. Without it a replica that no write
+    /// reaches would report the failure for ever, and one that a load balancer takes out of
+    /// rotation by `/healthz` would never get the write that clears it: after an outage of
+    /// PostgreSQL, every replica that failed a write would stay out. Not after a full disk (a
+    /// transaction that writes nothing commits on one) nor damage (reported until a restart).
+    private func probeCommits() {
+        guard let failure = storageProblem, !failure.isReadOnly, !failure.isDamage, !failure.isDiskFull else { return }
+        do {
+            try store.write { _ in }
+            storageCommitted()
+        } catch {
+            storageFailed(error)
+        }
     }
 
     /// Records read from the store at a time while catching up.
@@ -531,7 +550,8 @@ final class InstanceRegistry: @unchecked Sendable {
                 if failure?.isDamage != true {
                     failure = StorageFailure(
                         reason: error.message, since: failure?.since ?? Date(), isDamage: error.isDamage,
-                        isReadOnly: isReadOnly && failure?.isReadOnly != false
+                        isReadOnly: isReadOnly && failure?.isReadOnly != false,
+                        isDiskFull: isReadOnly ? failure?.isDiskFull == true : error.isDiskFull
                     )
                 }
             }

@@ -17,6 +17,8 @@ echo "== WAL under sustained writes"
 bash Benchmarks/wal-bench.sh
 echo "== event streams: 10,000 subscribers, lifecycled beside nginx+nchan"
 bash Benchmarks/sse-bench.sh .build/release/lifecycled
+echo "== replicas on PostgreSQL: events/s with 1, 2 and 3 replicas beside SQLite, SSE across replicas"
+bash Benchmarks/replica-bench.sh
 
 {
   echo "# Benchmark results"
@@ -38,6 +40,8 @@ bash Benchmarks/sse-bench.sh .build/release/lifecycled
   cat Benchmarks/.startup-results.md
   cat Benchmarks/.wal-results.md
   cat Benchmarks/.sse-results.md
+  cat Benchmarks/.replica-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.middleware-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md Benchmarks/.sse-results.md
+rm -f Benchmarks/.http-results.md Benchmarks/.middleware-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md Benchmarks/.sse-results.md \
+  Benchmarks/.replica-results.md
 echo "wrote Benchmarks/RESULTS.md"

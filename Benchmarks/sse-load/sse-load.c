@@ -10,7 +10,8 @@
  *   nchan       POST a synthetic record-like JSON message of --message-bytes that embeds
  *               `"sequence":N`, N chosen here (1, 2, 3, ...).
  * Subscribers take the sequence from each event's `data:` JSON with one rule for both
- * servers: the first `"sequence":N` in the event's data.
+ * servers: the first `"sequence":N` in the event's data. With --sub-port they subscribe to
+ * another server than the one posted to (another replica of one lifecycled on PostgreSQL).
  *
  * Per subscriber it counts missing and duplicate deliveries and deliveries out of order:
  * lifecycled's sequences are its own, so each stream must ascend; nchan's are the loader's,
@@ -71,6 +72,7 @@ enum mode { MODE_LIFECYCLED, MODE_NCHAN };
 static struct {
     const char *host;
     int port;
+    int sub_port;           /* subscribers' server; 0: --port (another replica of it, say) */
     enum mode mode;
     const char *sub_path;
     const char *pub_path;
@@ -102,6 +104,7 @@ static void usage(void) {
         "usage: sse-load --port N [options]\n"
         "  --mode lifecycled|nchan   publisher protocol (default nchan)\n"
         "  --host 127.0.0.1          the only host accepted\n"
+        "  --sub-port N              subscribers connect here, posters to --port (default --port)\n"
         "  --sub-path PATH           subscriber path (default /v1/stream or /sub)\n"
         "  --pub-path PATH           nchan: publisher path (default /pub);\n"
         "                            lifecycled: instances prefix (default /v1/instances/)\n"
@@ -551,7 +554,7 @@ static int nposters;
 static long post_errors, setup_errors, late_posts;
 
 static int epfd;
-static struct sockaddr_in target;
+static struct sockaddr_in target, sub_target;
 static uint8_t cur_phase = PH_NONE;
 static enum { POST_OFF, POST_RATE, POST_MAX } post_mode = POST_OFF;
 static int post_active_posters;     /* posters 0..n-1 take part in the current posting mode */
@@ -569,11 +572,12 @@ static void close_rst(int fd) {
 }
 
 static int start_connect(uint64_t tag, uint32_t index, uint32_t events_mask) {
+    const struct sockaddr_in *to = tag == TAG_SUB ? &sub_target : &target;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket: %s (raise RLIMIT_NOFILE?)", strerror(errno));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&target, sizeof target) < 0 && errno != EINPROGRESS) {
+    if (connect(fd, (const struct sockaddr *)to, sizeof *to) < 0 && errno != EINPROGRESS) {
         close(fd);
         return -1;
     }
@@ -661,7 +665,7 @@ static void sub_event(int i, uint32_t evmask, char *buf, size_t bufsize) {
         if (err || (evmask & (EPOLLERR | EPOLLHUP))) { sub_drop(s, err ? strerror(err) : "hang-up"); return; }
         char req[512];
         int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n\r\n",
-                         opt.sub_path, opt.port);
+                         opt.sub_path, opt.sub_port);
         if (write(s->fd, req, (size_t)n) != n) { sub_drop(s, "short write of the request"); return; }
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (TAG_SUB << 32) | (uint32_t)i};
         epoll_ctl(epfd, EPOLL_CTL_MOD, s->fd, &ev);
@@ -1312,6 +1316,7 @@ int main(int argc, char **argv) {
 #define NEED() do { if (!v) usage(); i++; } while (0)
         if (!strcmp(a, "--self-test")) return self_test();
         else if (!strcmp(a, "--port")) { NEED(); opt.port = atoi(v); }
+        else if (!strcmp(a, "--sub-port")) { NEED(); opt.sub_port = atoi(v); }
         else if (!strcmp(a, "--host")) { NEED(); opt.host = v; }
         else if (!strcmp(a, "--mode")) {
             NEED();
@@ -1337,6 +1342,8 @@ int main(int argc, char **argv) {
 #undef NEED
     }
     if (opt.port <= 0 || opt.port > 65535) usage();
+    if (opt.sub_port == 0) opt.sub_port = opt.port;
+    if (opt.sub_port < 0 || opt.sub_port > 65535) usage();
     if (strcmp(opt.host, "127.0.0.1") != 0 && strcmp(opt.host, "localhost") != 0)
         die("only 127.0.0.1 is a target, not %s", opt.host);
     if (opt.subscribers < 1 || opt.inflight < 1 || opt.seconds <= 0 || opt.connect_concurrency < 1) usage();
@@ -1364,6 +1371,8 @@ int main(int argc, char **argv) {
     target.sin_family = AF_INET;
     target.sin_port = htons((uint16_t)opt.port);
     target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sub_target = target;
+    sub_target.sin_port = htons((uint16_t)opt.sub_port);
 
     epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) die("epoll_create1: %s", strerror(errno));

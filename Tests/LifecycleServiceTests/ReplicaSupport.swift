@@ -13,13 +13,14 @@ final class Replicas {
     let ports: [UInt16]
 
     /// Starts `count` replicas one after the other, each answering `/healthz` before the next starts.
-    /// `extra`: more flags for every replica; `listenURL`: `--database-listen-url`.
-    init(_ count: Int, databaseURL: String, listenURL: String? = nil, extra: [String] = []) throws {
+    /// `extra`: more flags for every replica; `perReplica`: for each one by index; `listenURL`: `--database-listen-url`.
+    init(_ count: Int, databaseURL: String, listenURL: String? = nil, extra: [String] = [], perReplica: [[String]] = []) throws {
         self.databaseURL = databaseURL
         folders = (0..<count).map { _ in TemporaryDirectory("lifecycled-replica") }
         var processes: [LifecycledProcess?] = []
-        for folder in folders {
-            let flags = ["--database-url", databaseURL, "--log-level", "info"] + (listenURL.map { ["--database-listen-url", $0] } ?? []) + extra
+        for (index, folder) in folders.enumerated() {
+            let own = index < perReplica.count ? perReplica[index] : []
+            let flags = ["--database-url", databaseURL, "--log-level", "info"] + (listenURL.map { ["--database-listen-url", $0] } ?? []) + extra + own
             processes.append(try LifecycledProcess.serving(dataDirectory: folder.path, extra: flags))
         }
         self.processes = processes

@@ -136,6 +136,38 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a stream resumed on a replica that has not yet read what the client saw on another gets exactly what follows, once it has")
+    func resumeOnReplicaBehind() throws {
+        let cluster = try PostgresCluster.shared
+        let url = try cluster.makeDatabase()
+        // Replica 1 listens on another database, whose channel no commit here notifies, and
+        // polls once a minute: it learns of replica 0's commits only when it commits itself.
+        let replicas = try Replicas(2, databaseURL: url, perReplica: [[], ["--database-listen-url", try cluster.makeDatabase(), "--poll-interval", "60"]])
+        let ahead = try HTTPConnection(port: replicas.ports[0])
+        let behind = try HTTPConnection(port: replicas.ports[1])
+        let seen = try ReplicaSubscriber(port: replicas.ports[0], after: 0)
+        defer { seen.stop() }
+        try ahead.makeInstance("r", events: coldStart)
+        for event in ["willResignActive", "didEnterBackground", "willEnterForeground", "didBecomeActive"] {
+            #expect(try ahead.event("r", #"{"event": "\#(event)"}"#).status == 200)
+        }
+        #expect(seen.waitForRecord(8))
+        // The client saw up to 6 on replica 0 and comes back on replica 1, which has read nothing yet.
+        try #require(try behind.request("GET", "/v1/instances/r").status == 404, "replica 1 is behind")
+        let resumed = try ReplicaSubscriber(port: replicas.ports[1], after: 6)
+        defer { resumed.stop() }
+        // Replica 1 commits: it reads what replica 0 committed first, then publishes its own record.
+        let own = try behind.event("r", #"{"event": "willResignActive"}"#)
+        #expect(own.status == 200 && own.json["version"] as? Int == 8, "replica 1 decided on the committed instance: \(own.text)")
+        #expect(resumed.waitForRecord(9, within: 20), "the resumed stream reached 9; it is at \(resumed.lastRecordID)")
+        #expect(seen.waitForRecord(9, within: 20))
+        seen.stop()
+        resumed.stop()
+        #expect(resumed.records.map(\.id) == [7, 8, 9], "exactly the records after Last-Event-ID 6: \(resumed.events)")
+        #expect(firstDifference(resumed.records, Array(seen.records.dropFirst(6))) == nil, "the same records as replica 0's stream")
+        #expect(resumed.events.filter { !$0.isRecord } == [], "no reset or gap")
+    }
+
     @Test("a write on one replica, then at once the next on another: each decides on what the other committed")
     func writeThenWriteElsewhere() throws {
         let replicas = try Replicas(3, databaseURL: try PostgresCluster.shared.makeDatabase())

@@ -74,6 +74,43 @@ struct PostgresStoreTests {
         let url = try PostgresCluster.shared.makeDatabase()
         let replicas = [try PostgresStore(url: url), try PostgresStore(url: url)]
         defer { replicas.forEach { $0.close() } }
+        try Self.writeConcurrently(to: replicas)
+    }
+
+    @Test("through PgBouncer in transaction mode (clients sharing two server connections): writes, reads, and LISTEN on its own direct connection")
+    func throughPgBouncer() throws {
+        let cluster = try PostgresCluster.start()
+        defer { cluster.remove() }
+        try cluster.startPgBouncer()
+        let direct = try cluster.makeDatabase()
+        let pooled = try cluster.throughPgBouncer(direct)
+        let options = PostgresStore.Options(listenURL: direct, pollInterval: .seconds(3600))
+        let replicas = [try PostgresStore(url: pooled, options: options), try PostgresStore(url: pooled, options: options)]
+        defer { replicas.forEach { $0.close() } }
+        let wakes = Wakes()
+        replicas[1].observeCommitsElsewhere(wakes.handler)
+        #expect(eventually { wakes.value == 1 })
+        try Self.writeConcurrently(to: replicas)
+        #expect(eventually { wakes.value > 1 }, "notifications of commits made through PgBouncer reach the direct LISTEN")
+
+        // Deletes, idempotency keys and coverage through the pool as well.
+        let instance = InstanceWriter(id: "w0").instance
+        let key = IdempotencyKey(key: "k", fingerprint: [1])
+        var counts = CoverageCounts()
+        counts.add(2, to: .init(model: "ios-app", kind: .rowTaken, name: "r1"))
+        let deleted = try replicas[0].write { (t) throws(StoreError) in
+            try t.remember(key, .applied(recordJSON: [1], isUnexpected: false))
+            try t.addCoverage(counts)
+            return try t.delete(instance, at: Date(), encode: change("deleted", instance))
+        }
+        #expect(try replicas[1].write { (t) throws(StoreError) in try t.lookUp(key, now: Date()) } == .replay(.applied(recordJSON: [1], isUnexpected: false)))
+        #expect(try replicas[1].loadCoverage() == counts)
+        #expect(try replicas[1].replay(after: deleted - 1, through: deleted, filter: RecordFilter(), limit: 10).records.map(\.kind) == [.deleted])
+    }
+
+    /// Four writers, two on each replica, each creating an instance and appending to it in
+    /// batches; checks the numbering and what every replica reads back.
+    static func writeConcurrently(to replicas: [PostgresStore]) throws {
         // Each transaction: the number it started from and the numbers it assigned.
         let transactions = Mutex<[(start: Int64, numbers: [Int64])]>([])
         let failures = Mutex<[String]>([])

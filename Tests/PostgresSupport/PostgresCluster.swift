@@ -68,6 +68,21 @@ public final class PostgresCluster: Sendable {
         _ = try Self.runScript("start", directory)
     }
 
+    /// Starts PgBouncer in transaction mode before this cluster (two server connections per
+    /// database, which its clients share).
+    public func startPgBouncer() throws {
+        guard let directory else { throw Failure(description: "PgBouncer runs only before a cluster of the tests' own") }
+        _ = try Self.runScript("bouncer", directory)
+    }
+
+    /// `url` (a database of this cluster) through PgBouncer: the same socket folder, its port.
+    public func throughPgBouncer(_ url: String) throws -> String {
+        guard var components = URLComponents(string: url) else { throw Failure(description: "cannot parse the database URL \(url)") }
+        components.queryItems = components.queryItems?.map { $0.name == "port" ? URLQueryItem(name: "port", value: "6432") : $0 }
+        guard let pooled = components.string else { throw Failure(description: "cannot rebuild the database URL \(url)") }
+        return pooled
+    }
+
     /// Stops the server and removes its folder.
     public func remove() {
         guard let directory else { return }

@@ -124,7 +124,7 @@ final class Connection {
         }
     }
 
-    /// A statement and its parameters, for ``execute(_:)-(Statement...)``.
+    /// A statement and its parameters, for a pipelined batch.
     struct Statement {
         var sql: String
         var parameters: [Parameter]

@@ -168,8 +168,8 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         self.url = url
         self.options = options
         self.report = report
-        writer = Link(url: url)
-        reader = Link(url: url)
+        writer = Link(url: url, role: "write", report: report)
+        reader = Link(url: url, role: "read", report: report)
         let connection: Connection
         do {
             connection = try writer.connection()
@@ -948,38 +948,50 @@ extension StoreError {
 
 /// A connection made again when lost, no more often than a backoff allows: after a failed
 /// attempt the next waits 100 ms, then twice as long each time up to 2 s. In between, asking
-/// for the connection fails at once with the last attempt's reason.
+/// for the connection fails at once with the last attempt's reason. Reports the start and the
+/// end of each outage, once each.
 struct Link {
     let url: String
+    /// Which connection this is, in reports: `write`, `read` or `listen`.
+    let role: String
+    private let report: @Sendable (StoreEvent) -> Void
     private var current: Connection?
     private var retryAt: ContinuousClock.Instant?
-    private var delay: Duration = .milliseconds(100)
-    private var lastFailure = ""
+    private var delay = Self.firstDelay
+    /// Why the connection is down, while it is.
+    private var outage: String?
 
     static let firstDelay: Duration = .milliseconds(100)
     static let longestDelay: Duration = .seconds(2)
 
-    init(url: String) {
+    init(url: String, role: String, report: @escaping @Sendable (StoreEvent) -> Void) {
         self.url = url
+        self.role = role
+        self.report = report
     }
 
     /// The connection, made now if there is none and the backoff allows.
     mutating func connection() throws(PostgreSQLError) -> Connection {
         if let current, !current.isLost { return current }
-        current = nil
+        if current != nil { lost("the connection is closed") }
         let now = ContinuousClock.now
         if let retryAt, now < retryAt {
             let wait = Int((retryAt - now) / .milliseconds(1))
-            throw PostgreSQLError(sqlState: nil, message: "\(lastFailure) (next attempt in \(wait) ms)", isConnectionLost: true)
+            throw PostgreSQLError(sqlState: nil, message: "\(outage ?? "") (next attempt in \(wait) ms)", isConnectionLost: true)
         }
         do {
             let made = try Connection(url: url)
             current = made
             retryAt = nil
             delay = Self.firstDelay
+            if outage != nil {
+                report(StoreEvent(.info, "PostgreSQL connection restored", ["connection": role]))
+                outage = nil
+            }
             return made
         } catch {
-            lastFailure = error.message
+            if outage == nil { report(StoreEvent(.warning, "PostgreSQL unreachable", ["connection": role, "error": error.message])) }
+            outage = error.message
             retryAt = now + delay
             delay = min(delay * 2, Self.longestDelay)
             throw error
@@ -988,7 +1000,13 @@ struct Link {
 
     /// Forgets the connection if `error` says it is gone.
     mutating func dropIfLost(_ error: PostgreSQLError) {
-        if error.isConnectionLost || current?.isLost == true { current = nil }
+        if error.isConnectionLost || current?.isLost == true { lost(error.message) }
+    }
+
+    private mutating func lost(_ why: String) {
+        if current != nil, outage == nil { report(StoreEvent(.warning, "PostgreSQL connection lost", ["connection": role, "error": why])) }
+        current = nil
+        outage = outage ?? why
     }
 
     /// Closes the connection; the next use makes a new one.
@@ -1019,9 +1037,8 @@ final class CommitListener: Sendable {
     /// How long one wait on the socket lasts at most, so that ``stop()`` takes effect soon.
     private static let slice: Duration = .milliseconds(100)
 
-    private func run(url: String, pollInterval: Duration, report: (StoreEvent) -> Void, wake: () -> Void) {
-        var link = Link(url: url)
-        var outage: String?
+    private func run(url: String, pollInterval: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
+        var link = Link(url: url, role: "listen", report: report)
         var lastWake = ContinuousClock.now
         while !isStopped {
             let connection: Connection
@@ -1030,16 +1047,8 @@ final class CommitListener: Sendable {
                 try connection.execute("LISTEN \(PostgresStore.channel)")
             } catch {
                 link.dropIfLost(error)
-                if outage == nil {
-                    outage = error.message
-                    report(StoreEvent(.warning, "PostgreSQL LISTEN connection failed; retrying", ["error": error.message]))
-                }
                 Thread.sleep(forTimeInterval: Self.seconds(Self.slice))
                 continue
-            }
-            if outage != nil {
-                report(StoreEvent(.info, "PostgreSQL LISTEN connection restored"))
-                outage = nil
             }
             // Whatever was notified while there was no connection is lost.
             wake()
@@ -1057,8 +1066,6 @@ final class CommitListener: Sendable {
                     }
                 } catch {
                     link.dropIfLost(error)
-                    outage = error.message
-                    report(StoreEvent(.warning, "PostgreSQL LISTEN connection lost; reconnecting", ["error": error.message]))
                     break
                 }
                 if ContinuousClock.now - lastWake >= pollInterval {

@@ -283,6 +283,7 @@ struct PostgresStoreTests {
         #expect(eventually { wakes.value == 1 })
         var writer = InstanceWriter(id: "x")
         try writer.create(in: store)
+        #expect(eventually { wakes.value == 2 }, "its own commit")
 
         try cluster.stop()
         for _ in 0..<3 {
@@ -301,6 +302,8 @@ struct PostgresStoreTests {
         #expect(throws: StoreError.self) { _ = try PostgresStore(url: url) }
 
         try cluster.restart()
+        // Before anything commits again: only the wake after reconnecting counts.
+        #expect(eventually { wakes.value == 3 }, "the observer listens again, and wakes for what it may have missed")
         // The backoff lets an attempt through within 2 s.
         #expect(eventually {
             do {
@@ -312,7 +315,6 @@ struct PostgresStoreTests {
         })
         #expect(try store.latestSequence() == 2)
         #expect(try store.history(instanceID: "x", after: 0, limit: 10).records.count == 1)
-        #expect(eventually { wakes.value == 2 }, "the observer listens again, and wakes for what it may have missed")
 
         // A restart between two operations: the first after it finds its connection gone,
         // which lost nothing yet, and connects again at once.

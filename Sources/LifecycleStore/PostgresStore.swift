@@ -21,9 +21,10 @@ import Synchronization
 /// often than a backoff from 100 ms to 2 s allows: the service answers 503 quickly and
 /// recovers by itself once PostgreSQL is back.
 public final class PostgresStore: InstanceStore, @unchecked Sendable {
-    // @unchecked: the connections are guarded by `writeLock` and `readLock`. A Mutex cannot
-    // hold them: `write(_:)` returns what its caller's body makes with the write connection
-    // in hand, which a Mutex's `sending` result does not let through.
+    // @unchecked: the connections and the state beside them are guarded by `writeLock` and
+    // `readLock`. A Mutex cannot hold them: a read hands its connection to the caller's
+    // closure, and a write its transaction, which region checking refuses for a Mutex's
+    // `inout sending` state ("cannot be task-isolated at end of function").
 
     /// How the store keeps and forgets, and where it listens.
     public struct Options: Sendable {

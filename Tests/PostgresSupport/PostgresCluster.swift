@@ -23,10 +23,12 @@ public final class PostgresCluster: Sendable {
             try sharedCluster.withLock { (cluster) throws -> PostgresCluster in
                 if let cluster { return try cluster.get() }
                 let started = Result { () throws -> PostgresCluster in
+                    let started: PostgresCluster
                     if let url = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_DATABASE_URL"], !url.isEmpty {
-                        return PostgresCluster(url: url, directory: nil)
+                        started = PostgresCluster(url: url, directory: nil)
+                    } else {
+                        started = try PostgresCluster.start()
                     }
-                    let started = try PostgresCluster.start()
                     atexit { PostgresCluster.stopShared() }
                     return started
                 }
@@ -38,9 +40,22 @@ public final class PostgresCluster: Sendable {
 
     private static let sharedCluster = Mutex<Result<PostgresCluster, any Error>?>(nil)
 
+    /// At exit: the tests' own cluster goes with its folder; on a server the environment
+    /// names, the databases the tests made are dropped.
     private static func stopShared() {
-        if case .success(let cluster)? = sharedCluster.withLock({ $0 }) { cluster.remove() }
+        guard case .success(let cluster)? = sharedCluster.withLock({ $0 }) else { return }
+        guard cluster.directory == nil else { return cluster.remove() }
+        for name in cluster.made.withLock({ $0 }) {
+            do {
+                try execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", on: cluster.url)
+            } catch {
+                FileHandle.standardError.write(Data("cannot drop the test database \(name): \(error)\n".utf8))
+            }
+        }
     }
+
+    /// The databases ``makeDatabase()`` made.
+    private let made = Mutex<[String]>([])
 
     private init(url: String, directory: String?) {
         self.url = url
@@ -104,6 +119,7 @@ public final class PostgresCluster: Sendable {
     public func makeDatabase() throws -> String {
         let name = "test_\(getpid())_\(Self.databases.add(1, ordering: .relaxed).newValue)"
         try Self.execute("CREATE DATABASE \(name)", on: url)
+        made.withLock { $0.append(name) }
         return try Self.url(url, database: name)
     }
 

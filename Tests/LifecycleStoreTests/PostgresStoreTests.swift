@@ -42,6 +42,24 @@ struct PostgresStoreTests {
     /// notification, not a poll.
     static let noPolling = PostgresStore.Options(pollInterval: .seconds(3600))
 
+    @Test("what a PostgreSQL failure tells the service: the write's fault, a full disk, damage, or PostgreSQL unreachable")
+    func failureKinds() {
+        func error(_ sqlState: String?, lost: Bool = false) -> StoreError {
+            StoreError(PostgreSQLError(sqlState: sqlState, message: "m", isConnectionLost: lost), doing: "w")
+        }
+        for constraint in ["23505", "23502", "23514", "22001", "54000"] {
+            #expect(error(constraint).isSpecificToWrite && !error(constraint).isDiskFull, "\(constraint)")
+        }
+        #expect(error("53100").isDiskFull && !error("53100").isSpecificToWrite)
+        #expect(error("XX001").isDamage && !error("XX001").isSpecificToWrite)
+        #expect(!error("40P01").isSpecificToWrite && !error("40P01").isDiskFull)
+        let unreachable = error("57P01", lost: true)
+        #expect(!unreachable.isSpecificToWrite && !unreachable.isDiskFull && !unreachable.isDamage)
+        #expect(unreachable.message == "w: PostgreSQL is unreachable: m")
+        #expect(error(nil, lost: true).message == "w: PostgreSQL is unreachable: m")
+        #expect(error("23505").message == "w: m (SQLSTATE 23505)")
+    }
+
     @Test("replicas starting together on an empty database make the schema once; a newer schema is refused")
     func schemaOnce() throws {
         let url = try PostgresCluster.shared.makeDatabase()

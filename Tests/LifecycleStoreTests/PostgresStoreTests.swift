@@ -42,6 +42,24 @@ struct PostgresStoreTests {
     /// notification, not a poll.
     static let noPolling = PostgresStore.Options(pollInterval: .seconds(3600))
 
+    @Test("what a PostgreSQL failure tells the service: the write's fault, a full disk, damage, or PostgreSQL unreachable")
+    func failureKinds() {
+        func error(_ sqlState: String?, lost: Bool = false) -> StoreError {
+            StoreError(PostgreSQLError(sqlState: sqlState, message: "m", isConnectionLost: lost), doing: "w")
+        }
+        for constraint in ["23505", "23502", "23514", "22001", "54000"] {
+            #expect(error(constraint).isSpecificToWrite && !error(constraint).isDiskFull, "\(constraint)")
+        }
+        #expect(error("53100").isDiskFull && !error("53100").isSpecificToWrite)
+        #expect(error("XX001").isDamage && !error("XX001").isSpecificToWrite)
+        #expect(!error("40P01").isSpecificToWrite && !error("40P01").isDiskFull)
+        let unreachable = error("57P01", lost: true)
+        #expect(!unreachable.isSpecificToWrite && !unreachable.isDiskFull && !unreachable.isDamage)
+        #expect(unreachable.message == "w: PostgreSQL is unreachable: m")
+        #expect(error(nil, lost: true).message == "w: PostgreSQL is unreachable: m")
+        #expect(error("23505").message == "w: m (SQLSTATE 23505)")
+    }
+
     @Test("replicas starting together on an empty database make the schema once; a newer schema is refused")
     func schemaOnce() throws {
         let url = try PostgresCluster.shared.makeDatabase()
@@ -74,6 +92,43 @@ struct PostgresStoreTests {
         let url = try PostgresCluster.shared.makeDatabase()
         let replicas = [try PostgresStore(url: url), try PostgresStore(url: url)]
         defer { replicas.forEach { $0.close() } }
+        try Self.writeConcurrently(to: replicas)
+    }
+
+    @Test("through PgBouncer in transaction mode (clients sharing two server connections): writes, reads, and LISTEN on its own direct connection")
+    func throughPgBouncer() throws {
+        let cluster = try PostgresCluster.start()
+        defer { cluster.remove() }
+        try cluster.startPgBouncer()
+        let direct = try cluster.makeDatabase()
+        let pooled = try cluster.throughPgBouncer(direct)
+        let options = PostgresStore.Options(listenURL: direct, pollInterval: .seconds(3600))
+        let replicas = [try PostgresStore(url: pooled, options: options), try PostgresStore(url: pooled, options: options)]
+        defer { replicas.forEach { $0.close() } }
+        let wakes = Wakes()
+        replicas[1].observeCommitsElsewhere(wakes.handler)
+        #expect(eventually { wakes.value == 1 })
+        try Self.writeConcurrently(to: replicas)
+        #expect(eventually { wakes.value > 1 }, "notifications of commits made through PgBouncer reach the direct LISTEN")
+
+        // Deletes, idempotency keys and coverage through the pool as well.
+        let instance = InstanceWriter(id: "w0").instance
+        let key = IdempotencyKey(key: "k", fingerprint: [1])
+        var counts = CoverageCounts()
+        counts.add(2, to: .init(model: "ios-app", kind: .rowTaken, name: "r1"))
+        let deleted = try replicas[0].write { (t) throws(StoreError) in
+            try t.remember(key, .applied(recordJSON: [1], isUnexpected: false))
+            try t.addCoverage(counts)
+            return try t.delete(instance, at: Date(), encode: change("deleted", instance))
+        }
+        #expect(try replicas[1].write { (t) throws(StoreError) in try t.lookUp(key, now: Date()) } == .replay(.applied(recordJSON: [1], isUnexpected: false)))
+        #expect(try replicas[1].loadCoverage() == counts)
+        #expect(try replicas[1].replay(after: deleted - 1, through: deleted, filter: RecordFilter(), limit: 10).records.map(\.kind) == [.deleted])
+    }
+
+    /// Four writers, two on each replica, each creating an instance and appending to it in
+    /// batches; checks the numbering and what every replica reads back.
+    static func writeConcurrently(to replicas: [PostgresStore]) throws {
         // Each transaction: the number it started from and the numbers it assigned.
         let transactions = Mutex<[(start: Int64, numbers: [Int64])]>([])
         let failures = Mutex<[String]>([])
@@ -208,26 +263,30 @@ struct PostgresStoreTests {
         #expect(try b.latestSequence() == 2)
         #expect(try b.history(instanceID: "x", after: 0, limit: 10).records.count == 1)
 
-        // A body that goes on after a failed statement commits nothing, and is told so:
-        // PostgreSQL aborted the transaction at the failure (and its COMMIT would roll back
-        // without an error).
+        // A body that goes on after a failed statement commits nothing, and is told why:
+        // PostgreSQL aborted the transaction at the failure (and a COMMIT then would roll
+        // back without an error). Here the failure comes from writing what waited when a
+        // delete needs the database up to date.
+        try InstanceWriter(id: "w").create(in: a)
         var renamed = first.instance
         renamed.updatedAt = t0.addingTimeInterval(60)
         #expect {
             try b.write { (t) throws(StoreError) in
                 try t.update(renamed)
+                try t.insert(InstanceWriter(id: "w").instance)
                 do {
-                    try t.insert(first.instance)
+                    _ = try t.delete(first.instance, at: Date(), encode: change("deleted", first.instance))
                 } catch {
                     // Ignored on purpose: the body returns as if all went well.
                 }
             }
         } throws: { error in
-            "\(error)".contains("cannot commit after a failed statement")
+            "\(error)".contains("cannot commit after a failed statement") && "\(error)".contains("duplicate key value")
         }
         #expect(try b.instances(["x"]) == [first.instance])
-        try InstanceWriter(id: "y").create(in: b)
         #expect(try b.latestSequence() == 3)
+        try InstanceWriter(id: "y").create(in: b)
+        #expect(try b.latestSequence() == 4)
     }
 
     @Test("PostgreSQL stopped: operations fail saying it is unreachable; started again, the same store works on")
@@ -242,6 +301,7 @@ struct PostgresStoreTests {
         #expect(eventually { wakes.value == 1 })
         var writer = InstanceWriter(id: "x")
         try writer.create(in: store)
+        #expect(eventually { wakes.value == 2 }, "its own commit")
 
         try cluster.stop()
         for _ in 0..<3 {
@@ -260,6 +320,8 @@ struct PostgresStoreTests {
         #expect(throws: StoreError.self) { _ = try PostgresStore(url: url) }
 
         try cluster.restart()
+        // Before anything commits again: only the wake after reconnecting counts.
+        #expect(eventually { wakes.value == 3 }, "the observer listens again, and wakes for what it may have missed")
         // The backoff lets an attempt through within 2 s.
         #expect(eventually {
             do {
@@ -271,7 +333,6 @@ struct PostgresStoreTests {
         })
         #expect(try store.latestSequence() == 2)
         #expect(try store.history(instanceID: "x", after: 0, limit: 10).records.count == 1)
-        #expect(eventually { wakes.value == 2 }, "the observer listens again, and wakes for what it may have missed")
 
         // A restart between two operations: the first after it finds its connection gone,
         // which lost nothing yet, and connects again at once.

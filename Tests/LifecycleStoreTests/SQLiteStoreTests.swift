@@ -210,6 +210,48 @@ struct SQLiteStoreTests {
 
 @Suite("SQLite store transactions")
 struct TransactionTests {
+    @Test("one transaction creates, changes, deletes and creates again an instance, and reads its own writes throughout", arguments: Backend.allCases)
+    func ownWrites(backend: Backend) throws {
+        let store = try StorePlace(backend).open(historyLimit: 2)
+        defer { store.close() }
+        var first = InstanceWriter(id: "a")
+        var second = InstanceWriter(id: "a")
+        second.instance.createdAt = t0.addingTimeInterval(1)
+        let key = IdempotencyKey(key: "k", fingerprint: [1, 2])
+        let remembered = RememberedWrite.created(id: "a", model: "ios-app", createdAt: t0, json: Array("{}".utf8))
+        let records = (0..<3).map { _ in try! first.machine.apply(.relaunch, at: t0) }
+        first.instance.state = first.machine.snapshot
+        let again = try second.machine.apply(.relaunch, at: t0)
+        second.instance.state = second.machine.snapshot
+        try store.write { [first, second] (t) throws(StoreError) in
+            #expect(try t.insert(first.instance, encode: change("created", first.instance)) == 1)
+            #expect(try t.instance("a") == first.instance)
+            for record in records { _ = try t.append(record, instanceID: "a", encode: encodeRecord) }
+            try t.update(first.instance)
+            #expect(try t.instance("a") == first.instance)
+            #expect(try t.instanceCount() == 1)
+            try t.remember(key, remembered)
+            #expect(try t.lookUp(key, now: Date()) == .replay(remembered))
+            #expect(try t.delete(first.instance, at: Date(), encode: change("deleted", first.instance)) == 5)
+            #expect(try t.instance("a") == nil)
+            #expect(try t.instanceCount() == 0)
+            #expect(try t.insert(second.instance, encode: change("created", second.instance)) == 6)
+            #expect(try t.append(again, instanceID: "a", encode: encodeRecord).sequence == 7)
+            try t.update(second.instance)
+            #expect(try t.instance("a") == second.instance)
+            #expect(try t.instanceCount() == 1)
+        }
+        #expect(store.lastSequence == 7)
+        #expect(try store.loadInstances() == [second.instance])
+        #expect(try store.history(instanceID: "a", after: 0, limit: 10).records.map { try decodeRecord($0).sequence } == [7])
+        let page = try store.replay(after: 0, through: 7, filter: RecordFilter(), limit: 10)
+        #expect(page.records.map(\.sequence) == [5, 6, 7])
+        #expect(page.records.map(\.kind) == [.deleted, .created, .relaunch])
+        // The history limit dropped version 1 of the first "a" (number 2) before the delete took the rest.
+        #expect(page.droppedThrough == 2 && page.oldestKept == 5)
+        #expect(try store.write { (t) throws(StoreError) in try t.lookUp(key, now: Date()) } == .replay(remembered))
+    }
+
     @Test("a transaction that fails leaves nothing behind, not even sequence numbers", arguments: Backend.allCases)
     func rollback(backend: Backend) throws {
         let store = try StorePlace(backend).open()

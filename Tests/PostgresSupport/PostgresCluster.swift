@@ -23,10 +23,12 @@ public final class PostgresCluster: Sendable {
             try sharedCluster.withLock { (cluster) throws -> PostgresCluster in
                 if let cluster { return try cluster.get() }
                 let started = Result { () throws -> PostgresCluster in
+                    let started: PostgresCluster
                     if let url = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_DATABASE_URL"], !url.isEmpty {
-                        return PostgresCluster(url: url, directory: nil)
+                        started = PostgresCluster(url: url, directory: nil)
+                    } else {
+                        started = try PostgresCluster.start()
                     }
-                    let started = try PostgresCluster.start()
                     atexit { PostgresCluster.stopShared() }
                     return started
                 }
@@ -38,9 +40,22 @@ public final class PostgresCluster: Sendable {
 
     private static let sharedCluster = Mutex<Result<PostgresCluster, any Error>?>(nil)
 
+    /// At exit: the tests' own cluster goes with its folder; on a server the environment
+    /// names, the databases the tests made are dropped.
     private static func stopShared() {
-        if case .success(let cluster)? = sharedCluster.withLock({ $0 }) { cluster.remove() }
+        guard case .success(let cluster)? = sharedCluster.withLock({ $0 }) else { return }
+        guard cluster.directory == nil else { return cluster.remove() }
+        for name in cluster.made.withLock({ $0 }) {
+            do {
+                try execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", on: cluster.url)
+            } catch {
+                FileHandle.standardError.write(Data("cannot drop the test database \(name): \(error)\n".utf8))
+            }
+        }
     }
+
+    /// The databases ``makeDatabase()`` made.
+    private let made = Mutex<[String]>([])
 
     private init(url: String, directory: String?) {
         self.url = url
@@ -68,6 +83,21 @@ public final class PostgresCluster: Sendable {
         _ = try Self.runScript("start", directory)
     }
 
+    /// Starts PgBouncer in transaction mode before this cluster (two server connections per
+    /// database, which its clients share).
+    public func startPgBouncer() throws {
+        guard let directory else { throw Failure(description: "PgBouncer runs only before a cluster of the tests' own") }
+        _ = try Self.runScript("bouncer", directory)
+    }
+
+    /// `url` (a database of this cluster) through PgBouncer: the same socket folder, its port.
+    public func throughPgBouncer(_ url: String) throws -> String {
+        guard var components = URLComponents(string: url) else { throw Failure(description: "cannot parse the database URL \(url)") }
+        components.queryItems = components.queryItems?.map { $0.name == "port" ? URLQueryItem(name: "port", value: "6432") : $0 }
+        guard let pooled = components.string else { throw Failure(description: "cannot rebuild the database URL \(url)") }
+        return pooled
+    }
+
     /// Stops the server and removes its folder.
     public func remove() {
         guard let directory else { return }
@@ -89,6 +119,7 @@ public final class PostgresCluster: Sendable {
     public func makeDatabase() throws -> String {
         let name = "test_\(getpid())_\(Self.databases.add(1, ordering: .relaxed).newValue)"
         try Self.execute("CREATE DATABASE \(name)", on: url)
+        made.withLock { $0.append(name) }
         return try Self.url(url, database: name)
     }
 
@@ -132,10 +163,21 @@ public final class PostgresCluster: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Signals as a new process has them: the test process blocks some (SIGTERM among
+        // them), and a daemon started from here (PgBouncer) would inherit that and never stop.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        posix_spawnattr_setsigmask(&attributes, &signals)
+        sigfillset(&signals)
+        posix_spawnattr_setsigdefault(&attributes, &signals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv = ([executable] + arguments).map { strdup($0) }
         defer { argv.forEach { free($0) } }
         var pid = pid_t()
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv + [nil], environ)
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv + [nil], environ)
         guard spawned == 0 else {
             throw Failure(description: "PostgreSQL for the tests: cannot run \(executable): \(String(cString: strerror(spawned)))")
         }

@@ -100,6 +100,15 @@ public final class Service: Sendable {
 
     /// The store the configuration names: PostgreSQL shared with other replicas, or SQLite in the data folder.
     static func openStore(_ configuration: Configuration, report: @escaping @Sendable (StoreEvent) -> Void) throws(StartError) -> any InstanceStore {
+        if let url = configuration.databaseURL {
+            do {
+                return try PostgresStore(
+                    url: url, options: .init(historyLimit: configuration.historyLimit, listenURL: configuration.databaseListenURL), report: report
+                )
+            } catch {
+                throw StartError(description: error.message)
+            }
+        }
         do {
             return try SQLiteStore(
                 directory: configuration.dataDirectory,

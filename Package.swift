@@ -59,7 +59,7 @@ let package = Package(
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",
-            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "MicroHTTP"]
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "MicroHTTP", "PostgresSupport"]
         ),
     ]
 )

@@ -1,5 +1,29 @@
 import Foundation
+import PostgresSupport
+import Synchronization
 @testable import LifecycleService
+
+/// Which store the service tests run on: SQLite in each server's data folder, or, with
+/// `LIFECYCLED_TEST_STORE=postgres` (`make postgres-test`), a fresh PostgreSQL database per
+/// data folder on the test cluster (see ``PostgresCluster``), kept across restarts.
+enum TestStore {
+    static let isPostgres = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_STORE"] == "postgres"
+
+    private static let databases = Mutex<[String: String]>([:])
+
+    /// The database URL for a server on `dataDirectory`: the same one each time, so a restart
+    /// finds what was committed; `nil` on SQLite.
+    static func databaseURL(for dataDirectory: String) throws -> String? {
+        guard isPostgres else { return nil }
+        if let url = databases.withLock({ $0[dataDirectory] }) { return url }
+        let url = try PostgresCluster.shared.makeDatabase()
+        return databases.withLock { databases in
+            if let existing = databases[dataDirectory] { return existing }
+            databases[dataDirectory] = url
+            return url
+        }
+    }
+}
 
 /// A folder under /tmp, removed when the value is dropped.
 final class TemporaryDirectory {
@@ -38,6 +62,7 @@ final class TestServer {
         configuration.publicDirectory = publicDirectory
         configuration.logLevel = .warning
         configure(&configuration)
+        if configuration.databaseURL == nil { configuration.databaseURL = try TestStore.databaseURL(for: configuration.dataDirectory) }
         service = try Service(configuration: configuration)
     }
 

@@ -112,28 +112,57 @@ public final class PostgresCluster: Sendable {
 
     /// Runs a program to its end; its standard output, trimmed. Fails with its standard error.
     /// (Both are small: the one is read after the other without filling a pipe.)
+    ///
+    /// posix_spawn and waitpid, not Foundation's `Process`: its `waitUntilExit` relies on a
+    /// SIGCHLD source served by Dispatch, which never fired in a test process whose threads
+    /// were all busy (the child stayed a zombie and the test run hung).
     private static func run(_ executable: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        do {
-            try process.run()
-        } catch {
-            throw Failure(description: "PostgreSQL for the tests: cannot run \(executable): \(error)")
+        var output: [Int32] = [0, 0]
+        var errors: [Int32] = [0, 0]
+        guard pipe(&output) == 0, pipe(&errors) == 0 else { throw Failure(description: "PostgreSQL for the tests: pipe: \(String(cString: strerror(errno)))") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        for fd in output + errors { posix_spawn_file_actions_addclose(&actions, fd) }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        close(output[1])
+        close(errors[1])
+        defer {
+            close(output[0])
+            close(errors[0])
         }
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        let complaint = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        guard spawned == 0 else {
+            throw Failure(description: "PostgreSQL for the tests: cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
+        let printed = readToEnd(output[0])
+        let complaint = readToEnd(errors[0])
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
+        let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        guard exitStatus == 0 else {
             throw Failure(description: """
                 PostgreSQL for the tests: \(([executable] + arguments).joined(separator: " ")) failed \
-                (status \(process.terminationStatus)): \(String(decoding: complaint, as: UTF8.self))
+                (status \(exitStatus)): \(String(decoding: complaint, as: UTF8.self))
                 """)
         }
         return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    private static func readToEnd(_ fd: Int32) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                bytes += buffer[..<count]
+            } else if count == 0 || errno != EINTR {
+                return bytes
+            }
+        }
     }
 }

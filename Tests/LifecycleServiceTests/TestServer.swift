@@ -1,6 +1,7 @@
 import Foundation
 import PostgresSupport
 import Synchronization
+import Testing
 @testable import LifecycleService
 
 /// Which store the service tests run on: SQLite in each server's data folder, or, with
@@ -10,6 +11,11 @@ enum TestStore {
     static let isPostgres = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_STORE"] == "postgres"
 
     private static let databases = Mutex<[String: String]>([:])
+
+    /// For a test that works on the SQLite file itself (a trigger that fails writes, a page
+    /// cap for a full disk, an old schema): it runs in the SQLite pass of `make test` and not in
+    /// the PostgreSQL pass, where there is no such file.
+    static let sqliteFileOnly = Testing.ConditionTrait.enabled(if: !isPostgres, "works on the SQLite file; runs in the SQLite pass")
 
     /// The database URL for a server on `dataDirectory`: the same one each time, so a restart
     /// finds what was committed; `nil` on SQLite.

@@ -3,9 +3,17 @@
 
 #include <libpq-fe.h>
 
-/* PG_DIAG_SQLSTATE is a character-literal macro, which Swift does not import. */
+/* The PG_DIAG_ field codes are character-literal macros, which Swift does not import. */
 static inline const char *lc_pq_sqlstate(const PGresult *result) {
     return PQresultErrorField(result, PG_DIAG_SQLSTATE);
+}
+
+static inline const char *lc_pq_message(const PGresult *result) {
+    return PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+}
+
+static inline const char *lc_pq_detail(const PGresult *result) {
+    return PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
 }
 
 #endif

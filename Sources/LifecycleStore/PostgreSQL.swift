@@ -38,12 +38,16 @@ final class Connection {
     private let handle: OpaquePointer
 
     /// Connects to `url`, a libpq connection URI or `key=value` string. Settings the URL
-    /// gives win over the defaults here (a connect timeout, the application name, UTF-8).
+    /// gives win over the defaults here.
     init(url: String) throws(PostgreSQLError) {
-        // Keywords are processed in order and the last value wins: the URL, expanded from
-        // `dbname`, comes last so that it can override every default before it.
+        // A server that does not answer fails a connection attempt after 2 s (the least libpq
+        // honours), and a TCP connection whose peer vanished after about 10 s rather than the
+        // system's two hours: an operation waits that long at most before the service can
+        // answer 503. Keywords are processed in order and the last value wins: the URL,
+        // expanded from `dbname`, comes last so that it can override every default before it.
         let settings = [
-            ("connect_timeout", "5"), ("application_name", "lifecycled"), ("client_encoding", "UTF8"), ("dbname", url),
+            ("connect_timeout", "2"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+            ("tcp_user_timeout", "10000"), ("application_name", "lifecycled"), ("client_encoding", "UTF8"), ("dbname", url),
         ]
         let keywords = settings.map { strdup($0.0) }
         let values = settings.map { strdup($0.1) }
@@ -70,89 +74,163 @@ final class Connection {
     /// Whether the connection is gone: every later statement on it would fail.
     var isLost: Bool { PQstatus(handle) != CONNECTION_OK }
 
-    /// A parameter of a statement: `$1`, `$2`, ... in order.
+    /// A parameter of a statement: `$1`, `$2`, ... in order. All go in binary form: no
+    /// formatting, no escaping, and arrays (for multi-row statements over `unnest`) of any
+    /// element.
     enum Parameter {
         case integer(Int64)
+        case boolean(Bool)
         case text(String)
         case bytes([UInt8])
-        /// A `text[]`; the statement casts its parameter (`$1::text[]`).
-        case texts([String])
-        case boolean(Bool)
+        case integers([Int64?])
+        case booleans([Bool])
+        case texts([String?])
+        case byteas([[UInt8]])
         case null
+
+        /// The type's OID and the value's binary form (`nil` for NULL).
+        var binary: (type: Oid, bytes: [UInt8]?) {
+            switch self {
+            case .integer(let value): (20, Self.int8(value))
+            case .boolean(let value): (16, [value ? 1 : 0])
+            case .text(let value): (25, Array(value.utf8))
+            case .bytes(let value): (17, value)
+            case .integers(let values): (1016, Self.array(of: 20, values.map { $0.map(Self.int8) }))
+            case .booleans(let values): (1000, Self.array(of: 16, values.map { [$0 ? 1 : 0] }))
+            case .texts(let values): (1009, Self.array(of: 25, values.map { $0.map { Array($0.utf8) } }))
+            case .byteas(let values): (1001, Self.array(of: 17, values))
+            case .null: (0, nil)
+            }
+        }
+
+        private static func int8(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+        private static func int4(_ value: Int32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+        /// A one-dimensional array in PostgreSQL's binary form: dimensions, whether any
+        /// element is NULL, the elements' type, the length and lower bound (1), then each
+        /// element's length (-1 for NULL) and bytes.
+        private static func array(of element: Oid, _ values: [[UInt8]?]) -> [UInt8] {
+            var bytes = int4(values.isEmpty ? 0 : 1) + int4(values.contains { $0 == nil } ? 1 : 0) + int4(Int32(bitPattern: element))
+            if !values.isEmpty { bytes += int4(Int32(values.count)) + int4(1) }
+            for value in values {
+                if let value {
+                    bytes += int4(Int32(value.count)) + value
+                } else {
+                    bytes += int4(-1)
+                }
+            }
+            return bytes
+        }
+    }
+
+    /// A statement and its parameters, for a pipelined batch.
+    struct Statement {
+        var sql: String
+        var parameters: [Parameter]
+
+        init(_ sql: String, _ parameters: [Parameter] = []) {
+            self.sql = sql
+            self.parameters = parameters
+        }
     }
 
     /// Runs one statement with `parameters`; results come back in binary form.
     @discardableResult
     func execute(_ sql: String, _ parameters: [Parameter] = []) throws(PostgreSQLError) -> QueryResult {
-        // Integers, booleans and bytea go in binary (no formatting, no escaping); text as text.
-        var types: [Oid] = []
-        var formats: [Int32] = []
-        var buffers: [[UInt8]?] = []
-        for parameter in parameters {
-            switch parameter {
-            case .integer(let value):
-                types.append(20)  // int8
-                formats.append(1)
-                buffers.append(withUnsafeBytes(of: value.bigEndian) { Array($0) })
-            case .boolean(let value):
-                types.append(16)  // bool
-                formats.append(1)
-                buffers.append([value ? 1 : 0])
-            case .bytes(let value):
-                types.append(17)  // bytea
-                formats.append(1)
-                buffers.append(value)
-            case .text(let value):
-                types.append(25)  // text
-                formats.append(0)
-                buffers.append(Array(value.utf8))
-            case .texts(let values):
-                types.append(1009)  // text[]
-                formats.append(0)
-                // An array literal: every element quoted, with " and \ escaped.
-                let elements = values.map { value in
-                    "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-                }
-                buffers.append(Array("{\(elements.joined(separator: ","))}".utf8))
-            case .null:
-                types.append(0)
-                formats.append(0)
-                buffers.append(nil)
-            }
+        let result = Self.withParameters(parameters) { count, types, values, lengths, formats in
+            PQexecParams(handle, sql, count, types, values, lengths, formats, 1)
         }
-        // Copies that stay put while libpq reads them; a text value needs its terminating NUL.
-        let copies: [UnsafeMutablePointer<CChar>?] = zip(buffers, formats).map { buffer, format in
-            guard let buffer else { return nil }
-            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: buffer.count + 1)
-            buffer.withUnsafeBytes { UnsafeMutableRawPointer(copy).copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(copy), byteCount: buffer.count) }
-            copy[buffer.count] = 0
+        guard let result else { throw connectionError() }
+        let owned = QueryResult(handle: result)
+        if let error = error(in: result) { throw error }
+        return owned
+    }
+
+    /// Runs `statements` in order in one round trip (libpq's pipeline mode) and returns their
+    /// results. After a failure PostgreSQL skips the rest: the first failure is thrown.
+    /// Inside a transaction, a failure leaves it aborted; the caller rolls back.
+    @discardableResult
+    func execute(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
+        guard !statements.isEmpty else { return [] }
+        guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
+        defer {
+            // Fails only while results are pending, that is after a lost connection, which
+            // nothing uses again.
+            PQexitPipelineMode(handle)
+        }
+        for statement in statements {
+            let sent = Self.withParameters(statement.parameters) { count, types, values, lengths, formats in
+                PQsendQueryParams(handle, statement.sql, count, types, values, lengths, formats, 1)
+            }
+            guard sent == 1 else { throw connectionError() }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw connectionError() }
+        var results: [QueryResult] = []
+        var failure: PostgreSQLError?
+        for _ in statements {
+            guard let result = PQgetResult(handle) else { throw connectionError() }
+            let owned = QueryResult(handle: result)
+            if PQresultStatus(result) != PGRES_PIPELINE_ABORTED, let error = error(in: result) {
+                failure = failure ?? error
+            } else {
+                results.append(owned)
+            }
+            // Each statement's results end with a NULL.
+            while let extra = PQgetResult(handle) { PQclear(extra) }
+            if isLost { throw failure ?? connectionError() }
+        }
+        guard let sync = PQgetResult(handle) else { throw failure ?? connectionError() }
+        let status = PQresultStatus(sync)
+        PQclear(sync)
+        guard status == PGRES_PIPELINE_SYNC else { throw failure ?? connectionError() }
+        if let failure { throw failure }
+        return results
+    }
+
+    /// Calls `body` with `parameters` laid out as libpq takes them, valid during the call.
+    private static func withParameters<T>(
+        _ parameters: [Parameter],
+        _ body: (Int32, [Oid], [UnsafePointer<CChar>?], [Int32], [Int32]) -> T
+    ) -> T {
+        let encoded = parameters.map(\.binary)
+        // Copies that stay put while libpq reads them.
+        let copies: [UnsafeMutablePointer<CChar>?] = encoded.map { parameter in
+            guard let bytes = parameter.bytes else { return nil }
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: max(bytes.count, 1))
+            bytes.withUnsafeBytes { UnsafeMutableRawPointer(copy).copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(copy), byteCount: bytes.count) }
             return copy
         }
         defer { copies.forEach { $0?.deallocate() } }
-        let lengths = buffers.map { Int32($0?.count ?? 0) }
-        let values = copies.map { UnsafePointer($0) }
-        let result = PQexecParams(handle, sql, Int32(parameters.count), types, values, lengths, formats, 1)
-        return try check(result)
+        return body(
+            Int32(parameters.count), encoded.map(\.type), copies.map { UnsafePointer($0) }, encoded.map { Int32($0.bytes?.count ?? 0) },
+            [Int32](repeating: 1, count: parameters.count)
+        )
     }
 
-    /// The one place libpq results become Swift errors: takes ownership of `result`.
-    private func check(_ result: OpaquePointer?) throws(PostgreSQLError) -> QueryResult {
-        guard let result else {
-            throw PostgreSQLError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)), isConnectionLost: isLost)
-        }
-        let owned = QueryResult(handle: result)
+    /// The one place libpq results become Swift errors: `nil` for a result that succeeded.
+    private func error(in result: OpaquePointer) -> PostgreSQLError? {
         switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
-            return owned
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_PIPELINE_SYNC:
+            return nil
         default:
             let sqlState = lc_pq_sqlstate(result).map { String(cString: $0) }
-            var message = Self.trimmed(PQresultErrorMessage(result))
+            // The server's message and its detail, without the severity and line breaks of
+            // PQresultErrorMessage; libpq's own when the server sent none.
+            var message = Self.trimmed(lc_pq_message(result))
             if message.isEmpty { message = Self.trimmed(PQerrorMessage(handle)) }
+            let detail = Self.trimmed(lc_pq_detail(result))
+            if !detail.isEmpty { message += ": \(detail)" }
             // Class 08 is a connection exception; 57P01-57P03 an administrator's or a crash's
             // shutdown, or a server not yet accepting connections.
             let lost = isLost || sqlState?.hasPrefix("08") == true || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
-            throw PostgreSQLError(sqlState: sqlState, message: message, isConnectionLost: lost)
+            return PostgreSQLError(sqlState: sqlState, message: message, isConnectionLost: lost)
         }
+    }
+
+    /// A failure without a result: the connection's own message.
+    private func connectionError() -> PostgreSQLError {
+        PostgreSQLError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)), isConnectionLost: isLost)
     }
 
     /// The connection's socket, to wait on for notifications.
@@ -173,7 +251,9 @@ final class Connection {
 
     private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
         guard let message else { return "" }
-        return String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+        // libpq breaks its own messages into indented lines: one line reads better in a log.
+        return String(cString: message).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
     }
 }
 

@@ -21,9 +21,10 @@ import Synchronization
 /// often than a backoff from 100 ms to 2 s allows: the service answers 503 quickly and
 /// recovers by itself once PostgreSQL is back.
 public final class PostgresStore: InstanceStore, @unchecked Sendable {
-    // @unchecked: the connections are guarded by `writeLock` and `readLock`. A Mutex cannot
-    // hold them: `write(_:)` returns what its caller's body makes with the write connection
-    // in hand, which a Mutex's `sending` result does not let through.
+    // @unchecked: the connections and the state beside them are guarded by `writeLock` and
+    // `readLock`. A Mutex cannot hold them: a read hands its connection to the caller's
+    // closure, and a write its transaction, which region checking refuses for a Mutex's
+    // `inout sending` state ("cannot be task-isolated at end of function").
 
     /// How the store keeps and forgets, and where it listens.
     public struct Options: Sendable {
@@ -168,8 +169,8 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         self.url = url
         self.options = options
         self.report = report
-        writer = Link(url: url)
-        reader = Link(url: url)
+        writer = Link(url: url, role: "write", report: report)
+        reader = Link(url: url, role: "read", report: report)
         let connection: Connection
         do {
             connection = try writer.connection()
@@ -179,8 +180,11 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         let sequence = try Self.checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
             try Self.transaction(connection) { () throws(PostgreSQLError) in
                 try Self.migrate(connection)
-                try Self.purgeExpired(connection, options: options)
-                return try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1").integer(0, 0)
+                // The counter's lock, as in a write: purging beside another replica's purge
+                // could otherwise deadlock on the rows both delete.
+                let sequence = try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1 FOR UPDATE").integer(0, 0)
+                try connection.execute(Self.purgeExpired(options: options))
+                return sequence
             }
         }
         knownSequence.withLock { $0 = sequence }
@@ -234,28 +238,30 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
     }
 
     /// Drops idempotency keys and deletion records older than their lifetimes, raising the
-    /// floor that tells replays records were dropped. Inside the caller's transaction.
-    private static func purgeExpired(_ connection: Connection, options: Options) throws(PostgreSQLError) {
+    /// floor that tells replays records were dropped: statements for the caller's transaction.
+    private static func purgeExpired(options: Options) -> [Connection.Statement] {
         let now = Date()
-        try connection.execute(
-            "DELETE FROM idempotency WHERE created_at < $1", [.integer(SQLiteStore.milliseconds(now.addingTimeInterval(-options.idempotencyLifetime)))]
-        )
-        let purged = try connection.execute(
-            "WITH gone AS (DELETE FROM tombstones WHERE deleted_at < $1 RETURNING seq) SELECT coalesce(max(seq), 0) FROM gone",
-            [.integer(SQLiteStore.milliseconds(now.addingTimeInterval(-options.tombstoneLifetime)))]
-        ).integer(0, 0)
-        try raiseDroppedFloor(connection, to: purged)
+        return [
+            Connection.Statement(
+                "DELETE FROM idempotency WHERE created_at < $1",
+                [.integer(SQLiteStore.milliseconds(now.addingTimeInterval(-options.idempotencyLifetime)))]
+            ),
+            Connection.Statement(
+                raisingDroppedFloor("DELETE FROM tombstones WHERE deleted_at < $1 RETURNING seq"),
+                [.integer(SQLiteStore.milliseconds(now.addingTimeInterval(-options.tombstoneLifetime)))]
+            ),
+        ]
     }
 
-    private static func raiseDroppedFloor(_ connection: Connection, to sequence: Int64) throws(PostgreSQLError) {
-        guard sequence > 0 else { return }
-        try connection.execute(
-            """
-            INSERT INTO meta (key, value) VALUES ('dropped_through', $1)
-            ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
-            """,
-            [.integer(sequence)]
-        )
+    /// A statement that runs `delete` (a DELETE returning `seq`) and raises the floor of
+    /// dropped records (`meta.dropped_through`) to the largest number it deleted: one
+    /// statement, so it can wait in a pipeline for nothing.
+    private static func raisingDroppedFloor(_ delete: String) -> String {
+        """
+        WITH gone AS (\(delete))
+        INSERT INTO meta (key, value) SELECT 'dropped_through', max(seq) FROM gone HAVING count(*) > 0
+        ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
+        """
     }
 
     // MARK: Sequence numbers and other replicas' commits
@@ -298,7 +304,10 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         defer { writeLock.unlock() }
         guard !isClosed else { throw StoreError("the store is closed; nothing was changed") }
         let transaction = try begin()
+        let connection = transaction.connection
         let result: T
+        let closing: [Connection.Statement]
+        let purging: Bool
         do throws(StoreError) {
             result = try body(transaction)
             if let failure = transaction.failure {
@@ -306,25 +315,25 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
                 // transaction then, and its COMMIT would only roll back.
                 throw StoreError(failure, doing: "cannot commit after a failed statement")
             }
-            writesSincePurge += 1
-            let purging = writesSincePurge >= 1000
-            try Self.checked("cannot commit") { () throws(PostgreSQLError) in
-                try transaction.finish(purging: purging)
-            }
-            if purging { writesSincePurge = 0 }
+            purging = writesSincePurge + 1 >= 1000
+            closing = try transaction.closingStatements(purging: purging)
         } catch {
-            rollBack(transaction.connection)
+            rollBack(connection)
             throw error
         }
+        // What waited, the counter and COMMIT: one round trip.
         do {
-            try transaction.connection.execute("COMMIT")
+            try connection.execute(closing + [Connection.Statement("COMMIT")])
         } catch {
-            writer.dropIfLost(error)
             if error.isConnectionLost {
+                writer.dropIfLost(error)
                 throw StoreError("cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown")
             }
+            // A statement failed, and PostgreSQL skipped the COMMIT after it.
+            rollBack(connection)
             throw StoreError(error, doing: "cannot commit")
         }
+        writesSincePurge = purging ? 0 : writesSincePurge + 1
         learned(transaction.sequence)
         return result
     }
@@ -342,8 +351,10 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
                 throw StoreError(error, doing: "cannot begin a transaction")
             }
             do throws(PostgreSQLError) {
-                try connection.execute("BEGIN")
-                let counter = try connection.execute("SELECT last_sequence, instance_count FROM commit_counter WHERE id = 1 FOR UPDATE")
+                let counter = try connection.execute([
+                    Connection.Statement("BEGIN"),
+                    Connection.Statement("SELECT last_sequence, instance_count FROM commit_counter WHERE id = 1 FOR UPDATE"),
+                ])[1]
                 guard counter.rowCount == 1 else {
                     throw PostgreSQLError(sqlState: "XX001", message: "commit_counter has no row: the database is damaged", isConnectionLost: false)
                 }
@@ -376,6 +387,12 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
     }
 
     /// One write transaction's view of the store; valid only inside ``write(_:)``.
+    ///
+    /// Instances, records and idempotency keys wait in memory until the transaction ends (or a
+    /// delete needs the database up to date first), then go as one multi-row statement per
+    /// table over `unnest`, all in one round trip with the COMMIT: a batch of events costs
+    /// two round trips (the second with the commit's flush) rather than two per event.
+    /// Reads through the transaction look at what waits first.
     private final class Transaction: StoreTransaction {
         let connection: Connection
         let options: Options
@@ -384,10 +401,17 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         private(set) var sequence: Int64
         private let startInstanceCount: Int64
         private var instancesAdded: Int64 = 0
-        /// The largest sequence number the history limit dropped in this transaction.
-        private var droppedThrough: Int64 = 0
         /// The first statement that failed: PostgreSQL aborted the transaction there.
         private(set) var failure: PostgreSQLError?
+
+        /// Instances to write, newest state of each; `isNew` for those to insert.
+        private var instances: [String: (instance: StoredInstance, isNew: Bool)] = [:]
+        /// Records to insert, in the order they were numbered.
+        private var records: [(sequence: Int64, instance: String, version: Int64, kind: RecordKind, outcome: Outcome?, body: [UInt8])] = []
+        /// Per instance, the newest version the history limit drops (with all before it).
+        private var drops: [String: Int64] = [:]
+        /// Idempotency keys to store, by key.
+        private var keys: [String: (fingerprint: [UInt8], write: RememberedWrite, createdAt: Date)] = [:]
 
         init(store: PostgresStore, connection: Connection, sequence: Int64, instanceCount: Int64) {
             self.connection = connection
@@ -409,6 +433,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         }
 
         func instance(_ id: String) throws(StoreError) -> StoredInstance? {
+            if let waiting = instances[id] { return waiting.instance }
             let found = try run("cannot read instance \(id)", "SELECT \(PostgresStore.instanceColumns) FROM instances WHERE id = $1", [.text(id)])
             guard found.rowCount > 0 else { return nil }
             return try PostgresStore.checked("cannot read instance \(id)") { () throws(PostgreSQLError) in try PostgresStore.instance(found, 0) }
@@ -417,32 +442,42 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         func instanceCount() throws(StoreError) -> Int { Int(startInstanceCount + instancesAdded) }
 
         func insert(_ instance: StoredInstance, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
+            // One waiting under this id exists already (the database would refuse the insert
+            // with the primary key; the one multi-row insert would not see the second).
+            guard instances[instance.id] == nil else {
+                throw StoreError("cannot store instance \(instance.id): it exists already (within this transaction)", isSpecificToWrite: true)
+            }
             let numbered = sequence + 1
-            let what = "cannot store instance \(instance.id)"
-            try run(what, PostgresStore.insertInstance, try PostgresStore.parameters(instance))
-            try run(
-                what, PostgresStore.insertRecord,
-                [.integer(numbered), .text(instance.id), .integer(0), .integer(RecordKind.created.rawValue), .null, .bytes(encode(numbered))]
-            )
+            instances[instance.id] = (instance, true)
+            records.append((numbered, instance.id, 0, .created, nil, encode(numbered)))
             instancesAdded += 1
             sequence = numbered
             return numbered
         }
 
         func update(_ instance: StoredInstance) throws(StoreError) {
-            try run("cannot store instance \(instance.id)", PostgresStore.updateInstance, try PostgresStore.parameters(instance))
+            instances[instance.id] = (instance, instances[instance.id]?.isNew ?? false)
         }
 
         func delete(_ instance: StoredInstance, at time: Date, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
             let numbered = sequence + 1
-            let what = "cannot delete instance \(instance.id)"
-            let deleted = try run(what, "DELETE FROM instances WHERE id = $1", [.text(instance.id)]).changedRows
-            try run(what, "DELETE FROM records WHERE instance = $1", [.text(instance.id)])
-            try run(
-                what, "INSERT INTO tombstones (seq, instance, model, deleted_at, body) VALUES ($1, $2, $3, $4, $5)",
-                [.integer(numbered), .text(instance.id), .text(instance.model), .integer(SQLiteStore.milliseconds(time)), .bytes(encode(numbered))]
-            )
-            instancesAdded -= Int64(deleted)
+            // What waits may concern this instance: it goes first, and the delete takes it along.
+            let statements = try waitingStatements() + [
+                Connection.Statement("DELETE FROM instances WHERE id = $1", [.text(instance.id)]),
+                Connection.Statement("DELETE FROM records WHERE instance = $1", [.text(instance.id)]),
+                Connection.Statement(
+                    "INSERT INTO tombstones (seq, instance, model, deleted_at, body) VALUES ($1, $2, $3, $4, $5)",
+                    [.integer(numbered), .text(instance.id), .text(instance.model), .integer(SQLiteStore.milliseconds(time)), .bytes(encode(numbered))]
+                ),
+            ]
+            let results: [QueryResult]
+            do {
+                results = try connection.execute(statements)
+            } catch {
+                failure = failure ?? error
+                throw StoreError(error, doing: "cannot delete instance \(instance.id)")
+            }
+            instancesAdded -= Int64(results[statements.count - 3].changedRows)
             sequence = numbered
             return numbered
         }
@@ -452,84 +487,159 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
             numbered.sequence = sequence + 1
             numbered.instance = instanceID
             let encoded = EncodedRecord(sequence: numbered.sequence, recordJSON: encode(numbered))
-            let what = "cannot store a record of \(instanceID)"
-            try run(what, PostgresStore.insertRecord, [
-                .integer(numbered.sequence), .text(instanceID), .integer(record.version), .integer(RecordKind(record.kind).rawValue),
-                .integer(record.outcome.storedCode), .bytes(encoded.recordJSON),
-            ])
+            records.append((numbered.sequence, instanceID, record.version, RecordKind(record.kind), record.outcome, encoded.recordJSON))
             let limit = Int64(options.historyLimit)
-            if record.version > limit {
-                let dropped = try run(
-                    what, "WITH gone AS (DELETE FROM records WHERE instance = $1 AND version <= $2 RETURNING seq) SELECT coalesce(max(seq), 0) FROM gone",
-                    [.text(instanceID), .integer(record.version - limit)]
-                ).integer(0, 0)
-                droppedThrough = max(droppedThrough, dropped)
-            }
+            if record.version > limit { drops[instanceID] = max(drops[instanceID] ?? 0, record.version - limit) }
             sequence = numbered.sequence
             return encoded
         }
 
         func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError) {
-            let result: [Connection.Parameter] = switch write {
-            case .created(let id, let model, let createdAt, let json):
-                [.integer(0), .text(id), .text(model), .integer(SQLiteStore.milliseconds(createdAt)), .bytes(json)]
-            case .applied(let json, let isUnexpected):
-                [.integer(isUnexpected ? 2 : 1), .null, .null, .null, .bytes(json)]
-            }
-            try run(
-                "cannot store an idempotency key",
-                """
-                INSERT INTO idempotency (key, fingerprint, result, instance, model, instance_created_at, body, created_at)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, result = excluded.result,
-                  instance = excluded.instance, model = excluded.model, instance_created_at = excluded.instance_created_at,
-                  body = excluded.body, created_at = excluded.created_at
-                """,
-                [.text(key.key), .bytes(key.fingerprint)] + result + [.integer(SQLiteStore.milliseconds(Date()))]
-            )
+            keys[key.key] = (key.fingerprint, write, Date())
         }
 
         /// Keys on PostgreSQL were always stored scoped: ``IdempotencyKey/unscopedKey`` is
         /// never looked up.
         func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
             let what = "cannot read an idempotency key"
-            let found = try run(
-                what, "SELECT fingerprint, result, instance, model, instance_created_at, body, created_at FROM idempotency WHERE key = $1",
-                [.text(key.key)]
-            )
-            guard found.rowCount > 0,
-                  SQLiteStore.date(found.integer(0, 6)).addingTimeInterval(options.idempotencyLifetime) > now
-            else { return .unused }
-            guard found.bytes(0, 0) == key.fingerprint else { return .conflict }
-            return .replay(try PostgresStore.checked(what) { () throws(PostgreSQLError) in try Self.remembered(found, key: key.key) })
+            let stored: (fingerprint: [UInt8], write: RememberedWrite, createdAt: Date)
+            if let waiting = keys[key.key] {
+                stored = waiting
+            } else {
+                let found = try run(
+                    what, "SELECT fingerprint, result, instance, model, instance_created_at, body, created_at FROM idempotency WHERE key = $1",
+                    [.text(key.key)]
+                )
+                guard found.rowCount > 0 else { return .unused }
+                stored = (
+                    found.bytes(0, 0),
+                    try PostgresStore.checked(what) { () throws(PostgreSQLError) in try Self.remembered(found, key: key.key) },
+                    SQLiteStore.date(found.integer(0, 6))
+                )
+            }
+            guard stored.createdAt.addingTimeInterval(options.idempotencyLifetime) > now else { return .unused }
+            return stored.fingerprint == key.fingerprint ? .replay(stored.write) : .conflict
         }
 
         func addCoverage(_ counts: CoverageCounts) throws(StoreError) {
-            for (key, count) in counts.counts {
-                try run(
-                    "cannot count coverage",
-                    """
-                    INSERT INTO coverage (model, kind, name, count) VALUES ($1, $2, $3, $4)
-                    ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count
-                    """,
-                    [.text(key.model), .integer(key.kind.rawValue), .text(key.name), .integer(count)]
-                )
-            }
+            guard !counts.isEmpty else { return }
+            let counters = Array(counts.counts)
+            try run(
+                "cannot count coverage",
+                """
+                INSERT INTO coverage (model, kind, name, count)
+                SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[])
+                ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count
+                """,
+                [.texts(counters.map(\.key.model)), .integers(counters.map(\.key.kind.rawValue)), .texts(counters.map(\.key.name)), .integers(counters.map(\.value))]
+            )
         }
 
-        /// Before the commit: the floor of dropped records, expired keys and deletion records
-        /// now and then, and the counter row with a notification, once per transaction.
-        func finish(purging: Bool) throws(PostgreSQLError) {
-            try PostgresStore.raiseDroppedFloor(connection, to: droppedThrough)
-            if purging { try PostgresStore.purgeExpired(connection, options: options) }
-            guard sequence != startSequence else { return }
-            try connection.execute(
-                """
-                WITH counted AS (UPDATE commit_counter SET last_sequence = $1, instance_count = $2 WHERE id = 1)
-                SELECT pg_notify('\(PostgresStore.channel)', '')
-                """,
-                [.integer(sequence), .integer(startInstanceCount + instancesAdded)]
-            )
+        /// Statements that write what waits (new instances, changed instances, records, the
+        /// history limit's drops, idempotency keys; at most one each), which no longer waits.
+        private func waitingStatements() throws(StoreError) -> [Connection.Statement] {
+            var statements: [Connection.Statement] = []
+            let new = instances.values.filter(\.isNew).map(\.instance)
+            let changed = instances.values.filter { !$0.isNew }.map(\.instance)
+            instances = [:]
+            if !new.isEmpty {
+                statements.append(Connection.Statement(
+                    """
+                    INSERT INTO instances (\(PostgresStore.instanceColumns))
+                    SELECT * FROM unnest(\(PostgresStore.instanceArrays))
+                    """,
+                    try PostgresStore.columns(new)
+                ))
+            }
+            if !changed.isEmpty {
+                statements.append(Connection.Statement(
+                    """
+                    UPDATE instances SET model = u.model, state = u.state, version = u.version, launch_count = u.launch_count,
+                      buffered_action = u.buffered_action, window_name = u.window_name, breadcrumb_step = u.breadcrumb_step,
+                      scene_connected = u.scene_connected, unexpected = u.unexpected, ignored = u.ignored,
+                      incomplete_launches = u.incomplete_launches, created_at = u.created_at, updated_at = u.updated_at
+                    FROM unnest(\(PostgresStore.instanceArrays)) AS u(\(PostgresStore.instanceColumns))
+                    WHERE instances.id = u.id
+                    """,
+                    try PostgresStore.columns(changed)
+                ))
+            }
+            if !records.isEmpty {
+                statements.append(Connection.Statement(
+                    """
+                    INSERT INTO records (seq, instance, version, kind, outcome, body)
+                    SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bytea[])
+                    """,
+                    [
+                        .integers(records.map(\.sequence)), .texts(records.map(\.instance)), .integers(records.map(\.version)),
+                        .integers(records.map(\.kind.rawValue)), .integers(records.map { $0.outcome?.storedCode }), .byteas(records.map(\.body)),
+                    ]
+                ))
+                records = []
+            }
+            if !drops.isEmpty {
+                // After the records: those of this transaction below the limit go too, as
+                // they would have one at a time.
+                statements.append(Connection.Statement(
+                    PostgresStore.raisingDroppedFloor("""
+                        DELETE FROM records USING unnest($1::text[], $2::bigint[]) AS d(instance, through)
+                        WHERE records.instance = d.instance AND records.version <= d.through RETURNING records.seq
+                        """),
+                    [.texts(drops.map(\.key)), .integers(drops.map(\.value))]
+                ))
+                drops = [:]
+            }
+            if !keys.isEmpty {
+                var (results, instances, models, createdAts, bodies): ([Int64?], [String?], [String?], [Int64?], [[UInt8]]) = ([], [], [], [], [])
+                for key in keys.values {
+                    switch key.write {
+                    case .created(let id, let model, let createdAt, let json):
+                        results.append(0)
+                        instances.append(id)
+                        models.append(model)
+                        createdAts.append(SQLiteStore.milliseconds(createdAt))
+                        bodies.append(json)
+                    case .applied(let json, let isUnexpected):
+                        results.append(isUnexpected ? 2 : 1)
+                        instances.append(nil)
+                        models.append(nil)
+                        createdAts.append(nil)
+                        bodies.append(json)
+                    }
+                }
+                statements.append(Connection.Statement(
+                    """
+                    INSERT INTO idempotency (key, fingerprint, result, instance, model, instance_created_at, body, created_at)
+                    SELECT * FROM unnest($1::text[], $2::bytea[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bytea[], $8::bigint[])
+                    ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, result = excluded.result,
+                      instance = excluded.instance, model = excluded.model, instance_created_at = excluded.instance_created_at,
+                      body = excluded.body, created_at = excluded.created_at
+                    """,
+                    [
+                        .texts(Array(keys.keys)), .byteas(keys.values.map(\.fingerprint)), .integers(results), .texts(instances),
+                        .texts(models), .integers(createdAts), .byteas(bodies), .integers(keys.values.map { SQLiteStore.milliseconds($0.createdAt) }),
+                    ]
+                ))
+                keys = [:]
+            }
+            return statements
+        }
+
+        /// The statements that end the transaction before its COMMIT: what waits, expired keys
+        /// and deletion records now and then, and the counter row with a notification.
+        func closingStatements(purging: Bool) throws(StoreError) -> [Connection.Statement] {
+            var statements = try waitingStatements()
+            if purging { statements += PostgresStore.purgeExpired(options: options) }
+            if sequence != startSequence {
+                statements.append(Connection.Statement(
+                    """
+                    WITH counted AS (UPDATE commit_counter SET last_sequence = $1, instance_count = $2 WHERE id = 1)
+                    SELECT pg_notify('\(PostgresStore.channel)', '')
+                    """,
+                    [.integer(sequence), .integer(startInstanceCount + instancesAdded)]
+                ))
+            }
+            return statements
         }
 
         /// Columns 1 to 5 of a key's row, as SQLite's schema version 3 keeps them.
@@ -555,36 +665,33 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         }
     }
 
-    static let insertInstance = """
-        INSERT INTO instances (id, model, state, version, launch_count, buffered_action, window_name, breadcrumb_step,
-          scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    /// The arrays a multi-row statement over `unnest` takes for ``instanceColumns``, in order.
+    static let instanceArrays = """
+        $1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[],
+        $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[]
         """
-    static let updateInstance = """
-        UPDATE instances SET model = $2, state = $3, version = $4, launch_count = $5, buffered_action = $6, window_name = $7,
-          breadcrumb_step = $8, scene_connected = $9, unexpected = $10, ignored = $11, incomplete_launches = $12,
-          created_at = $13, updated_at = $14
-        WHERE id = $1
-        """
-    static let insertRecord = "INSERT INTO records (seq, instance, version, kind, outcome, body) VALUES ($1, $2, $3, $4, $5, $6)"
 
-    /// The parameters of ``insertInstance`` and ``updateInstance``.
-    fileprivate static func parameters(_ instance: StoredInstance) throws(StoreError) -> [Connection.Parameter] {
-        let s = instance.state
-        var action = Connection.Parameter.null
-        if let pending = s.bufferedAction {
+    /// The parameters of ``instanceArrays``: one array per column, one element per instance.
+    fileprivate static func columns(_ instances: [StoredInstance]) throws(StoreError) -> [Connection.Parameter] {
+        var actions: [String?] = []
+        for instance in instances {
+            guard let pending = instance.state.bufferedAction else {
+                actions.append(nil)
+                continue
+            }
             do {
-                action = .text(String(decoding: try JSONEncoder().encode(pending), as: UTF8.self))
+                actions.append(String(decoding: try JSONEncoder().encode(pending), as: UTF8.self))
             } catch {
                 throw StoreError("the buffered action of instance \(instance.id) does not encode: \(error)", isSpecificToWrite: true)
             }
         }
+        let states = instances.map(\.state)
         return [
-            .text(instance.id), .text(instance.model), .text(s.state), .integer(s.version), .integer(s.launchCount), action,
-            s.window.map { .text($0) } ?? .null, s.breadcrumb.step.map { .text($0) } ?? .null,
-            .boolean(s.breadcrumb.isSceneConnected), .integer(s.counters.unexpected), .integer(s.counters.ignored),
-            .integer(s.counters.incompleteLaunches), .integer(SQLiteStore.milliseconds(instance.createdAt)),
-            .integer(SQLiteStore.milliseconds(instance.updatedAt)),
+            .texts(instances.map(\.id)), .texts(instances.map(\.model)), .texts(states.map(\.state)), .integers(states.map(\.version)),
+            .integers(states.map(\.launchCount)), .texts(actions), .texts(states.map(\.window)), .texts(states.map(\.breadcrumb.step)),
+            .booleans(states.map(\.breadcrumb.isSceneConnected)), .integers(states.map(\.counters.unexpected)),
+            .integers(states.map(\.counters.ignored)), .integers(states.map(\.counters.incompleteLaunches)),
+            .integers(instances.map { SQLiteStore.milliseconds($0.createdAt) }), .integers(instances.map { SQLiteStore.milliseconds($0.updatedAt) }),
         ]
     }
 
@@ -842,38 +949,50 @@ extension StoreError {
 
 /// A connection made again when lost, no more often than a backoff allows: after a failed
 /// attempt the next waits 100 ms, then twice as long each time up to 2 s. In between, asking
-/// for the connection fails at once with the last attempt's reason.
+/// for the connection fails at once with the last attempt's reason. Reports the start and the
+/// end of each outage, once each.
 struct Link {
     let url: String
+    /// Which connection this is, in reports: `write`, `read` or `listen`.
+    let role: String
+    private let report: @Sendable (StoreEvent) -> Void
     private var current: Connection?
     private var retryAt: ContinuousClock.Instant?
-    private var delay: Duration = .milliseconds(100)
-    private var lastFailure = ""
+    private var delay = Self.firstDelay
+    /// Why the connection is down, while it is.
+    private var outage: String?
 
     static let firstDelay: Duration = .milliseconds(100)
     static let longestDelay: Duration = .seconds(2)
 
-    init(url: String) {
+    init(url: String, role: String, report: @escaping @Sendable (StoreEvent) -> Void) {
         self.url = url
+        self.role = role
+        self.report = report
     }
 
     /// The connection, made now if there is none and the backoff allows.
     mutating func connection() throws(PostgreSQLError) -> Connection {
         if let current, !current.isLost { return current }
-        current = nil
+        if current != nil { lost("the connection is closed") }
         let now = ContinuousClock.now
         if let retryAt, now < retryAt {
             let wait = Int((retryAt - now) / .milliseconds(1))
-            throw PostgreSQLError(sqlState: nil, message: "\(lastFailure) (next attempt in \(wait) ms)", isConnectionLost: true)
+            throw PostgreSQLError(sqlState: nil, message: "\(outage ?? "") (next attempt in \(wait) ms)", isConnectionLost: true)
         }
         do {
             let made = try Connection(url: url)
             current = made
             retryAt = nil
             delay = Self.firstDelay
+            if outage != nil {
+                report(StoreEvent(.info, "PostgreSQL connection restored", ["connection": role]))
+                outage = nil
+            }
             return made
         } catch {
-            lastFailure = error.message
+            if outage == nil { report(StoreEvent(.warning, "PostgreSQL unreachable", ["connection": role, "error": error.message])) }
+            outage = error.message
             retryAt = now + delay
             delay = min(delay * 2, Self.longestDelay)
             throw error
@@ -882,7 +1001,13 @@ struct Link {
 
     /// Forgets the connection if `error` says it is gone.
     mutating func dropIfLost(_ error: PostgreSQLError) {
-        if error.isConnectionLost || current?.isLost == true { current = nil }
+        if error.isConnectionLost || current?.isLost == true { lost(error.message) }
+    }
+
+    private mutating func lost(_ why: String) {
+        if current != nil, outage == nil { report(StoreEvent(.warning, "PostgreSQL connection lost", ["connection": role, "error": why])) }
+        current = nil
+        outage = outage ?? why
     }
 
     /// Closes the connection; the next use makes a new one.
@@ -913,9 +1038,8 @@ final class CommitListener: Sendable {
     /// How long one wait on the socket lasts at most, so that ``stop()`` takes effect soon.
     private static let slice: Duration = .milliseconds(100)
 
-    private func run(url: String, pollInterval: Duration, report: (StoreEvent) -> Void, wake: () -> Void) {
-        var link = Link(url: url)
-        var outage: String?
+    private func run(url: String, pollInterval: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
+        var link = Link(url: url, role: "listen", report: report)
         var lastWake = ContinuousClock.now
         while !isStopped {
             let connection: Connection
@@ -924,16 +1048,8 @@ final class CommitListener: Sendable {
                 try connection.execute("LISTEN \(PostgresStore.channel)")
             } catch {
                 link.dropIfLost(error)
-                if outage == nil {
-                    outage = error.message
-                    report(StoreEvent(.warning, "PostgreSQL LISTEN connection failed; retrying", ["error": error.message]))
-                }
                 Thread.sleep(forTimeInterval: Self.seconds(Self.slice))
                 continue
-            }
-            if outage != nil {
-                report(StoreEvent(.info, "PostgreSQL LISTEN connection restored"))
-                outage = nil
             }
             // Whatever was notified while there was no connection is lost.
             wake()
@@ -951,8 +1067,6 @@ final class CommitListener: Sendable {
                     }
                 } catch {
                     link.dropIfLost(error)
-                    outage = error.message
-                    report(StoreEvent(.warning, "PostgreSQL LISTEN connection lost; reconnecting", ["error": error.message]))
                     break
                 }
                 if ContinuousClock.now - lastWake >= pollInterval {

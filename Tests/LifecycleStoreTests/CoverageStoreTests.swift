@@ -8,7 +8,7 @@ struct CoverageStoreTests {
     /// Applies `inputs` to a new instance `id` of `model`, one transaction each, counting as
     /// the committer does; returns what was counted.
     @discardableResult
-    static func play(_ inputs: [Input], id: String, model: Model, in store: SQLiteStore) throws -> CoverageCounts {
+    static func play(_ inputs: [Input], id: String, model: Model, in store: any InstanceStore) throws -> CoverageCounts {
         var machine = Machine(model: model)
         var instance = StoredInstance(id: id, model: model.name, createdAt: t0, updatedAt: t0, state: machine.snapshot)
         _ = try store.write { (t) throws(StoreError) in try t.insert(instance) }
@@ -34,12 +34,12 @@ struct CoverageStoreTests {
         .event("didFinishLaunching"), .relaunch, .event("didFinishLaunching"), .event("didBecomeActive"),
     ]
 
-    @Test("counters are committed with their transaction, add up, survive a reopen; a rolled-back one adds nothing")
-    func committedWithTransaction() throws {
-        let folder = Folder()
+    @Test("counters are committed with their transaction, add up, survive a reopen; a rolled-back one adds nothing", arguments: Backend.allCases)
+    func committedWithTransaction(backend: Backend) throws {
+        let place = try StorePlace(backend)
         var expected = CoverageCounts()
         do {
-            let store = try SQLiteStore(directory: folder.path)
+            let store = try place.open()
             #expect(try store.loadCoverage().isEmpty)
             expected.add(try Self.play(Self.background, id: "a", model: .iosApp, in: store))
             expected.add(try Self.play(Self.background, id: "b", model: .iosApp, in: store))
@@ -61,7 +61,9 @@ struct CoverageStoreTests {
             #expect(try store.loadCoverage() == expected, "a rolled-back transaction counted nothing")
             store.close()
         }
-        #expect(try SQLiteStore(directory: folder.path).loadCoverage() == expected)
+        let reopened = try place.open()
+        defer { reopened.close() }
+        #expect(try reopened.loadCoverage() == expected)
     }
 
     @Test("a version-3 database is migrated: the counters start from the records it kept")

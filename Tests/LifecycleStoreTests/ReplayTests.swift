@@ -4,7 +4,7 @@ import LifecycleKit
 @testable import LifecycleStore
 
 /// Every page of a replay, followed to `through`.
-func replayAll(_ store: SQLiteStore, after: Int64 = 0, through: Int64, filter: RecordFilter = RecordFilter(), limit: Int = 100) throws -> [ReplayedRecord] {
+func replayAll(_ store: any InstanceStore, after: Int64 = 0, through: Int64, filter: RecordFilter = RecordFilter(), limit: Int = 100) throws -> [ReplayedRecord] {
     var records: [ReplayedRecord] = []
     var position = after
     while position < through {
@@ -18,14 +18,14 @@ func replayAll(_ store: SQLiteStore, after: Int64 = 0, through: Int64, filter: R
 
 @Suite("SQLite store replay")
 struct ReplayTests {
-    @Test("replay pages every instance's records and deletion records in order, filtered; retention and expiry raise the floor")
-    func replay() throws {
-        let folder = Folder()
+    @Test("replay pages every instance's records and deletion records in order, filtered; retention and expiry raise the floor", arguments: Backend.allCases)
+    func replay(backend: Backend) throws {
+        let place = try StorePlace(backend)
         var a = InstanceWriter(id: "a")
         var b = Machine(model: .androidActivity)
         let bInstance = StoredInstance(id: "b", model: "android-activity", createdAt: t0, updatedAt: t0, state: b.snapshot)
         do {
-            let store = try SQLiteStore(directory: folder.path, options: .init(historyLimit: 3))
+            let store = try place.open(historyLimit: 3)
             try a.create(in: store)                                                    // 1
             #expect(try store.write { (t) throws(StoreError) in try t.insert(bInstance) } == 2)
             // Four relaunches of a (3-6): beyond 3 records, its creation (version 0) and version 1 go.
@@ -59,7 +59,8 @@ struct ReplayTests {
             store.close()
         }
         // Expired, the deletion record goes, and the floor follows; its number is still never reused.
-        let store = try SQLiteStore(directory: folder.path, options: .init(historyLimit: 3, tombstoneLifetime: 0))
+        let store = try place.open(historyLimit: 3, tombstoneLifetime: 0)
+        defer { store.close() }
         let page = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: 100)
         #expect(page.records.map(\.sequence) == [4, 5, 6])
         #expect(page.droppedThrough == 9 && page.oldestKept == 4)

@@ -66,14 +66,15 @@ struct SQLiteStoreTests {
         }
     }
 
-    @Test("instances and records round-trip through a reopen, every field")
-    func roundTrip() throws {
-        let folder = Folder()
+    @Test("instances and records round-trip through a reopen, every field", arguments: Backend.allCases)
+    func roundTrip(backend: Backend) throws {
+        let place = try StorePlace(backend)
         var machine = Machine(model: .iosApp)
         var instance = StoredInstance(id: "app", model: "ios-app", createdAt: t0.roundedToMilliseconds, updatedAt: t0.roundedToMilliseconds, state: machine.snapshot)
         var written: [Record] = []
         do {
-            let store = try SQLiteStore(directory: folder.path)
+            let store = try place.open()
+            defer { store.close() }
             try store.write { (t) throws(StoreError) in try t.insert(instance) }
             let inputs: [Input] = [
                 .event("didFinishLaunching"), .event("willConnectToWindow", ["window": .string("main")]),
@@ -93,7 +94,8 @@ struct SQLiteStoreTests {
                 written.append(try decodeRecord(encoded.recordJSON))
             }
         }
-        let reopened = try SQLiteStore(directory: folder.path)
+        let reopened = try place.open()
+        defer { reopened.close() }
         let loaded = try reopened.loadInstances()
         #expect(loaded == [instance])
         #expect(loaded.first?.state.bufferedAction == nil && loaded.first?.state.launchCount == 2)
@@ -105,10 +107,10 @@ struct SQLiteStoreTests {
         #expect(try Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
     }
 
-    @Test("idempotency keys replay, conflict on a different request, and expire")
-    func idempotencyKeys() throws {
-        let folder = Folder()
-        let store = try SQLiteStore(directory: folder.path, options: .init(idempotencyLifetime: 60))
+    @Test("idempotency keys replay, conflict on a different request, and expire", arguments: Backend.allCases)
+    func idempotencyKeys(backend: Backend) throws {
+        let store = try StorePlace(backend).open(idempotencyLifetime: 60)
+        defer { store.close() }
         let instance = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
         let key = IdempotencyKey(key: "k1", fingerprint: Array("POST /v1/instances\n{}".utf8))
         let response = RememberedWrite.created(id: "a", model: "ios-app", createdAt: t0, json: Array("{}".utf8))
@@ -177,10 +179,10 @@ struct SQLiteStoreTests {
         }
     }
 
-    @Test("retention drops the oldest records of an instance as new ones arrive")
-    func retention() throws {
-        let folder = Folder()
-        let store = try SQLiteStore(directory: folder.path, options: .init(historyLimit: 3))
+    @Test("retention drops the oldest records of an instance as new ones arrive", arguments: Backend.allCases)
+    func retention(backend: Backend) throws {
+        let store = try StorePlace(backend).open(historyLimit: 3)
+        defer { store.close() }
         var machine = Machine(model: .androidActivity)
         var instance = StoredInstance(id: "d", model: "android-activity", createdAt: t0, updatedAt: t0, state: machine.snapshot)
         try store.write { (t) throws(StoreError) in try t.insert(instance) }
@@ -208,10 +210,52 @@ struct SQLiteStoreTests {
 
 @Suite("SQLite store transactions")
 struct TransactionTests {
-    @Test("a transaction that fails leaves nothing behind, not even sequence numbers")
-    func rollback() throws {
-        let folder = Folder()
-        let store = try SQLiteStore(directory: folder.path)
+    @Test("one transaction creates, changes, deletes and creates again an instance, and reads its own writes throughout", arguments: Backend.allCases)
+    func ownWrites(backend: Backend) throws {
+        let store = try StorePlace(backend).open(historyLimit: 2)
+        defer { store.close() }
+        var first = InstanceWriter(id: "a")
+        var second = InstanceWriter(id: "a")
+        second.instance.createdAt = t0.addingTimeInterval(1)
+        let key = IdempotencyKey(key: "k", fingerprint: [1, 2])
+        let remembered = RememberedWrite.created(id: "a", model: "ios-app", createdAt: t0, json: Array("{}".utf8))
+        let records = (0..<3).map { _ in try! first.machine.apply(.relaunch, at: t0) }
+        first.instance.state = first.machine.snapshot
+        let again = try second.machine.apply(.relaunch, at: t0)
+        second.instance.state = second.machine.snapshot
+        try store.write { [first, second] (t) throws(StoreError) in
+            #expect(try t.insert(first.instance, encode: change("created", first.instance)) == 1)
+            #expect(try t.instance("a") == first.instance)
+            for record in records { _ = try t.append(record, instanceID: "a", encode: encodeRecord) }
+            try t.update(first.instance)
+            #expect(try t.instance("a") == first.instance)
+            #expect(try t.instanceCount() == 1)
+            try t.remember(key, remembered)
+            #expect(try t.lookUp(key, now: Date()) == .replay(remembered))
+            #expect(try t.delete(first.instance, at: Date(), encode: change("deleted", first.instance)) == 5)
+            #expect(try t.instance("a") == nil)
+            #expect(try t.instanceCount() == 0)
+            #expect(try t.insert(second.instance, encode: change("created", second.instance)) == 6)
+            #expect(try t.append(again, instanceID: "a", encode: encodeRecord).sequence == 7)
+            try t.update(second.instance)
+            #expect(try t.instance("a") == second.instance)
+            #expect(try t.instanceCount() == 1)
+        }
+        #expect(store.lastSequence == 7)
+        #expect(try store.loadInstances() == [second.instance])
+        #expect(try store.history(instanceID: "a", after: 0, limit: 10).records.map { try decodeRecord($0).sequence } == [7])
+        let page = try store.replay(after: 0, through: 7, filter: RecordFilter(), limit: 10)
+        #expect(page.records.map(\.sequence) == [5, 6, 7])
+        #expect(page.records.map(\.kind) == [.deleted, .created, .relaunch])
+        // The history limit dropped version 1 of the first "a" (number 2) before the delete took the rest.
+        #expect(page.droppedThrough == 2 && page.oldestKept == 5)
+        #expect(try store.write { (t) throws(StoreError) in try t.lookUp(key, now: Date()) } == .replay(remembered))
+    }
+
+    @Test("a transaction that fails leaves nothing behind, not even sequence numbers", arguments: Backend.allCases)
+    func rollback(backend: Backend) throws {
+        let store = try StorePlace(backend).open()
+        defer { store.close() }
         let instance = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
         let record = Record(version: 1, kind: .event, name: "didFinishLaunching", from: "initializing", to: "launching", outcome: .transitioned, time: t0)
         #expect(throws: StoreError.self) {

@@ -13,12 +13,12 @@ struct InstanceWriter {
         instance = StoredInstance(id: id, model: "ios-app", createdAt: t0, updatedAt: t0, state: machine.snapshot)
     }
 
-    func create(in store: SQLiteStore) throws {
+    func create(in store: any InstanceStore) throws {
         try store.write { (t) throws(StoreError) in try t.insert(instance) }
     }
 
     /// Relaunches the instance `times` times, one record each, all in one transaction.
-    mutating func relaunch(in store: SQLiteStore, times: Int = 1) throws {
+    mutating func relaunch(in store: any InstanceStore, times: Int = 1) throws {
         var records: [Record] = []
         for _ in 0..<times { records.append(try machine.apply(.relaunch, at: t0)) }
         instance.state = machine.snapshot

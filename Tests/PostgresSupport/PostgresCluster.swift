@@ -23,10 +23,12 @@ public final class PostgresCluster: Sendable {
             try sharedCluster.withLock { (cluster) throws -> PostgresCluster in
                 if let cluster { return try cluster.get() }
                 let started = Result { () throws -> PostgresCluster in
+                    let started: PostgresCluster
                     if let url = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_DATABASE_URL"], !url.isEmpty {
-                        return PostgresCluster(url: url, directory: nil)
+                        started = PostgresCluster(url: url, directory: nil)
+                    } else {
+                        started = try PostgresCluster.start()
                     }
-                    let started = try PostgresCluster.start()
                     atexit { PostgresCluster.stopShared() }
                     return started
                 }
@@ -38,9 +40,22 @@ public final class PostgresCluster: Sendable {
 
     private static let sharedCluster = Mutex<Result<PostgresCluster, any Error>?>(nil)
 
+    /// At exit: the tests' own cluster goes with its folder; on a server the environment
+    /// names, the databases the tests made are dropped.
     private static func stopShared() {
-        if case .success(let cluster)? = sharedCluster.withLock({ $0 }) { cluster.remove() }
+        guard case .success(let cluster)? = sharedCluster.withLock({ $0 }) else { return }
+        guard cluster.directory == nil else { return cluster.remove() }
+        for name in cluster.made.withLock({ $0 }) {
+            do {
+                try execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", on: cluster.url)
+            } catch {
+                FileHandle.standardError.write(Data("cannot drop the test database \(name): \(error)\n".utf8))
+            }
+        }
     }
+
+    /// The databases ``makeDatabase()`` made.
+    private let made = Mutex<[String]>([])
 
     private init(url: String, directory: String?) {
         self.url = url
@@ -68,6 +83,21 @@ public final class PostgresCluster: Sendable {
         _ = try Self.runScript("start", directory)
     }
 
+    /// Starts PgBouncer in transaction mode before this cluster (two server connections per
+    /// database, which its clients share).
+    public func startPgBouncer() throws {
+        guard let directory else { throw Failure(description: "PgBouncer runs only before a cluster of the tests' own") }
+        _ = try Self.runScript("bouncer", directory)
+    }
+
+    /// `url` (a database of this cluster) through PgBouncer: the same socket folder, its port.
+    public func throughPgBouncer(_ url: String) throws -> String {
+        guard var components = URLComponents(string: url) else { throw Failure(description: "cannot parse the database URL \(url)") }
+        components.queryItems = components.queryItems?.map { $0.name == "port" ? URLQueryItem(name: "port", value: "6432") : $0 }
+        guard let pooled = components.string else { throw Failure(description: "cannot rebuild the database URL \(url)") }
+        return pooled
+    }
+
     /// Stops the server and removes its folder.
     public func remove() {
         guard let directory else { return }
@@ -88,8 +118,14 @@ public final class PostgresCluster: Sendable {
     /// A new empty database on this server; returns its URL.
     public func makeDatabase() throws -> String {
         let name = "test_\(getpid())_\(Self.databases.add(1, ordering: .relaxed).newValue)"
-        _ = try Self.run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", "CREATE DATABASE \(name)"])
+        try Self.execute("CREATE DATABASE \(name)", on: url)
+        made.withLock { $0.append(name) }
         return try Self.url(url, database: name)
+    }
+
+    /// Runs `sql` with psql on the database `url` names.
+    public static func execute(_ sql: String, on url: String) throws {
+        _ = try run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
     }
 
     /// `url` with its database replaced by `name`: a URI's path, or a `dbname=` appended to a
@@ -111,58 +147,52 @@ public final class PostgresCluster: Sendable {
     }
 
     /// Runs a program to its end; its standard output, trimmed. Fails with its standard error.
-    /// (Both are small: the one is read after the other without filling a pipe.)
     ///
-    /// posix_spawn and waitpid, not Foundation's `Process`: its `waitUntilExit` relies on a
-    /// SIGCHLD source served by Dispatch, which never fired in a test process whose threads
-    /// were all busy (the child stayed a zombie and the test run hung).
+    /// posix_spawn and waitpid rather than Foundation's Process, whose wait needs a Dispatch
+    /// thread that the tests' blocked threads can starve (the shared cluster starts under a
+    /// lock). The script closes the other descriptors it inherits (see there).
     private static func run(_ executable: String, _ arguments: [String]) throws -> String {
-        var output: [Int32] = [0, 0]
-        var errors: [Int32] = [0, 0]
-        guard pipe(&output) == 0, pipe(&errors) == 0 else { throw Failure(description: "PostgreSQL for the tests: pipe: \(String(cString: strerror(errno)))") }
+        let capture = NSTemporaryDirectory() + "lifecycled-pg-run-\(UUID().uuidString.prefix(8))"
+        let (outputPath, errorPath) = (capture + ".out", capture + ".err")
+        defer {
+            for path in [outputPath, errorPath] { unlink(path) }
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-        for fd in output + errors { posix_spawn_file_actions_addclose(&actions, fd) }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-        close(output[1])
-        close(errors[1])
-        defer {
-            close(output[0])
-            close(errors[0])
-        }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Signals as a new process has them: the test process blocks some (SIGTERM among
+        // them), and a daemon started from here (PgBouncer) would inherit that and never stop.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        posix_spawnattr_setsigmask(&attributes, &signals)
+        sigfillset(&signals)
+        posix_spawnattr_setsigdefault(&attributes, &signals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv = ([executable] + arguments).map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv + [nil], environ)
         guard spawned == 0 else {
             throw Failure(description: "PostgreSQL for the tests: cannot run \(executable): \(String(cString: strerror(spawned)))")
         }
-        let printed = readToEnd(output[0])
-        let complaint = readToEnd(errors[0])
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
-        let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        guard exitStatus == 0 else {
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw Failure(description: "PostgreSQL for the tests: waitpid: \(String(cString: strerror(errno)))") }
+        }
+        let printed = FileManager.default.contents(atPath: outputPath) ?? Data()
+        guard status == 0 else {
+            let complaint = FileManager.default.contents(atPath: errorPath) ?? Data()
             throw Failure(description: """
                 PostgreSQL for the tests: \(([executable] + arguments).joined(separator: " ")) failed \
-                (status \(exitStatus)): \(String(decoding: complaint, as: UTF8.self))
+                (wait status \(status)): \(String(decoding: complaint, as: UTF8.self))
                 """)
         }
         return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    private static func readToEnd(_ fd: Int32) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count > 0 {
-                bytes += buffer[..<count]
-            } else if count == 0 || errno != EINTR {
-                return bytes
-            }
-        }
     }
 }

@@ -5,7 +5,11 @@
 #                                      prints the connection URL. With OWNER_PID, a watcher
 #                                      stops the cluster and removes DIR once that process is
 #                                      gone, even if it died without stopping it.
-#   cluster.sh stop DIR                stop it (fast shutdown); DIR stays.
+#   cluster.sh bouncer DIR             start PgBouncer in transaction mode before the running
+#                                      cluster (socket in DIR, port 6432, two server
+#                                      connections per database, so clients share them);
+#                                      prints its URL.
+#   cluster.sh stop DIR                stop both (fast shutdown); DIR stays.
 #
 # The server refuses to run as root: as root, it runs as the `postgres` user (runuser), and
 # DIR is given to that user. fsync stays on: the tests check durability.
@@ -13,8 +17,9 @@ set -euo pipefail
 
 BIN=${POSTGRES_BIN:-/usr/lib/postgresql/15/bin}
 PORT=5432  # names the socket file only (DIR/.s.PGSQL.5432): there is no TCP listener
+BOUNCER_PORT=6432
 
-usage() { echo "usage: $0 start DIR [OWNER_PID] | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start DIR [OWNER_PID] | bouncer DIR | stop DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 command=$1
 dir=$(realpath -m "$2")
@@ -23,8 +28,22 @@ as_server() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# The server and the watcher outlive this script: they must not inherit the caller's other
+# descriptors (a test process's pipes and sockets), which they would hold open for good.
+close_inherited() {
+    local fd
+    for fd in /proc/$$/fd/*; do
+        fd=${fd##*/}
+        case $fd in
+        0 | 1 | 2 | 255) ;;  # 255: bash reads this script through it
+        *) eval "exec $fd>&-" 2>/dev/null || true ;;
+        esac
+    done
+}
+
 case $command in
 start)
+    close_inherited
     [ -x "$BIN/initdb" ] || { echo "PostgreSQL 15 is not installed ($BIN/initdb is missing): run make deps (postgresql-15)" >&2; exit 1; }
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"
@@ -44,7 +63,34 @@ start)
     fi
     echo "postgresql:///postgres?host=$dir&port=$PORT&user=postgres"
     ;;
+bouncer)
+    close_inherited
+    command -v pgbouncer >/dev/null || { echo "PgBouncer is not installed: run make deps (pgbouncer)" >&2; exit 1; }
+    cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=$dir port=$PORT
+[pgbouncer]
+listen_addr =
+unix_socket_dir = $dir
+listen_port = $BOUNCER_PORT
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+default_pool_size = 2
+max_client_conn = 200
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+    echo '"postgres" ""' >"$dir/userlist.txt"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir/pgbouncer.ini" "$dir/userlist.txt"
+    as_server pgbouncer -d -q "$dir/pgbouncer.ini" || { cat "$dir/pgbouncer.log" >&2; exit 1; }
+    echo "postgresql:///postgres?host=$dir&port=$BOUNCER_PORT&user=postgres"
+    ;;
 stop)
+    if [ -s "$dir/pgbouncer.pid" ]; then
+        kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null || true
+        rm -f "$dir/pgbouncer.pid"
+    fi
     if [ -s "$dir/data/postmaster.pid" ]; then
         as_server "$BIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
     fi

@@ -1,0 +1,50 @@
+import Foundation
+import PostgresSupport
+import Testing
+@testable import LifecycleStore
+
+/// The stores the store-level tests run against.
+enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+}
+
+/// A store that can be closed: both kinds are.
+protocol ClosableStore: InstanceStore {
+    func close()
+}
+
+extension SQLiteStore: ClosableStore {}
+extension PostgresStore: ClosableStore {}
+
+/// Where a test's store lives (a data folder, or a fresh PostgreSQL database), so that the
+/// test can open it, close it and open it again.
+final class StorePlace {
+    let backend: Backend
+    private let folder = Folder()
+    private let url: String?
+
+    init(_ backend: Backend) throws {
+        self.backend = backend
+        url = backend == .postgres ? try PostgresCluster.shared.makeDatabase() : nil
+    }
+
+    /// Opens the store with the options both kinds have.
+    func open(
+        historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
+        tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime
+    ) throws -> any ClosableStore {
+        switch backend {
+        case .sqlite:
+            try SQLiteStore(directory: folder.path, options: .init(
+                historyLimit: historyLimit, idempotencyLifetime: idempotencyLifetime, tombstoneLifetime: tombstoneLifetime
+            ))
+        case .postgres:
+            try PostgresStore(url: url!, options: .init(
+                historyLimit: historyLimit, idempotencyLifetime: idempotencyLifetime, tombstoneLifetime: tombstoneLifetime
+            ))
+        }
+    }
+}

@@ -46,8 +46,9 @@ final class RequestMetrics: Middleware {
     func reply(to request: Request, next: Responder) -> Reply {
         let started = DispatchTime.now().uptimeNanoseconds
         let key = Key(method: Self.index(of: request.method), route: request.route ?? Pipeline.refusedTemplate)
-        return next(request).map { [self] response in
-            record(key, status: response.status, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        return next(request).map((self, key, started)) { context, response in
+            let (metrics, key, started) = context
+            metrics.record(key, status: response.status, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
             return response
         }
     }

@@ -6,7 +6,7 @@ PYTHON      ?= python3
 PORT        ?= 8080
 DATA_DIR    ?= data
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev libgraphviz-dev pkg-config curl node-eventsource
-BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
+BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan valgrind
 # The dashboard's browser test: Chromium driven by Selenium, both Debian's (so the test
 # runs under Debian's python3, which python3-selenium installs into).
 BROWSER_APT  = chromium chromium-driver python3-selenium

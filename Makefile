@@ -8,7 +8,7 @@ DATA_DIR    ?= data
 # postgresql-15, pgbouncer: the tests start a real PostgreSQL, and PgBouncer before it
 # (Tests/postgres/cluster.sh); libpq-dev: the PostgreSQL store.
 APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev libpq-dev postgresql-15 pgbouncer libgraphviz-dev pkg-config curl node-eventsource
-BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan
+BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan valgrind
 # The dashboard's browser test: Chromium driven by Selenium, both Debian's (so the test
 # runs under Debian's python3, which python3-selenium installs into).
 BROWSER_APT  = chromium chromium-driver python3-selenium

@@ -11,6 +11,8 @@ echo "== HTTP"
 bash Benchmarks/http-bench.sh
 echo "== middlewares: auth and metrics on and off"
 bash Benchmarks/middleware-bench.sh
+echo "== middlewares: instructions per request (callgrind)"
+bash Benchmarks/middleware-instructions.sh
 echo "== start-up"
 bash Benchmarks/startup-bench.sh
 echo "== WAL under sustained writes"
@@ -37,11 +39,12 @@ bash Benchmarks/replica-bench.sh
   echo
   cat Benchmarks/.http-results.md
   cat Benchmarks/.middleware-results.md
+  cat Benchmarks/.middleware-instructions-results.md
   cat Benchmarks/.startup-results.md
   cat Benchmarks/.wal-results.md
   cat Benchmarks/.sse-results.md
   cat Benchmarks/.replica-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.middleware-results.md Benchmarks/.startup-results.md Benchmarks/.wal-results.md Benchmarks/.sse-results.md \
-  Benchmarks/.replica-results.md
+rm -f Benchmarks/.http-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md \
+  Benchmarks/.wal-results.md Benchmarks/.sse-results.md Benchmarks/.replica-results.md
 echo "wrote Benchmarks/RESULTS.md"

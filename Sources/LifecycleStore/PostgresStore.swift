@@ -1081,3 +1081,14 @@ final class CommitListener: Sendable {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
+
+extension PostgresStore {
+    /// PostgreSQL checks its own data: there is no start-up check to wait for.
+    public func verifyIntegrity() throws(StoreError) {}
+
+    /// There is no start-up check whose result could explain a failure.
+    public func reason(for failure: StoreError) -> StoreError { failure }
+
+    /// The data is in PostgreSQL, not in a file of this process's.
+    public var databaseFile: String? { nil }
+}

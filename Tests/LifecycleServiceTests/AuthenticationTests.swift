@@ -1,4 +1,5 @@
 import Foundation
+import MicroHTTP
 import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
@@ -291,6 +292,20 @@ struct AuthenticationTests {
         let check = Authentication(token: "abc", protectsReads: false)
         #expect(check.isToken("abc"))
         for other in ["", "ab", "abd", "Abc", "abcd", "xbc", "abc "] { #expect(!check.isToken(other[...]), "\(other)") }
+    }
+
+    @Test("the Authorization value: Bearer in any case, one or more spaces, then exactly the token; anything else is no token or a wrong one")
+    func authorizationValues() {
+        let check = Authentication(token: "abc", protectsReads: false)
+        func answer(_ authorization: String) -> String {
+            let head = Request(method: "POST", path: "/v1/instances", headers: [("authorization", authorization)])
+            guard let refusal = check.admit(head) else { return "admitted" }
+            return refusal.headers.first { $0.name == "WWW-Authenticate" }?.value ?? "\(refusal.status)"
+        }
+        let none = "Bearer", wrong = #"Bearer error="invalid_token""#
+        for value in ["Bearer abc", "bearer abc", "bEaReR abc", "BEARER    abc"] { #expect(answer(value) == "admitted", "\(value)") }
+        for value in ["Bearer abd", "Bearer abc ", "Bearer  ab", "Bearer ", "Bearer   ", "Bearer abcd", "Bearer ABC"] { #expect(answer(value) == wrong, "\(value)") }
+        for value in ["", "Bearer", "Bearerabc", "Bearer\tabc", "Bearerx abc", "Beare abc", "Basic abc", "B earer abc", "Bearer-abc"] { #expect(answer(value) == none, "\(value)") }
     }
 
     @Test("SHA-256 matches the FIPS 180-4 examples, and Python's hashlib at the padding's edges")

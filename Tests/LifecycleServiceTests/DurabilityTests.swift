@@ -132,7 +132,7 @@ struct DurabilityTests {
         #expect(empty["olderDropped"] as? Bool == false)
     }
 
-    @Test("a full disk answers 503 and changes nothing")
+    @Test("a full disk answers 503 and changes nothing", TestStore.sqliteFileOnly)
     func fullDisk() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }
         let c = try server.connect()

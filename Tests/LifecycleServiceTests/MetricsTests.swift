@@ -128,6 +128,50 @@ struct MetricsTests {
         #expect(last.series("lifecycled_http_request_duration_seconds_count", by: ["method", "route"]) == timed)
     }
 
+    @Test("requests answered on several threads at once (each thread counts apart, summed at the scrape) are each counted once")
+    func concurrentRequests() throws {
+        let server = try TestServer { $0.threads = 4 }
+        let c = try server.connect()
+        let before = try c.scrape().series("lifecycled_http_requests_total", by: ["method", "route", "status"])
+        let clients = 8, rounds = 150
+        let counted = Mutex<[[String]: Double]>([:])
+        let errors = Mutex<[String]>([])
+        startClients(clients, port: server.port) { client, connection in
+            let c = CountingConnection(connection)
+            do {
+                let id = "m\(client)"
+                guard try c.request("PUT", "/v1/instances/\(id)", route: Self.instanceRoute, json: "{}").status == 201 else { throw HTTPClientError(description: "PUT \(id)") }
+                for json in [Self.launch, Self.connect, #"{"event": "didBecomeActive"}"#] {
+                    _ = try c.request("POST", "/v1/instances/\(id)/events", route: "/v1/instances/{id}/events", json: json)
+                }
+                for round in 0..<rounds {
+                    _ = try c.request("GET", "/v1/instances/\(id)", route: Self.instanceRoute)
+                    _ = try c.request("GET", "/v1/instances/missing-\(client)", route: Self.instanceRoute)
+                    // Answered from the committer's thread.
+                    let event = round % 2 == 0 ? "willResignActive" : "didBecomeActive"
+                    _ = try c.request("POST", "/v1/instances/\(id)/events", route: "/v1/instances/{id}/events", json: #"{"event": "\#(event)"}"#)
+                }
+            } catch {
+                errors.withLock { $0.append("client \(client): \(error)") }
+            }
+            counted.withLock { counted in counted.merge(c.answered, uniquingKeysWith: +) }
+        }.wait()
+        #expect(errors.withLock { $0 } == [])
+        var expected = counted.withLock { $0 }
+        expected.merge(before, uniquingKeysWith: +)
+        expected[["GET", "/metrics", "200"], default: 0] += 1
+        #expect(expected[["GET", Self.instanceRoute, "404"]] == Double(clients * rounds))
+        #expect(expected[["POST", "/v1/instances/{id}/events", "200"]] == Double(clients * (rounds + 3)))
+
+        let after = try c.scrape()
+        #expect(after.series("lifecycled_http_requests_total", by: ["method", "route", "status"]) == expected)
+        var timed: [[String]: Double] = [:]
+        for (labels, count) in expected { timed[[labels[0], labels[1]], default: 0] += count }
+        #expect(after.series("lifecycled_http_request_duration_seconds_count", by: ["method", "route"]) == timed)
+        #expect(after.series("lifecycled_http_request_duration_seconds_bucket", by: ["method", "route", "le"]).filter { $0.key[2] == "+Inf" }
+            == Dictionary(uniqueKeysWithValues: timed.map { ($0.key + ["+Inf"], $0.value) }))
+    }
+
     @Test("a stream subscriber closed for falling behind is counted as dropped")
     func droppedSubscriber() throws {
         let server = try TestServer { $0.streamBuffer = 8 * 1024 }

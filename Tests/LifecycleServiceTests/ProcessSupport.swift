@@ -92,7 +92,9 @@ final class LifecycledProcess {
     /// `port`: a given one (to start again where a stopped server listened), else a free one.
     static func serving(dataDirectory: String, extra: [String] = [], port: UInt16? = nil, pollMicroseconds: UInt32 = 20_000) throws -> LifecycledProcess {
         let port = port ?? freePort()
-        let server = try LifecycledProcess(arguments: ["--port", String(port), "--data-dir", dataDirectory] + extra, port: port)
+        var environment: [String: String] = [:]
+        if let url = try TestStore.databaseURL(for: dataDirectory) { environment["LIFECYCLED_DATABASE_URL"] = url }
+        let server = try LifecycledProcess(arguments: ["--port", String(port), "--data-dir", dataDirectory] + extra, environment: environment, port: port)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let c = try? HTTPConnection(port: port), (try? c.request("GET", "/healthz"))?.status == 200 { return server }

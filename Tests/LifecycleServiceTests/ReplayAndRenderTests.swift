@@ -54,7 +54,7 @@ struct ReplayAndRenderTests {
         #expect(try c.request("GET", "/v1/instances/named").json["model"] as? String == "android-activity")
     }
 
-    @Test("keys a version-2 database kept as responses replay the same answers after the upgrade, and apply nothing again")
+    @Test("keys a version-2 database kept as responses replay the same answers after the upgrade, and apply nothing again", TestStore.sqliteFileOnly)
     func replayAcrossUpgrade() throws {
         let server = try TestServer()
         var c = try server.connect()

@@ -431,7 +431,7 @@ struct StreamHubTests {
         #expect(idle.records.map(\.type) == ["instance.created"])
     }
 
-    @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back")
+    @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back", TestStore.sqliteFileOnly)
     func failedBatchPublishesCommitsOnly() throws {
         let server = try TestServer()
         let c = try server.connect()

@@ -1,5 +1,35 @@
 import Foundation
+import PostgresSupport
+import Synchronization
+import Testing
 @testable import LifecycleService
+
+/// Which store the service tests run on: SQLite in each server's data folder, or, with
+/// `LIFECYCLED_TEST_STORE=postgres` (`make postgres-test`), a fresh PostgreSQL database per
+/// data folder on the test cluster (see ``PostgresCluster``), kept across restarts.
+enum TestStore {
+    static let isPostgres = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_STORE"] == "postgres"
+
+    private static let databases = Mutex<[String: String]>([:])
+
+    /// For a test that works on the SQLite file itself (a trigger that fails writes, a page
+    /// cap for a full disk, an old schema): it runs in the SQLite pass of `make test` and not in
+    /// the PostgreSQL pass, where there is no such file.
+    static let sqliteFileOnly = Testing.ConditionTrait.enabled(if: !isPostgres, "works on the SQLite file; runs in the SQLite pass")
+
+    /// The database URL for a server on `dataDirectory`: the same one each time, so a restart
+    /// finds what was committed; `nil` on SQLite.
+    static func databaseURL(for dataDirectory: String) throws -> String? {
+        guard isPostgres else { return nil }
+        if let url = databases.withLock({ $0[dataDirectory] }) { return url }
+        let url = try PostgresCluster.shared.makeDatabase()
+        return databases.withLock { databases in
+            if let existing = databases[dataDirectory] { return existing }
+            databases[dataDirectory] = url
+            return url
+        }
+    }
+}
 
 /// A folder under /tmp, removed when the value is dropped.
 final class TemporaryDirectory {
@@ -38,6 +68,7 @@ final class TestServer {
         configuration.publicDirectory = publicDirectory
         configuration.logLevel = .warning
         configure(&configuration)
+        if configuration.databaseURL == nil { configuration.databaseURL = try TestStore.databaseURL(for: configuration.dataDirectory) }
         service = try Service(configuration: configuration)
     }
 

@@ -88,6 +88,13 @@ extension HistogramFamily.Series {
         count += 1
     }
 
+    /// Adds the observations of another series of the same bounds.
+    mutating func add(_ other: Self) {
+        for (bucket, count) in other.buckets.enumerated() { buckets[bucket] += count }
+        sum += other.sum
+        count += other.count
+    }
+
     /// The series as exposition samples: cumulative buckets, `+Inf`, sum and count.
     func write(_ name: String, labels: [(String, String)], bounds: [Double], to exposition: inout Exposition) {
         var cumulative: UInt64 = 0

@@ -11,7 +11,8 @@ struct AccessLog: Middleware {
     func reply(to request: Request, next: Responder) -> Reply {
         guard logger.isLogging(.info) else { return next(request) }
         let started = DispatchTime.now().uptimeNanoseconds
-        return next(request).map { [logger] response in
+        return next(request).map((request, started, logger)) { context, response in
+            let (request, started, logger) = context
             let line = Line(request: request, status: response.status, started: started, logger: logger)
             switch response.body {
             case .bytes(let bytes):

@@ -20,16 +20,22 @@ struct Authentication: Middleware {
         self.protectsReads = protectsReads
     }
 
-    /// Whether a route stays open to reads: the probes', and the dashboard's files. (Compared,
-    /// not looked up in a set: this runs on every read, and three comparisons cost less than a hash.)
+    /// Whether a route stays open to reads: the probes', and the dashboard's files. (This runs
+    /// on every read: lengths, compared first, tell most templates from these without comparing
+    /// text, which costs more between a long string and a short one than between two short ones.)
     static func isOpen(_ route: String?) -> Bool {
-        route == "/healthz" || route == "/readyz" || route == Router.fallbackTemplate
+        guard let route else { return false }
+        let length = route.utf8.count
+        return openRoutes.contains { $0.utf8.count == length && $0 == route }
     }
 
-    /// What a request may present its token with.
+    private static let openRoutes = ["/healthz", "/readyz", Router.fallbackTemplate]
+
+    /// What a request presents its token with.
     private enum Credential {
-        case header(Substring)
-        case query(Substring)
+        /// A token in `Authorization: Bearer`, or in the query where the route takes one:
+        /// whether it is the token.
+        case presented(isToken: Bool)
         /// A `token` query parameter where the route does not take one.
         case misplacedQuery
         /// No token, or an `Authorization` of another scheme.
@@ -39,8 +45,8 @@ struct Authentication: Middleware {
     func admit(_ head: Request) -> Response? {
         guard needsToken(head) else { return nil }
         switch credential(of: head) {
-        case .header(let token), .query(let token):
-            guard !isToken(token) else { return nil }
+        case .presented(let isToken):
+            guard !isToken else { return nil }
             return Self.refusal("the token is not valid", error: "invalid_token")
         case .misplacedQuery:
             return Self.refusal("this request needs the token in Authorization: Bearer <token>; the token query parameter is taken only by streams", error: nil)
@@ -55,8 +61,12 @@ struct Authentication: Middleware {
     /// (The length is not secret enough to hide at the cost of hashing on every request.)
     func isToken(_ presented: Substring) -> Bool {
         var presented = presented
-        return presented.withUTF8 { bytes in
-            guard bytes.count == token.count else { return false }
+        return presented.withUTF8(isToken)
+    }
+
+    private func isToken(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == token.count else { return false }
+        return token.withUnsafeBufferPointer { token in
             var difference: UInt8 = 0
             for index in 0..<bytes.count { difference |= bytes[index] ^ token[index] }
             return difference == 0
@@ -71,22 +81,31 @@ struct Authentication: Middleware {
         }
     }
 
-    /// Runs on every request that needs the token, so it reads the header in place: header
-    /// names are already lowercased, and the token is a slice of the header's value.
+    /// Runs on every request that needs the token, so it reads the header's bytes in place
+    /// (header names are already lowercased), without making strings or characters.
     private func credential(of head: Request) -> Credential {
-        if let authorization = head.headers.first(where: { $0.name == "authorization" })?.value {
-            // The scheme is case-insensitive (RFC 9110 §11.1), followed by one or more spaces.
-            let value = authorization[...]
-            guard let space = value.utf8.firstIndex(of: UInt8(ascii: " ")), Self.isBearer(value.utf8[..<space]) else { return .none }
-            return .header(value[space...].drop { $0 == " " })
+        if var authorization = head.headers.first(where: { $0.name == "authorization" })?.value {
+            return authorization.withUTF8 { value in
+                // `Bearer` in any case (RFC 9110 §11.1), one or more spaces, the token.
+                let space = UInt8(ascii: " ")
+                guard value.count > Self.bearer.count, value[Self.bearer.count] == space, Self.isBearer(value) else { return .none }
+                var start = Self.bearer.count
+                while start < value.count, value[start] == space { start += 1 }
+                return .presented(isToken: isToken(UnsafeBufferPointer(rebasing: value[start...])))
+            }
         }
         guard let token = head.query("token") else { return .none }
-        return Self.takesQueryToken(head) ? .query(token[...]) : .misplacedQuery
+        return Self.takesQueryToken(head) ? .presented(isToken: isToken(token[...])) : .misplacedQuery
     }
 
-    /// Whether a scheme is `Bearer`, in any case.
-    private static func isBearer(_ scheme: Substring.UTF8View.SubSequence) -> Bool {
-        scheme.count == 6 && zip(scheme, "bearer".utf8).allSatisfy { $0 | 0x20 == $1 }
+    private static let bearer: [UInt8] = Array("bearer".utf8)
+
+    /// Whether a header's value starts with `bearer`, in any case (setting bit 5 lowercases
+    /// a letter, and no other byte becomes one of these lowercase letters).
+    private static func isBearer(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        bearer.withUnsafeBufferPointer { bearer in
+            (0..<bearer.count).allSatisfy { value[$0] | 0x20 == bearer[$0] }
+        }
     }
 
     /// Streams (route templates ending in `/stream`) take the token in the query.

@@ -38,7 +38,7 @@ struct CrossOrigin: Middleware {
                 ("Access-Control-Allow-Headers", Self.requestHeaders), ("Access-Control-Max-Age", Self.maxAge), ("Vary", "Origin"),
             ]))
         }
-        return next(request).map { response in
+        return next(request).map(allowed) { allowed, response in
             var response = response
             response.headers.append(("Vary", "Origin"))
             if let allowed {

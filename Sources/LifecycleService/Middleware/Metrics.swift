@@ -1,14 +1,18 @@
 import Dispatch
 import MicroHTTP
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Counts every answer by method, route template and status, and times it by method and
 /// route, for `/metrics`. Labels come from ``Request/route`` (never the path, which carries ids)
 /// and from a fixed list of methods, so the series are as few as the routes. Refusals (at
 /// admission, or the server's own) pass through here too and are counted.
 ///
-/// It runs on every request, so it costs one lock and one hash of the route per answer: the
-/// counts by status and the latency histogram of a method and route sit in one entry.
+/// It runs on every request, so recording is kept to one uncontended lock and one look-up
+/// that hashes no text: each thread records into a shard of its own (see ``Shard``), summed
+/// at scrape time, so the worker threads neither wait for one lock nor write the same memory.
 final class RequestMetrics: Middleware {
     static let requestsName = "lifecycled_http_requests_total"
     static let requestsHelp = "Requests answered since the process started, by method, route template (* for static files, - for requests the server refused before routing) and status."
@@ -21,22 +25,60 @@ final class RequestMetrics: Middleware {
         /// An index into ``methods``.
         var method: UInt8
         var route: String
+
+        /// The route's length stands for its text: routes are few and fixed (a client cannot
+        /// add one), so the rare routes of one length are told apart by `==`, and no request
+        /// pays for hashing a template.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(method)
+            hasher.combine(route.utf8.count)
+        }
     }
 
     /// Methods named in labels as they are; any other is `other`, so a client cannot add series.
     private static let methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"]
 
     private struct Series {
-        var statuses: [Int: UInt64] = [:]
+        /// Answers by status, in the order first seen: a route answers with few statuses,
+        /// and a short list is searched for less than a status costs to hash.
+        var statuses: [(status: Int, count: UInt64)] = []
         var durations = HistogramFamily.Series(bounds: RequestMetrics.bounds)
 
         mutating func record(status: Int, seconds: Double, bucket: Int) {
-            statuses[status, default: 0] += 1
+            if let index = statuses.firstIndex(where: { $0.status == status }) {
+                statuses[index].count += 1
+            } else {
+                statuses.append((status, 1))
+            }
             durations.record(seconds, in: bucket)
+        }
+
+        mutating func add(_ other: Series) {
+            for (status, count) in other.statuses {
+                if let index = statuses.firstIndex(where: { $0.status == status }) {
+                    statuses[index].count += count
+                } else {
+                    statuses.append((status, count))
+                }
+            }
+            durations.add(other.durations)
         }
     }
 
-    private let series = Mutex<[Key: Series]>([:])
+    /// One thread's series (or a few threads', past ``shardCount`` threads). Padded so that
+    /// two shards' locks never share a cache line, which the threads would pass back and forth.
+    private final class Shard: Sendable {
+        let series = Mutex<[Key: Series]>([:])
+        private let padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    }
+
+    /// More than the HTTP worker threads of any machine this serves on, as a rule (one per
+    /// core by default); threads past it share shards, which stays correct.
+    static let shardCount = 16
+    private let shards = (0..<RequestMetrics.shardCount).map { _ in Shard() }
+
+    /// This thread's shard.
+    private var shard: Shard { shards[ThreadOrdinal.current % shards.count] }
 
     /// Where a method is in ``methods``.
     private static func index(of method: String) -> UInt8 {
@@ -46,25 +88,30 @@ final class RequestMetrics: Middleware {
     func reply(to request: Request, next: Responder) -> Reply {
         let started = DispatchTime.now().uptimeNanoseconds
         let key = Key(method: Self.index(of: request.method), route: request.route ?? Pipeline.refusedTemplate)
-        return next(request).map { [self] response in
-            record(key, status: response.status, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        return next(request).map((self, key, started)) { context, response in
+            let (metrics, key, started) = context
+            metrics.record(key, status: response.status, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
             return response
         }
     }
 
     private func record(_ key: Key, status: Int, seconds: Double) {
         let bucket = Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count
-        series.withLock { series in
+        shard.series.withLock { series in
             series[key, default: Series()].record(status: status, seconds: seconds, bucket: bucket)
         }
     }
 
     func write(to exposition: inout Exposition) {
-        let snapshot = series.withLock { $0 }.map { (method: Self.methods[Int($0.key.method)], route: $0.key.route, series: $0.value) }
+        var merged: [Key: Series] = [:]
+        for shard in shards {
+            for (key, series) in shard.series.withLock({ $0 }) { merged[key, default: Series()].add(series) }
+        }
+        let snapshot = merged.map { (method: Self.methods[Int($0.key.method)], route: $0.key.route, series: $0.value) }
             .sorted { ($0.method, $0.route) < ($1.method, $1.route) }
         exposition.family(Self.requestsName, .counter, help: Self.requestsHelp)
         for (method, route, series) in snapshot {
-            for (status, count) in series.statuses.sorted(by: { $0.key < $1.key }) {
+            for (status, count) in series.statuses.sorted(by: { $0.status < $1.status }) {
                 exposition.sample(Self.requestsName, [("method", method), ("route", route), ("status", String(status))], count)
             }
         }
@@ -72,5 +119,28 @@ final class RequestMetrics: Middleware {
         for (method, route, series) in snapshot {
             series.durations.write(Self.durationsName, labels: [("method", method), ("route", route)], bounds: Self.bounds, to: &exposition)
         }
+    }
+}
+
+/// A small number for the calling thread, handed out in turn on each thread's first call:
+/// up to ``RequestMetrics/shardCount`` threads get shards of their own, where a hash of the
+/// thread's id could put two workers in one.
+private enum ThreadOrdinal {
+    /// One key for the process, never deleted: keys are few (`PTHREAD_KEYS_MAX`).
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let created = pthread_key_create(&key, nil)
+        precondition(created == 0, "pthread_key_create failed: \(created)")
+        return key
+    }()
+    private static let next = Atomic<Int>(0)
+
+    static var current: Int {
+        // Stored plus one: a thread that has none yet reads 0.
+        let stored = Int(bitPattern: pthread_getspecific(key))
+        if stored != 0 { return stored - 1 }
+        let ordinal = next.add(1, ordering: .relaxed).oldValue
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: ordinal + 1))
+        return ordinal
     }
 }

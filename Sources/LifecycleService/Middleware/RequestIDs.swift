@@ -35,8 +35,7 @@ final class RequestIDs: Middleware {
         } else {
             request.id = "\(prefix)-\(counter.add(1, ordering: .relaxed).newValue)"
         }
-        let id = request.id
-        return next(request).map { response in
+        return next(request).map(request.id) { id, response in
             var response = response
             response.headers.append(("X-Request-ID", id))
             return response

@@ -17,7 +17,7 @@ struct SecurityHeaders: Middleware {
 
     func reply(to request: Request, next: Responder) -> Reply {
         let added = request.route == Router.fallbackTemplate ? Self.headers : Self.apiHeaders
-        return next(request).map { response in
+        return next(request).map(added) { added, response in
             var response = response
             response.headers += added
             return response

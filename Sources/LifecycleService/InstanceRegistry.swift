@@ -110,8 +110,9 @@ final class InstanceRegistry: @unchecked Sendable {
         /// Only reading others' commits failed (no write has failed since): a read that works
         /// again clears it. A write's failure is cleared only by a commit.
         var isReadOnly = false
-        /// The disk is full: only a commit that writes something shows it is not any more.
-        var isDiskFull = false
+        /// The database server could not be reached: a transaction that commits, even an
+        /// empty one, shows it is back (see `probeCommits`).
+        var isUnreachable = false
     }
 
     /// The most requests one transaction commits.
@@ -219,13 +220,31 @@ final class InstanceRegistry: @unchecked Sendable {
     // MARK: reading (any thread)
 
     func instance(_ id: String) throws(Refusal) -> StoredInstance {
-        guard let entry = entry(id) else { throw .unknownInstance(id) }
+        guard let entry = entry(id) else { return try committedInstance(id) }
         return entry.lock.withLock { entry.instance }
+    }
+
+    /// An instance the cache does not hold, as the store has it: one another replica has just
+    /// created is found before this one has caught up (a client that creates through one
+    /// replica and reads through another gets it, not a 404).
+    private func committedInstance(_ id: String) throws(Refusal) -> StoredInstance {
+        let found: StoredInstance?
+        do {
+            found = try store.instances([id]).first
+        } catch {
+            log(.error, "cannot read an instance", ["id": id, "error": error.message])
+            throw .storageFailed(isDiskFull: false)
+        }
+        guard let found else { throw .unknownInstance(id) }
+        return found
     }
 
     /// The instance as last committed: its version and its JSON.
     func renderedInstance(_ id: String) throws(Refusal) -> (version: Int64, json: [UInt8]) {
-        guard let entry = entry(id) else { throw .unknownInstance(id) }
+        guard let entry = entry(id) else {
+            let stored = try committedInstance(id)
+            return (stored.state.version, try render(stored))
+        }
         entry.lock.lock()
         defer { entry.lock.unlock() }
         return (entry.instance.state.version, try entry.json(render))
@@ -365,10 +384,11 @@ final class InstanceRegistry: @unchecked Sendable {
     /// transaction shows whether the store commits again. Without it a replica that no write
     /// reaches would report the failure for ever, and one that a load balancer takes out of
     /// rotation by `/healthz` would never get the write that clears it: after an outage of
-    /// PostgreSQL, every replica that failed a write would stay out. Not after a full disk (a
-    /// transaction that writes nothing commits on one) nor damage (reported until a restart).
+    /// PostgreSQL, every replica that failed a write would stay out. Only for a server that
+    /// could not be reached: after a full disk or an I/O error a transaction that writes
+    /// nothing may commit while writes still fail, and damage is reported until a restart.
     private func probeCommits() {
-        guard let failure = storageProblem, !failure.isReadOnly, !failure.isDamage, !failure.isDiskFull else { return }
+        guard let failure = storageProblem, failure.isUnreachable, !failure.isReadOnly, !failure.isDamage else { return }
         do {
             try store.write { _ in }
             storageCommitted()
@@ -427,6 +447,10 @@ final class InstanceRegistry: @unchecked Sendable {
         var startSequence: Int64 = 0
         /// Whether the cache may decide this transaction's writes: no one else committed since it was current.
         var isCacheCurrent = true
+        /// When it may not: the instances the transaction's writes name, as committed when it
+        /// began (read at once, in one round trip), by id; an id read and not found is absent.
+        var committed: [String: StoredInstance] = [:]
+        var readIDs: Set<String> = []
         var staged: [String: Staged] = [:]
         var results: [Result<WriteOutcome, Refusal>] = []
         var notes: [Note] = []
@@ -484,6 +508,10 @@ final class InstanceRegistry: @unchecked Sendable {
         try store.write { (transaction) throws(StoreError) in
             attempt.startSequence = transaction.startSequence
             attempt.isCacheCurrent = transaction.startSequence == cacheThrough
+            if !attempt.isCacheCurrent {
+                attempt.readIDs = Set(jobs.map(\.write.instanceID))
+                attempt.committed = Dictionary(try transaction.instances(Array(attempt.readIDs)).map { ($0.id, $0) }) { first, _ in first }
+            }
             // Instances whose state changed: stored once per transaction, however many records.
             var dirty: Set<String> = []
             for job in jobs {
@@ -551,7 +579,7 @@ final class InstanceRegistry: @unchecked Sendable {
                     failure = StorageFailure(
                         reason: error.message, since: failure?.since ?? Date(), isDamage: error.isDamage,
                         isReadOnly: isReadOnly && failure?.isReadOnly != false,
-                        isDiskFull: isReadOnly ? failure?.isDiskFull == true : error.isDiskFull
+                        isUnreachable: error.isUnreachable
                     )
                 }
             }
@@ -618,7 +646,9 @@ final class InstanceRegistry: @unchecked Sendable {
         case nil:
             let cached = entry(id).map { entry in entry.lock.withLock { (instance: entry.instance, machine: entry.machine) } }
             if attempt.isCacheCurrent { return cached }
-            guard let stored = try transaction.instance(id) else { return nil }
+            // Every id a write names was read when the transaction began; others (the
+            // instance an idempotency key created) are read now.
+            guard let stored = attempt.readIDs.contains(id) ? attempt.committed[id] : try transaction.instance(id) else { return nil }
             if let cached, cached.instance == stored { return cached }
             guard let model = models[stored.model], let machine = Machine(model: model, restoring: stored.state) else {
                 throw StoreError("instance \"\(id)\" uses model \"\(stored.model)\" or state \"\(stored.state.state)\", which this replica has not loaded", isSpecificToWrite: true)

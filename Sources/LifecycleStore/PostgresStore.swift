@@ -327,7 +327,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         } catch {
             if error.isConnectionLost {
                 writer.dropIfLost(error)
-                throw StoreError("cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown")
+                throw StoreError("cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown", isUnreachable: true)
             }
             // A statement failed, and PostgreSQL skipped the COMMIT after it.
             rollBack(connection)
@@ -437,6 +437,17 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
             let found = try run("cannot read instance \(id)", "SELECT \(PostgresStore.instanceColumns) FROM instances WHERE id = $1", [.text(id)])
             guard found.rowCount > 0 else { return nil }
             return try PostgresStore.checked("cannot read instance \(id)") { () throws(PostgreSQLError) in try PostgresStore.instance(found, 0) }
+        }
+
+        func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
+            var found = ids.compactMap { instances[$0]?.instance }
+            let unwritten = ids.filter { instances[$0] == nil }
+            guard !unwritten.isEmpty else { return found }
+            let rows = try run("cannot read instances", "SELECT \(PostgresStore.instanceColumns) FROM instances WHERE id = ANY($1::text[])", [.texts(unwritten)])
+            for row in 0..<rows.rowCount {
+                found.append(try PostgresStore.checked("cannot read instances") { () throws(PostgreSQLError) in try PostgresStore.instance(rows, row) })
+            }
+            return found
         }
 
         func instanceCount() throws(StoreError) -> Int { Int(startInstanceCount + instancesAdded) }
@@ -937,7 +948,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
 extension StoreError {
     init(_ error: PostgreSQLError, doing what: String) {
         if error.isConnectionLost {
-            self.init("\(what): PostgreSQL is unreachable: \(error.message)")
+            self.init("\(what): PostgreSQL is unreachable: \(error.message)", isUnreachable: true)
         } else {
             self.init(
                 "\(what): \(error.message)\(error.sqlState.map { " (SQLSTATE \($0))" } ?? "")", isDiskFull: error.isDiskFull,

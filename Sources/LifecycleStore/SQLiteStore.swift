@@ -771,6 +771,14 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             }
         }
 
+        func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
+            var found: [StoredInstance] = []
+            for id in ids {
+                if let instance = try instance(id) { found.append(instance) }
+            }
+            return found
+        }
+
         func instanceCount() throws(StoreError) -> Int {
             try checked("cannot count instances") { () throws(SQLiteError) in
                 try statements.countInstances.first { Int($0.integer(0)) } ?? 0

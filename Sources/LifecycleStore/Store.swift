@@ -223,13 +223,20 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// Whether the store refused to open because data it had committed is gone; opening
     /// with ``SQLiteStore/Options/acceptDataLoss`` accepts the loss.
     public var isDataLoss: Bool
+    /// Whether the database server could not be reached: the store connects again by itself,
+    /// so a transaction that commits (even an empty one) shows it is back.
+    public var isUnreachable: Bool
 
-    public init(_ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false, isDamage: Bool = false, isDataLoss: Bool = false) {
+    public init(
+        _ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false, isDamage: Bool = false, isDataLoss: Bool = false,
+        isUnreachable: Bool = false
+    ) {
         self.message = message
         self.isDiskFull = isDiskFull
         self.isSpecificToWrite = isSpecificToWrite
         self.isDamage = isDamage
         self.isDataLoss = isDataLoss
+        self.isUnreachable = isUnreachable
     }
 
     init(_ error: SQLiteError, doing what: String) {
@@ -324,6 +331,9 @@ public protocol StoreTransaction {
     var startSequence: Int64 { get }
     /// The instance as committed (with this transaction's writes), or `nil` if there is none.
     func instance(_ id: String) throws(StoreError) -> StoredInstance?
+    /// ``instance(_:)`` for several at once (one round trip to a database server): those that
+    /// exist, in no particular order.
+    func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance]
     /// How many instances there are, as committed (with this transaction's writes).
     func instanceCount() throws(StoreError) -> Int
     /// Stores a new instance with its creation record: numbered with the next sequence

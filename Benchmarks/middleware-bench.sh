@@ -82,7 +82,9 @@ wait_for $PORT_ON; wait_for $PORT_OFF
 setup $PORT_ON "$TOKEN"; setup $PORT_OFF none
 # The token is really checked, and metrics really off and on.
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT_ON/v1/instances/bench-1")" = 401 ] || { echo "auth is not on" >&2; exit 1; }
-curl -sf -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT_ON/metrics" | grep -q '^lifecycled_http_requests_total' || { echo "metrics are not on" >&2; exit 1; }
+# (Read whole before grep: `curl | grep -q` fails under pipefail when grep stops reading early.)
+scrape=$(curl -sf -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT_ON/metrics")
+grep -q '^lifecycled_http_requests_total' <<<"$scrape" || { echo "metrics are not on" >&2; exit 1; }
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT_OFF/metrics")" = 404 ] || { echo "metrics are not off" >&2; exit 1; }
 
 ROWS=""

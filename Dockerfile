@@ -42,16 +42,18 @@ RUN --mount=type=cache,target=/src/.build \
     swift build -c release --static-swift-stdlib --product lifecycled \
  && install -D -s -m 0755 "$(swift build -c release --show-bin-path)/lifecycled" /out/lifecycled
 
-# ---- run: Debian slim with only the C libraries lifecycled links
-FROM debian:bookworm-slim
+# ---- root: Debian slim with only the C libraries lifecycled links, and its user
+FROM debian:bookworm-slim AS root
 
 # libmicrohttpd, SQLite, libpq (the PostgreSQL store), and what Graphviz's core libraries
 # link (libltdl, expat; zlib is in the base). No ca-certificates: the only outgoing
 # connection is to PostgreSQL, whose TLS checks libpq's own root certificate file.
+# Then what a service never reads: documentation, and the backups dpkg and debconf keep.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
  && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libltdl7 libexpat1 \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* /var/cache/debconf/*-old /var/lib/dpkg/*-old \
+      /usr/share/doc/* /usr/share/man/* /usr/share/info/*
 COPY --from=build /graphviz/ /
 RUN ldconfig
 
@@ -60,6 +62,12 @@ RUN ldconfig
 RUN groupadd --system --gid 10001 lifecycled \
  && useradd --system --uid 10001 --gid 10001 --home-dir /data --no-create-home --shell /usr/sbin/nologin lifecycled \
  && install -d -o 10001 -g 10001 -m 0750 /data
+
+# ---- run: that root as one layer. libpq brings OpenSSL, Kerberos and LDAP (9 MB); the
+# files deleted above are gone from the image only when no layer below still holds them.
+FROM scratch
+COPY --from=root / /
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 COPY Public /usr/local/share/lifecycled/Public
 COPY --from=build /out/lifecycled /usr/local/bin/lifecycled

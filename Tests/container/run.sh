@@ -242,7 +242,7 @@ cached=$(grep -c -- '--> Using cache' "$WORK/build.log" || true)
 say "built $IMAGE in ${build_seconds}s ($cached steps from the layer cache)"
 # The build stage's image (the last step before the run stage's first) is tagged too, so
 # that it is kept; the last run's, untagged now, are removed with the rest of the new leftovers.
-build_stage=$(awk '/^\[2\/2\] STEP 1\// { print id; exit } /^--> [0-9a-f]+$/ { id = $2 }' "$WORK/build.log")
+build_stage=$(awk '/^\[2\/[0-9]+\] STEP 1\// { print id; exit } /^--> [0-9a-f]+$/ { id = $2 }' "$WORK/build.log")
 [ -n "$build_stage" ] || fail "cannot find the build stage's image in the build's output"
 podman tag "$build_stage" "$IMAGE-build"
 remove_new_dangling_images

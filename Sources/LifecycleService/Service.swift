@@ -103,12 +103,7 @@ public final class Service: Sendable {
         if let url = configuration.databaseURL {
             do {
                 return try PostgresStore(
-                    url: url,
-                    options: .init(
-                        historyLimit: configuration.historyLimit, listenURL: configuration.databaseListenURL,
-                        pollInterval: .milliseconds(Int(configuration.pollInterval * 1000))
-                    ),
-                    report: report
+                    url: url, options: .init(historyLimit: configuration.historyLimit, listenURL: configuration.databaseListenURL), report: report
                 )
             } catch {
                 throw StartError(description: error.message)

@@ -37,20 +37,15 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         /// A direct connection (not through PgBouncer in transaction mode, which cannot carry
         /// `LISTEN`) for learning of other replicas' commits; `nil`: the store's URL.
         public var listenURL: String?
-        /// How often the commit observer calls its handler even when no notification came: a
-        /// lost notification delays what follows it by at most this long.
-        public var pollInterval: Duration
 
         public init(
             historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, listenURL: String? = nil,
-            pollInterval: Duration = .seconds(1)
+            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, listenURL: String? = nil
         ) {
             self.historyLimit = max(1, historyLimit)
             self.idempotencyLifetime = idempotencyLifetime
             self.tombstoneLifetime = tombstoneLifetime
             self.listenURL = listenURL
-            self.pollInterval = pollInterval
         }
     }
 
@@ -281,11 +276,12 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
     }
 
     /// Listens on a connection of its own to ``Options/listenURL`` (on a thread of its own)
-    /// and calls `wake` for each notification of a commit (this process's too), every
-    /// ``Options/pollInterval`` without one, and after each (re)connection, since
-    /// notifications sent while it was away are lost.
+    /// and calls `wake` for each notification of a commit (this process's too) and after each
+    /// (re)connection, since notifications sent while it was away are lost. Polling for a
+    /// notification lost otherwise is the caller's (the protocol says so): the registry asks
+    /// ``latestSequence()`` every `--poll-interval`.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {
-        let listener = CommitListener(url: options.listenURL ?? url, pollInterval: options.pollInterval, report: report, wake: wake)
+        let listener = CommitListener(url: options.listenURL ?? url, report: report, wake: wake)
         listeners.withLock { $0.append(listener) }
     }
 
@@ -1028,14 +1024,13 @@ struct Link {
 }
 
 /// `LISTEN lifecycled_commits` on a connection of its own, on a thread of its own, calling
-/// `wake` for each notification, every poll interval without one, and after each
-/// (re)connection. A lost connection is made again with ``Link``'s backoff.
+/// `wake` for each notification and after each (re)connection. A lost connection is made again with ``Link``'s backoff.
 final class CommitListener: Sendable {
     private let stopped = Atomic<Bool>(false)
 
-    init(url: String, pollInterval: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: @escaping @Sendable () -> Void) {
+    init(url: String, report: @escaping @Sendable (StoreEvent) -> Void, wake: @escaping @Sendable () -> Void) {
         Thread.detachNewThread { [self] in
-            run(url: url, pollInterval: pollInterval, report: report, wake: wake)
+            run(url: url, report: report, wake: wake)
         }
     }
 
@@ -1049,9 +1044,8 @@ final class CommitListener: Sendable {
     /// How long one wait on the socket lasts at most, so that ``stop()`` takes effect soon.
     private static let slice: Duration = .milliseconds(100)
 
-    private func run(url: String, pollInterval: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
+    private func run(url: String, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
         var link = Link(url: url, role: "listen", report: report)
-        var lastWake = ContinuousClock.now
         while !isStopped {
             let connection: Connection
             do {
@@ -1064,7 +1058,6 @@ final class CommitListener: Sendable {
             }
             // Whatever was notified while there was no connection is lost.
             wake()
-            lastWake = .now
             while !isStopped {
                 var descriptor = pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)
                 let ready = poll(&descriptor, 1, Int32(Self.slice / .milliseconds(1)))
@@ -1072,17 +1065,10 @@ final class CommitListener: Sendable {
                     if ready < 0 && errno != EINTR {
                         throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
                     }
-                    if ready > 0, try connection.takeNotifications() > 0 {
-                        wake()
-                        lastWake = .now
-                    }
+                    if ready > 0, try connection.takeNotifications() > 0 { wake() }
                 } catch {
                     link.dropIfLost(error)
                     break
-                }
-                if ContinuousClock.now - lastWake >= pollInterval {
-                    wake()
-                    lastWake = .now
                 }
             }
         }

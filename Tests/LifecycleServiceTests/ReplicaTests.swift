@@ -136,13 +136,29 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a replica that hears no notification still gets another's records, by polling every --poll-interval")
+    func pollingFallback() throws {
+        let cluster = try PostgresCluster.shared
+        // Replica 1 listens on another database, whose channel no commit here notifies.
+        let replicas = try Replicas(
+            2, databaseURL: try cluster.makeDatabase(), perReplica: [[], ["--database-listen-url", try cluster.makeDatabase(), "--poll-interval", "0.2"]]
+        )
+        let writer = try HTTPConnection(port: replicas.ports[0])
+        let deaf = try ReplicaSubscriber(port: replicas.ports[1], after: 0)
+        defer { deaf.stop() }
+        try writer.makeInstance("p", events: coldStart)
+        #expect(deaf.waitForRecord(4, within: 20), "the stream on the replica without notifications reached 4; it is at \(deaf.lastRecordID)")
+        let listed = try HTTPConnection(port: replicas.ports[1]).request("GET", "/v1/instances").json["items"] as? [[String: Any]]
+        #expect(listed?.first?["state"] as? String == "foreground", "its copy caught up too: \(String(describing: listed))")
+    }
+
     @Test("a stream resumed on a replica that has not yet read what the client saw on another gets exactly what follows, once it has")
     func resumeOnReplicaBehind() throws {
         let cluster = try PostgresCluster.shared
         let url = try cluster.makeDatabase()
         // Replica 1 listens on another database, whose channel no commit here notifies, and
         // polls once a minute: it learns of replica 0's commits only when it commits itself.
-        let replicas = try Replicas(2, databaseURL: url, perReplica: [[], ["--database-listen-url", try cluster.makeDatabase(), "--poll-interval", "60"]])
+        let replicas = try Replicas(2, databaseURL: url, perReplica: [[], ["--database-listen-url", try cluster.makeDatabase(), "--poll-interval", "0.2"]])
         let ahead = try HTTPConnection(port: replicas.ports[0])
         let behind = try HTTPConnection(port: replicas.ports[1])
         let seen = try ReplicaSubscriber(port: replicas.ports[0], after: 0)

@@ -38,10 +38,6 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
 
 @Suite("PostgreSQL store")
 struct PostgresStoreTests {
-    /// An hour: the observer's polling fallback never fires within a test that must see a
-    /// notification, not a poll.
-    static let noPolling = PostgresStore.Options(pollInterval: .seconds(3600))
-
     @Test("what a PostgreSQL failure tells the service: the write's fault, a full disk, damage, or PostgreSQL unreachable")
     func failureKinds() {
         func error(_ sqlState: String?, lost: Bool = false) -> StoreError {
@@ -102,7 +98,7 @@ struct PostgresStoreTests {
         try cluster.startPgBouncer()
         let direct = try cluster.makeDatabase()
         let pooled = try cluster.throughPgBouncer(direct)
-        let options = PostgresStore.Options(listenURL: direct, pollInterval: .seconds(3600))
+        let options = PostgresStore.Options(listenURL: direct)
         let replicas = [try PostgresStore(url: pooled, options: options), try PostgresStore(url: pooled, options: options)]
         defer { replicas.forEach { $0.close() } }
         let wakes = Wakes()
@@ -222,7 +218,7 @@ struct PostgresStoreTests {
     func observerWakes() throws {
         let url = try PostgresCluster.shared.makeDatabase()
         let a = try PostgresStore(url: url)
-        let b = try PostgresStore(url: url, options: Self.noPolling)
+        let b = try PostgresStore(url: url)
         defer { [a, b].forEach { $0.close() } }
         let wakes = Wakes()
         b.observeCommitsElsewhere(wakes.handler)
@@ -235,13 +231,6 @@ struct PostgresStoreTests {
         try InstanceWriter(id: "y").create(in: b)  // b's own commits wake it too: harmless
         #expect(eventually { wakes.value == 3 })
         #expect(try b.latestSequence() == 2)
-
-        // Without notifications, it still wakes every poll interval.
-        let polling = try PostgresStore(url: url, options: .init(pollInterval: .milliseconds(50)))
-        defer { polling.close() }
-        let polled = Wakes()
-        polling.observeCommitsElsewhere(polled.handler)
-        #expect(eventually { polled.value >= 5 })
     }
 
     @Test("two replicas appending the same version of an instance: the second fails for that write alone, and leaves nothing")
@@ -294,7 +283,7 @@ struct PostgresStoreTests {
         let cluster = try PostgresCluster.start()
         defer { cluster.remove() }
         let url = try cluster.makeDatabase()
-        let store = try PostgresStore(url: url, options: Self.noPolling)
+        let store = try PostgresStore(url: url)
         defer { store.close() }
         let wakes = Wakes()
         store.observeCommitsElsewhere(wakes.handler)

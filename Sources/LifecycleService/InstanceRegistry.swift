@@ -196,13 +196,7 @@ final class InstanceRegistry: @unchecked Sendable {
         self.report = report
         let instances = try store.loadInstances().sorted { $0.id < $1.id }
         for instance in instances {
-            guard let model = models[instance.model] else {
-                throw StoreError("instance \"\(instance.id)\" uses model \"\(instance.model)\", which is not loaded")
-            }
-            guard let machine = Machine(model: model, restoring: instance.state) else {
-                throw StoreError("instance \"\(instance.id)\" is in state \"\(instance.state.state)\", which model \"\(model.name)\" does not have")
-            }
-            entries[instance.id] = Entry(instance: instance, machine: machine)
+            entries[instance.id] = Entry(instance: instance, machine: try Self.restoredMachine(instance, models: models))
         }
         index = InstanceIndex(sortedByID: instances.map { (id: $0.id, facts: $0.indexFacts) })
         coverageCounts = try store.loadCoverage()
@@ -214,6 +208,17 @@ final class InstanceRegistry: @unchecked Sendable {
     }
 
     var count: Int { entriesLock.withLock { entries.count } }
+
+    /// A stored instance's machine; throws when its model, or its state in that model, is not loaded here.
+    private static func restoredMachine(_ instance: StoredInstance, models: [String: Model]) throws(StoreError) -> Machine {
+        guard let model = models[instance.model] else {
+            throw StoreError("instance \"\(instance.id)\" uses model \"\(instance.model)\", which is not loaded")
+        }
+        guard let machine = Machine(model: model, restoring: instance.state) else {
+            throw StoreError("instance \"\(instance.id)\" is in state \"\(instance.state.state)\", which model \"\(model.name)\" does not have")
+        }
+        return machine
+    }
 
     private func entry(_ id: String) -> Entry? { entriesLock.withLock { entries[id] } }
 
@@ -421,12 +426,12 @@ final class InstanceRegistry: @unchecked Sendable {
         let coverage = try store.loadCoverage()
         var staged: [String: Staged] = Dictionary(uniqueKeysWithValues: touched.map { ($0, .deleted) })
         for instance in fresh {
-            guard let model = models[instance.model], let machine = Machine(model: model, restoring: instance.state) else {
-                log(.error, "an instance another replica wrote uses a model or state not loaded here", ["id": instance.id, "model": instance.model, "state": instance.state.state])
+            do {
+                staged[instance.id] = .present(instance, try Self.restoredMachine(instance, models: models))
+            } catch {
+                log(.error, "an instance another replica wrote cannot be restored here", ["id": instance.id, "error": error.message])
                 staged[instance.id] = nil
-                continue
             }
-            staged[instance.id] = .present(instance, machine)
         }
         publish(staged, coverage: nil, replacing: coverage)
         cacheThrough = target
@@ -650,10 +655,12 @@ final class InstanceRegistry: @unchecked Sendable {
             // instance an idempotency key created) are read now.
             guard let stored = attempt.readIDs.contains(id) ? attempt.committed[id] : try transaction.instance(id) else { return nil }
             if let cached, cached.instance == stored { return cached }
-            guard let model = models[stored.model], let machine = Machine(model: model, restoring: stored.state) else {
-                throw StoreError("instance \"\(id)\" uses model \"\(stored.model)\" or state \"\(stored.state.state)\", which this replica has not loaded", isSpecificToWrite: true)
+            do {
+                return (stored, try Self.restoredMachine(stored, models: models))
+            } catch {
+                // Another replica's models: this write fails alone, not its whole batch.
+                throw StoreError(error.message, isSpecificToWrite: true)
             }
-            return (stored, machine)
         }
     }
 

@@ -428,13 +428,6 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
             }
         }
 
-        func instance(_ id: String) throws(StoreError) -> StoredInstance? {
-            if let waiting = instances[id] { return waiting.instance }
-            let found = try run("cannot read instance \(id)", "SELECT \(PostgresStore.instanceColumns) FROM instances WHERE id = $1", [.text(id)])
-            guard found.rowCount > 0 else { return nil }
-            return try PostgresStore.checked("cannot read instance \(id)") { () throws(PostgreSQLError) in try PostgresStore.instance(found, 0) }
-        }
-
         func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
             var found = ids.compactMap { instances[$0]?.instance }
             let unwritten = ids.filter { instances[$0] == nil }

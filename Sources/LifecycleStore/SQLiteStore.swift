@@ -765,18 +765,17 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
             startSequence = sequence
         }
 
-        func instance(_ id: String) throws(StoreError) -> StoredInstance? {
-            try checked("cannot read instance \(id)") { () throws(SQLiteError) in
-                try statements.selectInstance.first([.text(id)]) { (row) throws(SQLiteError) in try SQLiteStore.instance(row) }
-            }
-        }
 
         func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
-            var found: [StoredInstance] = []
-            for id in ids {
-                if let instance = try instance(id) { found.append(instance) }
+            try checked("cannot read instances") { () throws(SQLiteError) in
+                var found: [StoredInstance] = []
+                for id in ids {
+                    if let instance = try statements.selectInstance.first([.text(id)], { (row) throws(SQLiteError) in try SQLiteStore.instance(row) }) {
+                        found.append(instance)
+                    }
+                }
+                return found
             }
-            return found
         }
 
         func instanceCount() throws(StoreError) -> Int {

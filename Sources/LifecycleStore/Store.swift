@@ -329,10 +329,8 @@ public protocol StoreTransaction {
     /// The last sequence number committed before this transaction began. No other write
     /// commits while it runs, so its reads see every record up to this number and no later one.
     var startSequence: Int64 { get }
-    /// The instance as committed (with this transaction's writes), or `nil` if there is none.
-    func instance(_ id: String) throws(StoreError) -> StoredInstance?
-    /// ``instance(_:)`` for several at once (one round trip to a database server): those that
-    /// exist, in no particular order.
+    /// The instances named as committed (with this transaction's writes): those that exist,
+    /// in no particular order, read at once (one round trip to a database server).
     func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance]
     /// How many instances there are, as committed (with this transaction's writes).
     func instanceCount() throws(StoreError) -> Int
@@ -355,6 +353,13 @@ public protocol StoreTransaction {
     /// Adds `counts` to the stored coverage counters, with the records they count: call once
     /// per transaction with what its records add, so each counter is written once.
     func addCoverage(_ counts: CoverageCounts) throws(StoreError)
+}
+
+extension StoreTransaction {
+    /// The instance as committed (with this transaction's writes), or `nil` if there is none.
+    public func instance(_ id: String) throws(StoreError) -> StoredInstance? {
+        try instances([id]).first
+    }
 }
 
 extension Date {

@@ -191,7 +191,7 @@ struct APITests {
             ("stale If-Match", 412, { try c.event("app", #"{"event": "willConnectToWindow", "window": "w"}"#, headers: [("If-Match", "\"0\"")]) }),
             ("wrong content type", 415, { try c.request("POST", "/v1/instances/app/events", body: Array(#"{"event": "didBecomeActive"}"#.utf8), contentType: "text/plain") }),
             ("unknown action", 422, { try c.request("POST", "/v1/instances/app/actions", json: #"{"action": "launchRocket"}"#) }),
-            ("relaunch with a body", 400, { try c.request("POST", "/v1/instances/app/launches", json: #"{"fast": true}"#) }),
+            ("relaunch with a body", 400, { try c.request("POST", "/v1/instances/app/relaunches", json: #"{"fast": true}"#) }),
             ("wrong method", 405, { try c.request("GET", "/v1/instances/app/events") }),
         ]
         for (name, status, send) in cases {
@@ -257,10 +257,15 @@ struct APITests {
         let server = try TestServer()
         let c = try server.connect()
         try c.makeInstance("app", events: coldStart)
-        let relaunch = try c.request("POST", "/v1/instances/app/launches", body: [], contentType: nil)
+        let relaunch = try c.request("POST", "/v1/instances/app/relaunches", body: [], contentType: nil)
         #expect(relaunch.status == 200 && relaunch.json["kind"] as? String == "relaunch" && relaunch.json["to"] as? String == "initializing")
         let instance = try c.request("GET", "/v1/instances/app").json
         #expect(instance["launchCount"] as? Int == 2 && instance["state"] as? String == "initializing")
+        // The path relaunches had before they were named so everywhere still relaunches.
+        try c.makeInstance("old-client", events: coldStart)
+        let alias = try c.request("POST", "/v1/instances/old-client/launches", body: [], contentType: nil)
+        #expect(alias.status == 200 && alias.json["kind"] as? String == "relaunch" && alias.json["version"] as? Int == 4)
+        _ = try c.request("DELETE", "/v1/instances/old-client")
 
         let page1 = try c.request("GET", "/v1/instances/app/history?limit=2").json
         let items1 = try #require(page1["items"] as? [[String: Any]])

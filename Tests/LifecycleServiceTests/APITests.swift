@@ -187,6 +187,8 @@ struct APITests {
             ("unknown parameter", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": "w", "colour": "red"}"#) }),
             ("wrong parameter type", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": 3}"#) }),
             ("missing parameter", 422, { try c.event("app", #"{"event": "willConnectToWindow"}"#) }),
+            ("empty window", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": ""}"#) }),
+            ("empty url", 422, { try c.request("POST", "/v1/instances/app/actions", json: #"{"action": "openURL", "url": ""}"#) }),
             ("nested parameter", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": {"id": 1}}"#) }),
             ("stale If-Match", 412, { try c.event("app", #"{"event": "willConnectToWindow", "window": "w"}"#, headers: [("If-Match", "\"0\"")]) }),
             ("wrong content type", 415, { try c.request("POST", "/v1/instances/app/events", body: Array(#"{"event": "didBecomeActive"}"#.utf8), contentType: "text/plain") }),
@@ -201,6 +203,8 @@ struct APITests {
             let problem = response.json
             #expect(problem["status"] as? Int == status && problem["title"] is String && problem["detail"] is String && problem["type"] is String, "\(name)")
         }
+        #expect(try c.event("app", #"{"event": "willConnectToWindow", "window": ""}"#).json["detail"] as? String
+            == #"parameter "window" of "willConnectToWindow" must not be empty"#)
         let wrongMethod = try c.request("GET", "/v1/instances/app/events")
         #expect(wrongMethod.header("allow") == "POST")
         #expect(try c.request("PATCH", "/v1/instances/app").header("allow") == "GET, HEAD, PUT, DELETE")

@@ -290,8 +290,8 @@ extension DocumentationTests {
         func note(_ json: Any, path: String) {
             if let object = json as? [String: Any], let items = object["items"] as? [Any], path.contains("/history") {
                 members.formUnion(Self.memberNames(items))
-            } else if let object = json as? [String: Any], object["status"] is Int, let record = object["record"] {
-                members.formUnion(Self.memberNames(record))
+            } else if let object = json as? [String: Any], object["status"] is Int {  // a problem, maybe with its record
+                if let record = object["record"] { members.formUnion(Self.memberNames(record)) }
             } else if isInstanceOrRecord(path) {
                 members.formUnion(Self.memberNames(json))
             }

@@ -1,9 +1,14 @@
 # lifecycled in a container.
 #
 #   docker build -t lifecycled .
-#   docker run -p 8080:8080 -v lifecycled-data:/data lifecycled
+#   docker run -p 127.0.0.1:8080:8080 -v lifecycled-data:/data lifecycled
 #
-# Every setting is also an environment variable (LIFECYCLED_*; see README.md), so
+# Inside, lifecycled listens on every address (LIFECYCLED_HOST=0.0.0.0 below), and without a
+# token anyone who reaches the port can write: publish it on loopback as above, as
+# compose.yaml does, or give it a token (-e LIFECYCLED_TOKEN=… or LIFECYCLED_TOKEN_FILE) before
+# publishing it beyond (-p 8080:8080).
+#
+# Every setting is also an environment variable (LIFECYCLED_*; see docs/CONFIGURATION.md), so
 # `docker run -e LIFECYCLED_LOG_FORMAT=json …` needs no flags. `make container-test` builds
 # and runs this file with podman (Tests/container/run.sh).
 

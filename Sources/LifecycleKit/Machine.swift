@@ -172,6 +172,9 @@ public struct Machine: Sendable {
             guard definition.type.accepts(value) else {
                 throw .wrongParameterType(input: input, parameter: name, expected: definition.type, got: value.typeName)
             }
+            if let minLength = definition.minLength, case .string(let text) = value, text.unicodeScalars.count < minLength {
+                throw .parameterTooShort(input: input, parameter: name, minLength: minLength)
+            }
         }
         for definition in declared where definition.isRequired && parameters[definition.name] == nil {
             throw .missingParameter(input: input, parameter: definition.name)

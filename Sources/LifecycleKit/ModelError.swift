@@ -20,6 +20,7 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case unreachableState(String)
     case missingActionHook(row: Int, state: String)
     case missingWindowParameter(event: String)
+    case badMinLength(owner: String, parameter: String)
 
     public var description: String {
         switch self {
@@ -63,6 +64,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
             "row \(row): deliverAction targets state \"\(s)\", which has no actionHook"
         case .missingWindowParameter(let e):
             "event \"\(e)\" uses rememberWindow but declares no string parameter \"window\""
+        case .badMinLength(let owner, let p):
+            "parameter \"\(p)\" of \"\(owner)\" has a minLength, which must be a count of at least 0 on a string parameter"
         }
     }
 }
@@ -76,6 +79,8 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownParameter(input: String, parameter: String)
     case missingParameter(input: String, parameter: String)
     case wrongParameterType(input: String, parameter: String, expected: ParameterType, got: String)
+    /// A string shorter than the parameter's `minLength` (an empty window name, say).
+    case parameterTooShort(input: String, parameter: String, minLength: Int)
 
     public var description: String {
         switch self {
@@ -89,6 +94,10 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
             "\"\(i)\" requires parameter \"\(p)\""
         case .wrongParameterType(let i, let p, let expected, let got):
             "parameter \"\(p)\" of \"\(i)\" must be \(expected.rawValue), got \(got)"
+        case .parameterTooShort(let i, let p, let minLength):
+            minLength == 1
+                ? "parameter \"\(p)\" of \"\(i)\" must not be empty"
+                : "parameter \"\(p)\" of \"\(i)\" must have at least \(minLength) characters"
         }
     }
 }

@@ -3,7 +3,7 @@ import LifecycleKit
 import LifecycleStore
 import MicroHTTP
 
-/// The HTTP API of DESIGN.md §2: plain functions from request to response.
+/// The HTTP API of `openapi.yaml`: plain functions from request to response.
 struct API: Sendable {
     let registry: InstanceRegistry
     let staticFiles: StaticFiles?
@@ -37,7 +37,9 @@ struct API: Sendable {
         router.addDeferred("DELETE", "/v1/instances/{id}", write(deleteInstance))
         router.addDeferred("POST", "/v1/instances/{id}/events", write(postEvent))
         router.addDeferred("POST", "/v1/instances/{id}/actions", write(postAction))
-        router.addDeferred("POST", "/v1/instances/{id}/launches", write(postLaunch))
+        router.addDeferred("POST", "/v1/instances/{id}/relaunches", write(postRelaunch))
+        // The path before relaunches were named so everywhere (deprecated in openapi.yaml).
+        router.addDeferred("POST", "/v1/instances/{id}/launches", write(postRelaunch))
         router.get("/v1/instances/{id}/history", read(history))
         router.get("/v1/instances/{id}/stream", read(instanceStream))
         router.get("/v1/stream", read(globalStream))
@@ -165,7 +167,7 @@ struct API: Sendable {
         return try apply(.action(name, parameters), request)
     }
 
-    func postLaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
+    func postRelaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let body = try request.jsonObject(isRequired: false)
         if let key = body.keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
         return try apply(.relaunch, request)

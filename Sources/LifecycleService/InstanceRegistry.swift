@@ -7,10 +7,10 @@ import Synchronization
 ///
 /// All writes (create, delete, event, action, relaunch) go through a single committer
 /// thread that takes whatever requests are waiting, applies them in arrival order and
-/// commits them in one SQLite transaction (group commit). Only after the commit are the
-/// new states published to readers, the transaction's records to the stream hub (in
-/// sequence order, one transaction after another) and the requests answered, so an
-/// acknowledged write is always durable and a failed commit changes nothing anyone has seen.
+/// commits them in one store transaction (group commit; SQLite or PostgreSQL). Only after
+/// the commit are the new states published to readers, the transaction's records to the
+/// stream hub (in sequence order, one transaction after another) and the requests answered,
+/// so an acknowledged write is always durable and a failed commit changes nothing anyone has seen.
 ///
 /// Other processes may write to the same store (replicas on one PostgreSQL). The instances
 /// held here are then a cache, trusted for a decision only while no one else has committed

@@ -3,7 +3,7 @@ import LifecycleKit
 import LifecycleStore
 import MicroHTTP
 
-/// The two event streams of DESIGN.md §2: `GET /v1/stream` (every instance, filtered) and
+/// The two event streams of `openapi.yaml`: `GET /v1/stream` (every instance, filtered) and
 /// `GET /v1/instances/{id}/stream`. Each answer is a subscription of the hub, which the
 /// server reads whenever the connection can take more.
 extension API {

@@ -18,14 +18,15 @@ struct PublishedRecord: Sendable {
 }
 
 extension RecordKind {
-    /// The event type a stream gives the record (`event:`).
+    /// The event type a stream gives the record (`event:`): the record's `kind`, except
+    /// `record` for an event's (`event: event` would say nothing to a listener).
     var streamEventType: String {
         switch self {
         case .event: "record"
         case .action: "action"
-        case .relaunch: "launch"
-        case .created: "instance.created"
-        case .deleted: "instance.deleted"
+        case .relaunch: "relaunch"
+        case .created: "created"
+        case .deleted: "deleted"
         }
     }
 }

@@ -25,7 +25,7 @@ import Synchronization
 /// - `: heartbeat` comments when idle for a heartbeat interval.
 ///
 /// Records of a deleted instance are not replayed from the store after its deletion (they
-/// went with it; its `instance.deleted` record stays for 24 hours); the ring may still hold them.
+/// went with it; its `deleted` record stays for 24 hours); the ring may still hold them.
 final class Subscription: ResponseStream {
     let hub: StreamHub
     let id: Int

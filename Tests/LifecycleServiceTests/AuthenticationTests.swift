@@ -17,7 +17,7 @@ struct AuthenticationTests {
         ("DELETE", "/v1/instances/app", nil),
         ("POST", "/v1/instances/app/events", #"{"event": "willResignActive"}"#),
         ("POST", "/v1/instances/app/actions", #"{"action": "openURL"}"#),
-        ("POST", "/v1/instances/app/launches", nil),
+        ("POST", "/v1/instances/app/relaunches", nil),
     ]
     static let reads = ["/v1/models", "/v1/models/ios-app", "/v1/instances", "/v1/instances/app", "/v1/instances/app/history"]
     static let streams = ["/v1/stream", "/v1/instances/app/stream"]

@@ -15,7 +15,7 @@ struct DurabilityTests {
         _ = try c.request("POST", "/v1/instances/rich/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#)
         _ = try c.event("rich", #"{"event": "willEnterForeground"}"#)
         _ = try c.event("rich", #"{"event": "willResignActive"}"#)
-        _ = try c.request("POST", "/v1/instances/rich/launches", body: [], contentType: nil)
+        _ = try c.request("POST", "/v1/instances/rich/relaunches", body: [], contentType: nil)
         _ = try c.event("rich", #"{"event": "didFinishLaunching"}"#)
         try c.makeInstance("droid", model: "android-activity", events: [])
         _ = try c.event("droid", #"{"event": "onCreate"}"#)
@@ -108,7 +108,7 @@ struct DurabilityTests {
         for i in 0..<6 {
             let answer = try c.event("app", i % 2 == 0 ? #"{"event": "willResignActive"}"# : #"{"event": "didBecomeActive"}"#)
             sequences.append(try #require(answer.json["sequence"] as? Int))
-            _ = try c.request("POST", "/v1/instances/other/launches", body: [], contentType: nil)
+            _ = try c.request("POST", "/v1/instances/other/relaunches", body: [], contentType: nil)
         }
         // Versions 1 to 9, the last three kept: 7, 8 and 9, which are sequences[3...].
         let first = try c.request("GET", "/v1/instances/app/history?limit=1").json

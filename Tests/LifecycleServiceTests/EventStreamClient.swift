@@ -71,6 +71,22 @@ final class EventStreamClient {
         return events
     }
 
+    /// The stream's text, byte for byte, through its `count`th blank line (the end of its
+    /// `count`th block), or all that arrived before the timeout; for comparing with a
+    /// transcript. Not to be mixed with ``next(timeout:)`` on one stream.
+    func text(blocks count: Int, timeout: Double = 10) -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            var ends = 0
+            for i in text.indices.dropLast() where text[i] == 10 && text[i + 1] == 10 {
+                ends += 1
+                if ends == count { return String(decoding: text[...(i + 1)], as: UTF8.self) }
+            }
+            if hasEnded || wasCut || Date() >= deadline { return String(decoding: text, as: UTF8.self) }
+            receive(until: deadline)
+        }
+    }
+
     /// Waits until the stream ends or is cut; true if it ended within the timeout.
     func waitForEnd(timeout: Double = 10) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

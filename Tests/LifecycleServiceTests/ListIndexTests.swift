@@ -57,7 +57,7 @@ struct ListIndexTests {
             }
         }
         for id in ["n-03", "n-17", "n-28"] { #expect(try c.request("DELETE", "/v1/instances/\(id)").status == 204) }
-        #expect(try c.request("POST", "/v1/instances/n-06/launches", body: [], contentType: nil).status == 200)
+        #expect(try c.request("POST", "/v1/instances/n-06/relaunches", body: [], contentType: nil).status == 200)
         // Deleted and made again with the other model in one batch: one staged change for the id.
         let answers = try commitAsOneBatch(server.service!.registry, [
             .delete(id: "n-10", expectedVersions: nil), .create(id: "n-10", model: "android-activity", isPut: false, key: nil),

@@ -32,7 +32,7 @@ struct MetricsTests {
         #expect(try c.request("PUT", "/v1/instances/b", route: Self.instanceRoute, json: "{}").status == 201)
         #expect(try event("b", Self.launch).status == 200)
         #expect(try event("b", Self.connect).status == 200)
-        #expect(try c.request("POST", "/v1/instances/b/launches", route: "/v1/instances/{id}/launches").status == 200)
+        #expect(try c.request("POST", "/v1/instances/b/relaunches", route: "/v1/instances/{id}/relaunches").status == 200)
         let relaunched = try event("b", Self.launch)
         #expect(relaunched.status == 200 && relaunched.json["incompleteLaunch"] != nil, "\(relaunched.text)")
         // c: an unexpected event (recorded, 409), then one the model does not have (refused, 422).

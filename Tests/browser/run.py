@@ -185,7 +185,7 @@ def plan(index):
     }[k]
     steps = [("events", s) for s in steps]
     if index % 100 == 2:
-        steps += [("launches", None), ("events", {"event": "didFinishLaunching"})]
+        steps += [("relaunches", None), ("events", {"event": "didFinishLaunching"})]
     if index % 50 == 0:
         steps.append(("events", {"event": "didBecomeActive"}))
     return steps

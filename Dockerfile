@@ -93,9 +93,11 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 CMD ["lif
 ENTRYPOINT ["lifecycled"]
 
 # Last, so that another version changes this step only. The repository names no licence
-# yet: NOASSERTION (SPDX for "not stated") until it does.
+# yet: NOASSERTION (SPDX for "not stated") until it does. The project has no public home
+# of its own yet, so the source label is empty unless the build names the repository
+# (--build-arg SOURCE=<its URL>); it never names a domain the project does not own.
 ARG VERSION=dev
-ARG SOURCE=https://lifecycled.dev
+ARG SOURCE=
 ARG LICENSES=NOASSERTION
 LABEL org.opencontainers.image.title="lifecycled" \
       org.opencontainers.image.description="App-lifecycle state machines over HTTP" \

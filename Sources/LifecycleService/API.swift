@@ -20,6 +20,7 @@ struct API: Sendable {
         var router = Router()
         router.get("/healthz") { _ in health() }
         if let metrics { router.get("/metrics") { _ in metrics.response() } }
+        router.get("/problems/{kind}", ProblemPages.respond)
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
         let graphs = ModelGraphs(models: registry.models, logger: logger)
@@ -87,7 +88,7 @@ struct API: Sendable {
         return .problem(Problem(
             status: 503, title: "Service Unavailable",
             detail: "storage cannot \(failure.isReadOnly ? "be read" : "commit writes"): \(failure.reason)",
-            type: "https://lifecycled.dev/problems/storage-failing",
+            type: ProblemKind.storageFailing.type,
             extensions: ["failingSince": JSONFragment(JSON.formatTime(failure.since))]
         ))
     }

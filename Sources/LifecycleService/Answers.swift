@@ -36,7 +36,7 @@ extension Response {
         }
         var body = Problem(
             status: 409, title: "Unexpected Event", detail: "\"\(input)\" is not expected in state \"\(from)\"; it was recorded and counted",
-            type: "https://lifecycled.dev/problems/unexpected-event"
+            type: ProblemKind.unexpectedEvent.type
         ).json
         // The record goes in as it is stored, unparsed; as the one extension it follows `detail`.
         while let last = body.last, last != UInt8(ascii: "}") { body.removeLast() }
@@ -61,7 +61,7 @@ extension Problem {
             Problem(
                 status: 409, title: "Conflict",
                 detail: "instance \"\(id)\", created by the first request with Idempotency-Key \"\(key)\", has since been deleted; nothing was created",
-                type: "https://lifecycled.dev/problems/created-instance-deleted",
+                type: ProblemKind.createdInstanceDeleted.type,
                 extensions: ["instance": JSONFragment(id)]
             )
         case .storageFailed(let isDiskFull): .unavailable(isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
@@ -72,7 +72,7 @@ extension Problem {
             Problem(
                 status: 507, title: "Insufficient Storage",
                 detail: "lifecycled holds its limit of \(limit) instances; delete some, or start it with a higher --max-instances. Nothing was created",
-                type: "https://lifecycled.dev/problems/instance-limit",
+                type: ProblemKind.instanceLimit.type,
                 extensions: ["limit": JSONFragment(limit)]
             )
         }

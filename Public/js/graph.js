@@ -103,6 +103,7 @@ export class Graph {
       }
       g.removeAttribute("id");
     }
+    stackLoops(this.edges.values());
     // Badges go in a layer of their own, last, so that no edge is drawn over them.
     this.badges = document.createElementNS(svgNS, "g");
     this.badges.classList.add("badges");
@@ -201,6 +202,23 @@ function sanitize(svg) {
   }
   // Graphviz's <a> wrappers (from URL attributes) would be links to nowhere.
   for (const anchor of svg.querySelectorAll("a")) anchor.replaceWith(...anchor.childNodes);
+}
+
+/**
+ * A state's self-loops are stacked, each around the ones before, so an outer loop's line
+ * crosses the labels of the inner ones. Drawn last and outermost first, each label (with
+ * its halo, see app.css) is painted over the loops around it.
+ */
+function stackLoops(edges) {
+  const loops = [...edges].filter((edge) => {
+    const [from, to] = (edge.querySelector(":scope > title")?.textContent ?? "").split("->");
+    return from !== undefined && from === to;
+  });
+  const area = (edge) => {
+    const box = shapeBox(edge);
+    return box.width * box.height;
+  };
+  for (const loop of loops.sort((a, b) => area(b) - area(a))) loop.parentNode.append(loop);
 }
 
 /** The box of a node's shape, read from its geometry (works while the view is hidden). */

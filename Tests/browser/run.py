@@ -849,12 +849,12 @@ class Dashboard(DashboardCase):
             self.api.event("times-1", step)
         self.open_instance("times-1", "foreground")
         self.settled(3)
+        self.assertEqual(self.api.ok("GET", "/healthz", expect=(200,))["writesNeedToken"], False)
+        self.assertFalse(self.find("#token-button").is_displayed(), "no Token button on a server without auth")
         times = self.js("return [...document.querySelectorAll('time')].map(t => t.textContent)")
         self.assertGreaterEqual(len(times), 4, "the facts' and the timeline's times")
         for text in times:
             self.assertRegex(text, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$", "one time format")
-        self.assertFalse(self.find("#token-button").is_displayed(), "no Token button on a server without auth")
-        self.assertEqual(self.api.ok("GET", "/healthz", expect=(200,))["writesNeedToken"], False)
 
     def test_g_narrow_dark_window(self):
         self.api.create("narrow-1")

@@ -818,6 +818,11 @@ class Dashboard(DashboardCase):
                             spill = self.js("""const region = document.querySelector('.list-scroll').getBoundingClientRect();
                                 return document.getElementById('instance-list').getBoundingClientRect().right - region.right""")
                             self.assertLessEqual(spill, 0.5, f"the list's columns fit its panel at {width}")
+                        if name == "trace":
+                            # The report's every column (Belief last) inside its panel.
+                            spill = self.js("""const panel = document.getElementById('trace-result');
+                                return document.querySelector('#trace-result table').getBoundingClientRect().right - (panel.getBoundingClientRect().right - panel.clientLeft)""")
+                            self.assertLessEqual(spill, 0.5, f"the trace's steps fit the report at {width}")
                         if name == "instance":
                             # The current state is in view in its region, or the region scrolled to it.
                             inside = self.js("""const region = document.getElementById('instance-graph').getBoundingClientRect();

@@ -423,6 +423,8 @@ export class InstanceDetail {
       fact("Unexpected", String(i.counters.unexpected)),
       fact("Ignored", String(i.counters.ignored)),
       fact("Incomplete launches", String(i.counters.incompleteLaunches)),
+      // Counted only by servers that count divergences.
+      ...(i.counters.divergences === undefined ? [] : [fact("Divergences", String(i.counters.divergences))]),
       fact("Updated", timeElement(i.updatedAt)),
     );
     this.facts.dataset.state = i.state;

@@ -731,6 +731,23 @@ class Dashboard(DashboardCase):
         self.screenshot("instances-filtered-1400.png")
         self.find("#filter-incomplete").click()
         wait_until(lambda: self.list_ids()[:1] == ["a-bg-launch-twice"], 5, "every instance again", self.list_ids)
+        # A server that counts divergences (a field a later version adds to the counters): the
+        # column, and the instance's fact, appear. Its answer is extended in the page, since this
+        # server has no such field yet.
+        self.js("""const original = window.fetch;
+            window.fetch = async (...args) => {
+              const response = await original(...args);
+              if (!/^\\/v1\\/instances(\\?|\\/a-oops-1$)/.test(String(args[0]))) return response;
+              const data = await response.json();
+              for (const instance of data.items ?? [data]) instance.counters.divergences = instance.id === 'a-oops-1' ? 3 : 0;
+              return new Response(JSON.stringify(data), { status: response.status, headers: response.headers });
+            }""")
+        Select(self.find("#filter-limit")).select_by_visible_text("50")
+        wait_until(lambda: self.find("#instance-list th[data-sort='divergences']").is_displayed(), 5, "the divergences column")
+        self.assertEqual(cell("a-oops-1", "divergences"), "3")
+        self.find("#instance-list tr[data-id='a-oops-1'] a").click()
+        wait_until(lambda: self.finds("#detail-facts [data-fact='Divergences']") and self.fact("Divergences") == "3", 5, "the divergences fact")
+        Select(self.find("#filter-limit")).select_by_visible_text("100")
         # Ids wrap at their hyphens, never inside a word.
         breaks = self.js("""
             const result = [];

@@ -9,8 +9,14 @@ each model; an event posted through the API moving the highlight and adding a ti
 row within 2 s; event buttons posting; the fleet counts on the graph matching
 GET /v1/instances; replay to the first record showing the initial state; a trace with a
 wrong event showing its divergence; the token asked for on a 401 and kept in
-sessionStorage. It also measures how long the page takes to load with 10,000 instances
-(figures printed, never asserted).
+sessionStorage. Issue 21's first hour: the list's count columns sort and its filters
+(the server's) leave only the broken instances; a replay shows the replayed record's facts
+and says that sending acts on the live instance; report and graph describe the same trace
+or scenario, and number steps as the API does; every view at 1400 and 400 px is no wider
+than the window, with edge labels of 11 px or more, focusable graph regions and legends;
+one time format; no Token button where /healthz says writes need no token. It also
+measures how long the page takes to load with 10,000 instances (figures printed, never
+asserted).
 
 Screenshots go to .build/screenshots/ (printed at the start and the end).
 

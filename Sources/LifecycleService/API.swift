@@ -12,6 +12,8 @@ struct API: Sendable {
     /// The idempotency scope of the service's token; `nil` without one (keys are then
     /// scoped by client address).
     var tokenScope: String? = nil
+    /// Whether reads need the token too (`--protect-reads`); writes need it whenever there is one.
+    var readsNeedToken = false
     /// Where the graphs' drawing is logged.
     var logger = Logger()
 
@@ -83,14 +85,31 @@ struct API: Sendable {
     /// count. A replica on PostgreSQL also reports a database it cannot read, until it can.
     /// There is no separate readiness check: the port opens only once every instance
     /// is loaded, so a listening service is ready unless its storage fails, which this reports.
+    ///
+    /// Either answer also says whether writes and reads need the token, so that a client (the
+    /// dashboard) knows before its first write whether to offer one; the token itself is never
+    /// told, and a write without it is refused anyway.
     func health() -> Response {
-        guard let failure = registry.storageProblem else { return .json(["status": "ok"]) }
+        let writesNeedToken = tokenScope != nil
+        guard let failure = registry.storageProblem else {
+            return .json(Health(status: "ok", writesNeedToken: writesNeedToken, readsNeedToken: readsNeedToken))
+        }
         return .problem(Problem(
             status: 503, title: "Service Unavailable",
             detail: "storage cannot \(failure.isReadOnly ? "be read" : "commit writes"): \(failure.reason)",
             type: ProblemKind.storageFailing.type,
-            extensions: ["failingSince": JSONFragment(JSON.formatTime(failure.since))]
+            extensions: [
+                "failingSince": JSONFragment(JSON.formatTime(failure.since)),
+                "writesNeedToken": JSONFragment(writesNeedToken), "readsNeedToken": JSONFragment(readsNeedToken),
+            ]
         ))
+    }
+
+    /// `GET /healthz`'s answer while writes can be committed.
+    private struct Health: Encodable {
+        var status: String
+        var writesNeedToken: Bool
+        var readsNeedToken: Bool
     }
 
     // MARK: models
@@ -137,15 +156,17 @@ struct API: Sendable {
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["state", "model", "limit", "cursor"])
+        try request.checkQuery(allowing: ["state", "model", "hasUnexpected", "hasIncompleteLaunch", "limit", "cursor"])
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
-        let state = request.query("state")
-        let model = request.query("model")
-        if let state, !registry.stateNames.contains(state) {
+        let filter = ListFilter(
+            model: request.query("model"), state: request.query("state"),
+            hasUnexpected: try request.flagQuery("hasUnexpected"), hasIncompleteLaunch: try request.flagQuery("hasIncompleteLaunch")
+        )
+        if let state = filter.state, !registry.stateNames.contains(state) {
             throw .badRequest("no loaded model has a state \"\(state)\"; \(suggestion(for: state, among: registry.stateNames, kind: "state"))")
         }
-        try checkModelFilter(model)
-        let page = registry.list(state: state, model: model, after: request.query("cursor"), limit: limit)
+        try checkModelFilter(filter.model)
+        let page = registry.list(filter, after: request.query("cursor"), limit: limit)
         return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
     }
 

@@ -255,14 +255,14 @@ final class InstanceRegistry: @unchecked Sendable {
         return (entry.instance.state.version, try entry.json(render))
     }
 
-    /// Instances in id order after `cursor`, filtered by state and model.
+    /// Instances in id order after `cursor` that match `filter`.
     ///
     /// The index holds only matching ids, so the registry lock is held while one page is
     /// read, however many instances there are and however few match; the committer, which
     /// needs that lock to publish, waits at most that long.
-    func list(state: String?, model: String?, after cursor: String?, limit: Int) -> (items: [StoredInstance], hasMore: Bool) {
+    func list(_ filter: ListFilter, after cursor: String?, limit: Int) -> (items: [StoredInstance], hasMore: Bool) {
         let page = entriesLock.withLock {
-            let page = index.page(state: state, model: model, after: cursor, limit: limit)
+            let page = index.page(filter, after: cursor, limit: limit)
             let items = page.ids.map { id in
                 let entry = entries[id]!
                 return entry.lock.withLock { entry.instance }

@@ -15,6 +15,8 @@ struct APITests {
         let c = try server.connect()
         let health = try c.request("GET", "/healthz")
         #expect(health.status == 200 && health.json["status"] as? String == "ok")
+        // A server without a token says so, so the dashboard offers none.
+        #expect(health.json["writesNeedToken"] as? Bool == false && health.json["readsNeedToken"] as? Bool == false)
 
         let models = try c.request("GET", "/v1/models")
         let names = (models.json["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }

@@ -127,9 +127,10 @@ public final class Service: Sendable {
     /// line cover everything inside, refusals included; CORS answers preflights before any
     /// check that a browser's preflight could not pass; the rate limit comes before
     /// authentication so that guessing tokens is limited too. Metrics are outside both, so
-    /// that refusals are counted.
+    /// that refusals are counted, and outside the 304s ``Caching`` makes of 200s, so that
+    /// those are counted and logged as 304.
     static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics?) -> [any Middleware] {
-        var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders()]
+        var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders(), Caching()]
         if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
         if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
         if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }

@@ -14,14 +14,15 @@ struct Caching: Middleware {
         let isRead = request.method == "GET" || request.method == "HEAD"
         return next(request).map(isRead ? request : nil) { request, response in
             var response = response
-            let etag = response.headers.first { $0.name.lowercased() == "etag" }?.value
-            if !response.headers.contains(where: { $0.name.lowercased() == "cache-control" }) {
+            // As the service spells them (this runs on every answer: no lowercasing).
+            let etag = response.headers.first { $0.name == "ETag" }?.value
+            if !response.headers.contains(where: { $0.name == "Cache-Control" }) {
                 response.headers.append(("Cache-Control", etag == nil ? "no-store" : "no-cache"))
             }
             if let request, let etag, response.status == 200, let body = response.body.bytes, request.ifNoneMatch(names: etag) == true {
                 // What a 304 carries (RFC 9110 §15.4.5): everything the 200 would, but for
                 // the body's own type.
-                return .notModified(headers: response.headers.filter { $0.name.lowercased() != "content-type" }, body: body)
+                return .notModified(headers: response.headers.filter { $0.name != "Content-Type" }, body: body)
             }
             return response
         }

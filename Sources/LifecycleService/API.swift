@@ -47,13 +47,21 @@ struct API: Sendable {
         router.get("/v1/instances/{id}/stream", read(instanceStream))
         router.get("/v1/stream", read(globalStream))
         router.fallback = { [staticFiles] request in
-            if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
-                return .notFound(request)
-            }
-            return staticFiles!.respond(to: request)
+            if request.path == "/v1" || request.path.hasPrefix("/v1/") { return .notFound(request) }
+            guard let staticFiles else { return request.path == "/" ? .problem(Self.dashboardMissing) : .notFound(request) }
+            return staticFiles.respond(to: request)
         }
         return router
     }
+
+    /// `GET /` when the dashboard's files were not found at start (kind: dashboard-missing).
+    /// Where it looked is in the log, not here: the answer may go beyond the host.
+    static let dashboardMissing = Problem(
+        status: 404, title: "Not Found",
+        detail: "the dashboard's files were not found when lifecycled started (its log says where it looked); start it with "
+            + "--public-dir PATH or LIFECYCLED_PUBLIC_DIR=PATH naming the folder that holds the dashboard's index.html "
+            + "(Public in the repository; share/lifecycled/Public beside an installation's bin folder)"
+    )
 
     /// A read (or a computation that stores nothing): answered on the HTTP thread; a thrown
     /// problem becomes its response.

@@ -20,7 +20,8 @@ public struct Configuration: Sendable {
     /// Seconds a replica waits, idle, before asking whether others committed: the most a
     /// lost notification can delay their records (SQLite: nothing to ask).
     public var pollInterval = 1.0
-    public var publicDirectory = "Public"
+    /// The dashboard's folder; `nil` to look for it (see ``Service/dashboardCandidates(executable:workingDirectory:)``).
+    public var publicDirectory: String?
     public var modelsDirectory: String?
     public var logLevel = Logger.Level.info
     public var logFormat = Logger.Format.logfmt
@@ -171,7 +172,7 @@ public struct Configuration: Sendable {
             help: "with PostgreSQL: seconds an idle replica waits for a notification before asking for other replicas' commits (default 1; fractions allowed)",
             in: 0.01...60
         ) { $0.pollInterval = $1 },
-        Option(flag: "--public-dir", variable: "LIFECYCLED_PUBLIC_DIR", placeholder: "PATH", help: "folder of the dashboard's static files (default Public)") { c, v in
+        Option(flag: "--public-dir", variable: "LIFECYCLED_PUBLIC_DIR", placeholder: "PATH", help: "folder of the dashboard's static files (default: the first of <binary's folder>/../share/lifecycled/Public, <binary's folder>/Public and ./Public that holds index.html)") { c, v in
             c.publicDirectory = v
             return !v.isEmpty
         },

@@ -338,7 +338,7 @@ struct APITests {
         #expect(head.status == 200 && head.header("etag") == etag)
 
         // An upgrade replaces the file: the browser's validator no longer matches.
-        try "console.log('upgraded')".write(toFile: server.configuration.publicDirectory + "/js/app.js", atomically: true, encoding: .utf8)
+        try "console.log('upgraded')".write(toFile: server.configuration.publicDirectory! + "/js/app.js", atomically: true, encoding: .utf8)
         let upgraded = try c.request("GET", "/js/app.js", headers: [("If-None-Match", etag), ("If-Modified-Since", lastModified)])
         #expect(upgraded.status == 200 && upgraded.text == "console.log('upgraded')")
         #expect(upgraded.header("etag") != nil && upgraded.header("etag") != etag)

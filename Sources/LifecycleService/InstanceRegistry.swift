@@ -90,8 +90,8 @@ final class InstanceRegistry: @unchecked Sendable {
         case createdInstanceDeleted(id: String, key: String)
         /// The store failed; `isDiskFull` when it failed for want of space.
         case storageFailed(isDiskFull: Bool)
-        /// The store failed to read the instance's history.
-        case historyUnreadable
+        /// The store failed to read what the cache does not hold: `what` names it.
+        case storageUnreadable(what: String)
         case stopping
         /// The instance cannot be written as JSON (logged).
         case unrenderable(id: String)
@@ -238,7 +238,7 @@ final class InstanceRegistry: @unchecked Sendable {
             found = try store.instances([id]).first
         } catch {
             log(.error, "cannot read an instance", ["id": id, "error": error.message])
-            throw .storageFailed(isDiskFull: false)
+            throw .storageUnreadable(what: "instance \"\(id)\"")
         }
         guard let found else { throw .unknownInstance(id) }
         return found
@@ -302,7 +302,7 @@ final class InstanceRegistry: @unchecked Sendable {
             return try store.history(instanceID: id, after: after, limit: limit)
         } catch {
             log(.error, "cannot read history", ["id": id, "error": error.message])
-            throw .historyUnreadable
+            throw .storageUnreadable(what: "the history")
         }
     }
 

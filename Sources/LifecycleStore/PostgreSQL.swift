@@ -56,9 +56,8 @@ struct Deadline {
 
     /// The failure of a wait that `instant` ended; `waiting` says for what.
     func passed(_ waiting: String = "") -> PostgreSQLError {
-        let seconds = bound / .seconds(1)
-        return PostgreSQLError(
-            sqlState: nil, message: "no answer within \(seconds.formatted(.number.precision(.fractionLength(0...3)))) s\(waiting.isEmpty ? "" : " \(waiting)")",
+        PostgreSQLError(
+            sqlState: nil, message: "no answer within \(Int64(bound / .milliseconds(1))) ms\(waiting.isEmpty ? "" : " \(waiting)")",
             isConnectionLost: true, isTimedOut: true
         )
     }

@@ -749,7 +749,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
     /// change nothing, so trying again is safe.
     private func read<T>(_ what: String, within bound: Duration? = nil, _ body: (Connection) throws(PostgreSQLError) -> T) throws(StoreError) -> T {
         let deadline = Deadline(bound ?? options.readTimeout)
-        guard readLock.lock(before: deadline.date) else { throw StoreError(deadline.passed("for the read ahead of this one"), doing: what) }
+        guard readLock.lock(before: deadline.date) else { throw StoreError(deadline.passed("waiting for the read ahead of it"), doing: what) }
         defer { readLock.unlock() }
         guard !isReaderClosed else { throw StoreError("\(what): the store is closed") }
         var retried = false

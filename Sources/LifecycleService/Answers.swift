@@ -74,7 +74,12 @@ extension Problem {
                 type: "https://lifecycled.dev/problems/created-instance-deleted",
                 extensions: ["instance": JSONFragment(id)]
             )
-        case .storageFailed(let isDiskFull): .unavailable(isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
+        case .storageFailed(isDiskFull: true, _): .unavailable("the disk is full; nothing was changed")
+        case .storageFailed(_, isOutcomeUnknown: true):
+            .unavailable(
+                "storage failed during the commit, which may yet take effect; sent again with the same Idempotency-Key, the write is answered as it was if it did"
+            )
+        case .storageFailed: .unavailable("storage failed; nothing was changed")
         case .storageUnreadable(let what): .unavailable("storage failed; \(what) could not be read")
         case .stopping: .unavailable("lifecycled is stopping; nothing was changed")
         case .unrenderable(let id): .internalError("instance \"\(id)\" could not be written as JSON; see the service log")

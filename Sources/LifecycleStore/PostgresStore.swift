@@ -339,7 +339,8 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
             if error.isConnectionLost {
                 writer.dropIfLost(error)
                 throw StoreError(
-                    "cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown", isUnreachable: true
+                    "cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown", isUnreachable: true,
+                    isOutcomeUnknown: true
                 )
             }
             // A statement failed, and PostgreSQL skipped the COMMIT after it.

@@ -185,6 +185,14 @@ struct PostgresOutageTests {
             #expect(refused.header("retry-after") != nil, "Retry-After on a read refused for storage")
             #expect(seconds < 2 * readTimeout + 1, "an unknown id was answered after \(seconds) s")
         }
+        // A history page, which only the store holds: refused as quickly.
+        if let (answer, seconds) = PendingRequest(port: port, "GET", "/v1/instances/h-0/history").answer(within: 2 * readTimeout + 1) {
+            let refused = try answer.get()
+            #expect(refused.status == 503 && refused.header("retry-after") != nil, "history while PostgreSQL hangs: \(refused.status) \(refused.text)")
+            #expect(seconds < 2 * readTimeout + 1)
+        } else {
+            Issue.record("a history page got no answer within \(2 * readTimeout + 1) s of asking while PostgreSQL hangs")
+        }
         // Both replicas say why; the idle one too, which no write has reached.
         for replica in 0..<2 {
             var health: HTTPResponse?

@@ -69,7 +69,7 @@ struct API: Sendable {
         { request in
             switch Result(catching: { () throws(Problem) in try answer(request) }) {
             case .success(let response): response
-            case .failure(let problem): .problem(problem)
+            case .failure(let problem): .refusal(problem)
             }
         }
     }
@@ -81,7 +81,7 @@ struct API: Sendable {
             let write: InstanceRegistry.Write
             switch Result(catching: { () throws(Problem) in try parse(request) }) {
             case .success(let parsed): write = parsed
-            case .failure(let problem): return respond(.problem(problem))
+            case .failure(let problem): return respond(.refusal(problem))
             }
             registry.submit(write, requestID: request.id) { respond(Response($0)) }
         }
@@ -90,7 +90,10 @@ struct API: Sendable {
     /// 200 while the service can commit writes; 503 with the store's reason from the moment a
     /// write fails for a reason that is the store's (a full disk, an I/O error) until a write
     /// commits again. A write refused for its own data (which other writes survive) does not
-    /// count. A replica on PostgreSQL also reports a database it cannot read, until it can.
+    /// count. A replica on PostgreSQL also reports a database it cannot read, until it can;
+    /// a PostgreSQL that does not answer fails writes and reads at their bounds
+    /// (`--database-timeout`, `--database-read-timeout`), so this says 503 at most that long
+    /// after it stops, and never waits on it.
     /// There is no separate readiness check: the port opens only once every instance
     /// is loaded, so a listening service is ready unless its storage fails, which this reports.
     ///

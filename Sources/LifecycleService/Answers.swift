@@ -17,8 +17,18 @@ extension Response {
         case .success(.applied(let json, isUnexpected: true)):
             self = .unexpected(json)
         case .failure(let refusal):
-            self = .problem(Problem(refusal))
+            self = .refusal(Problem(refusal))
         }
+    }
+
+    /// Seconds a client is asked to wait after a 503: about as long as the store takes to try
+    /// its database again (its backoff ends at 2 s) or a stopping replica to be replaced.
+    static let retryAfterSeconds = 2
+
+    /// A refused request's problem. A 503 (storage failing, the service stopping) passes
+    /// with time, and says when to try again in `Retry-After`.
+    static func refusal(_ problem: Problem) -> Response {
+        .problem(problem, headers: problem.status == 503 ? [("Retry-After", String(retryAfterSeconds))] : [])
     }
 
     /// 409 with a problem that carries the record: the input was recorded and counted.
@@ -64,8 +74,13 @@ extension Problem {
                 type: ProblemKind.createdInstanceDeleted.type,
                 extensions: ["instance": JSONFragment(id)]
             )
-        case .storageFailed(let isDiskFull): .unavailable(isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
-        case .historyUnreadable: .unavailable("storage failed; the history could not be read")
+        case .storageFailed(isDiskFull: true, _): .unavailable("the disk is full; nothing was changed")
+        case .storageFailed(_, isOutcomeUnknown: true):
+            .unavailable(
+                "storage failed during the commit, which may yet take effect; sent again with the same Idempotency-Key, the write is answered as it was if it did"
+            )
+        case .storageFailed: .unavailable("storage failed; nothing was changed")
+        case .storageUnreadable(let what): .unavailable("storage failed; \(what) could not be read")
         case .stopping: .unavailable("lifecycled is stopping; nothing was changed")
         case .unrenderable(let id): .internalError("instance \"\(id)\" could not be written as JSON; see the service log")
         case .instanceLimit(let limit):

@@ -20,6 +20,13 @@ public struct Configuration: Sendable {
     /// Seconds a replica waits, idle, before asking whether others committed: the most a
     /// lost notification can delay their records (SQLite: nothing to ask).
     public var pollInterval = 1.0
+    /// Seconds a write transaction (or connecting, or opening the store) may wait on
+    /// PostgreSQL before it is answered 503: a server that holds its connections but does not
+    /// answer must not hold writes, nor `/healthz`'s 200.
+    public var databaseTimeout = 5.0
+    /// Seconds a read may wait on PostgreSQL: reads are answered on the HTTP threads, which a
+    /// server that does not answer must not hold.
+    public var databaseReadTimeout = 1.0
     /// The dashboard's folder; `nil` to look for it (see ``Service/dashboardCandidates(executable:workingDirectory:)``).
     public var publicDirectory: String?
     public var modelsDirectory: String?
@@ -172,6 +179,16 @@ public struct Configuration: Sendable {
             help: "with PostgreSQL: seconds an idle replica waits for a notification before asking for other replicas' commits (default 1; fractions allowed)",
             in: 0.01...60
         ) { $0.pollInterval = $1 },
+        .decimal(
+            "--database-timeout", "LIFECYCLED_DATABASE_TIMEOUT", placeholder: "SECONDS",
+            help: "with PostgreSQL: seconds a write (connecting, every statement and the commit) may wait on the database before it is answered 503 and /healthz says so (default 5; fractions allowed)",
+            in: 0.1...3600
+        ) { $0.databaseTimeout = $1 },
+        .decimal(
+            "--database-read-timeout", "LIFECYCLED_DATABASE_READ_TIMEOUT", placeholder: "SECONDS",
+            help: "with PostgreSQL: seconds a read the cache cannot answer (an unknown id, a history page, a stream's replay) may wait on the database before it is answered 503 (default 1; fractions allowed)",
+            in: 0.05...3600
+        ) { $0.databaseReadTimeout = $1 },
         Option(flag: "--public-dir", variable: "LIFECYCLED_PUBLIC_DIR", placeholder: "PATH", help: "folder of the dashboard's static files (default: the first of <binary's folder>/../share/lifecycled/Public, <binary's folder>/Public and ./Public that holds index.html)") { c, v in
             c.publicDirectory = v
             return !v.isEmpty

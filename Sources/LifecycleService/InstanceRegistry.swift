@@ -88,10 +88,11 @@ final class InstanceRegistry: @unchecked Sendable {
         case keyReused(String)
         /// The instance `key` created has since been deleted; creating it again would undo that.
         case createdInstanceDeleted(id: String, key: String)
-        /// The store failed; `isDiskFull` when it failed for want of space.
-        case storageFailed(isDiskFull: Bool)
-        /// The store failed to read the instance's history.
-        case historyUnreadable
+        /// The store failed; `isDiskFull` when it failed for want of space, `isOutcomeUnknown`
+        /// when the connection to its server went during the commit, which may have taken effect.
+        case storageFailed(isDiskFull: Bool, isOutcomeUnknown: Bool = false)
+        /// The store failed to read what the cache does not hold: `what` names it.
+        case storageUnreadable(what: String)
         case stopping
         /// The instance cannot be written as JSON (logged).
         case unrenderable(id: String)
@@ -238,7 +239,7 @@ final class InstanceRegistry: @unchecked Sendable {
             found = try store.instances([id]).first
         } catch {
             log(.error, "cannot read an instance", ["id": id, "error": error.message])
-            throw .storageFailed(isDiskFull: false)
+            throw .storageUnreadable(what: "instance \"\(id)\"")
         }
         guard let found else { throw .unknownInstance(id) }
         return found
@@ -302,7 +303,7 @@ final class InstanceRegistry: @unchecked Sendable {
             return try store.history(instanceID: id, after: after, limit: limit)
         } catch {
             log(.error, "cannot read history", ["id": id, "error": error.message])
-            throw .historyUnreadable
+            throw .storageUnreadable(what: "the history")
         }
     }
 
@@ -562,7 +563,8 @@ final class InstanceRegistry: @unchecked Sendable {
         for note in attempt.notes { report(StoreEvent(.info, note.message, fields: note.fields)) }
     }
 
-    /// Answers writes whose transaction failed: none of them changed anything.
+    /// Answers writes whose transaction failed: none of them changed anything, unless the
+    /// store cannot tell (``StoreError/isOutcomeUnknown``), which they are told.
     private func fail(_ jobs: ArraySlice<Job>, _ error: StoreError) {
         if jobs.count == 1 {
             let job = jobs.first!
@@ -573,7 +575,7 @@ final class InstanceRegistry: @unchecked Sendable {
             log(.error, "writes failed", ["writes": String(jobs.count), "error": error.message])
         }
         if !error.isSpecificToWrite { storageFailed(error) }
-        for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull))) }
+        for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull, isOutcomeUnknown: error.isOutcomeUnknown))) }
     }
 
     private func storageFailed(_ error: StoreError, isReadOnly: Bool = false) {

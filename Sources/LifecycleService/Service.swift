@@ -103,7 +103,13 @@ public final class Service: Sendable {
         if let url = configuration.databaseURL {
             do {
                 return try PostgresStore(
-                    url: url, options: .init(historyLimit: configuration.historyLimit, listenURL: configuration.databaseListenURL), report: report
+                    url: url,
+                    options: .init(
+                        historyLimit: configuration.historyLimit, listenURL: configuration.databaseListenURL,
+                        timeout: .milliseconds(Int64((configuration.databaseTimeout * 1000).rounded())),
+                        readTimeout: .milliseconds(Int64((configuration.databaseReadTimeout * 1000).rounded()))
+                    ),
+                    report: report
                 )
             } catch {
                 throw StartError(description: error.message)

@@ -132,7 +132,7 @@ struct DurabilityTests {
         #expect(empty["olderDropped"] as? Bool == false)
     }
 
-    @Test("a full disk answers 503 and changes nothing", TestStore.sqliteFileOnly)
+    @Test("a full disk answers 503 with Retry-After and changes nothing", TestStore.sqliteFileOnly)
     func fullDisk() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }
         let c = try server.connect()
@@ -148,6 +148,7 @@ struct DurabilityTests {
         let refused = try #require(failure)
         #expect(refused.status == 503 && refused.header("content-type") == "application/problem+json")
         #expect(refused.json["detail"] as? String == "the disk is full; nothing was changed")
+        #expect(refused.header("retry-after").flatMap { Int($0) }.map { $0 >= 1 } == true, "Retry-After: \(refused.header("retry-after") ?? "none")")
         let instance = try c.request("GET", "/v1/instances/app").json
         let version = try #require(instance["version"] as? Int)
         let history = try c.fullHistory("app")

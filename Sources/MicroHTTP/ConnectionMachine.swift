@@ -23,8 +23,8 @@ struct RequestLimits: Sendable {
 
 /// One connection's progress through its requests, from libmicrohttpd's callbacks:
 /// the request line, the headers, the body, the end of the request, the handler's reply
-/// (maybe from another thread), a streamed body's reads and wakes, the completion, the
-/// request deadline checked by the server's sweeper, and the server stopping. Each input is
+/// (maybe from another thread), a streamed body's reads and wakes, its peer closing, the
+/// completion, the request deadline checked by the server's sweeper, and the server stopping. Each input is
 /// one mutating function returning what the caller must do; the caller holds the
 /// connection's lock around each call, and does the I/O.
 ///
@@ -377,7 +377,7 @@ struct ConnectionMachine {
         }
     }
 
-    /// What the server stopping means for a connection's stream.
+    /// What ending a connection's stream requires (the server stopping, or the peer gone).
     enum StopAction {
         /// No stream, or already ending.
         case none
@@ -389,6 +389,19 @@ struct ConnectionMachine {
 
     /// The server is stopping: a stream ends at its next read, with a clean end of its body.
     mutating func serverStopping() -> StopAction {
+        endStream()
+    }
+
+    /// The peer closed its side of the connection (or reset it) while a stream is the
+    /// response: the stream ends at its next read, as when the server stops, so that
+    /// libmicrohttpd closes the connection now rather than when an idle stream next writes.
+    /// The clean end still reaches a peer that only half-closed. Nothing for any other state:
+    /// libmicrohttpd is reading the connection then, and finds the close itself.
+    mutating func peerClosed() -> StopAction {
+        endStream()
+    }
+
+    private mutating func endStream() -> StopAction {
         switch state {
         case .streaming, .streamWoken:
             state = .streamEnding

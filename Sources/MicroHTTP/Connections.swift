@@ -85,16 +85,25 @@ final class ConnectionContext: Sendable {
     /// The server is stopping: makes the connection's stream, if any, end at its next read,
     /// resuming it if suspended. Returns whether there was a stream to end.
     func endStream() -> Bool {
-        machine.withLock { machine in
-            switch machine.serverStopping() {
-            case .none:
-                return false
-            case .end:
-                return true
-            case .resumeToEnd:
-                MHD_resume_connection(handle.pointer)
-                return true
-            }
+        machine.withLock { machine in perform(machine.serverStopping()) }
+    }
+
+    /// The peer closed the connection (from the server's ``HangUpWatch``, on its thread): as
+    /// ``endStream()``, so that libmicrohttpd closes the connection at once.
+    func peerClosed() {
+        machine.withLock { machine in _ = perform(machine.peerClosed()) }
+    }
+
+    /// Does what ending the stream requires; under the connection's lock.
+    private func perform(_ action: ConnectionMachine.StopAction) -> Bool {
+        switch action {
+        case .none:
+            return false
+        case .end:
+            return true
+        case .resumeToEnd:
+            MHD_resume_connection(handle.pointer)
+            return true
         }
     }
 

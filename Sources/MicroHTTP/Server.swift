@@ -99,6 +99,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private var callbacks: DaemonCallbacks?
     private var sweeper: Sweeper?
+    /// Set by `start()` before the daemon's threads run (which read it), stopped after them.
+    private var hangUps: HangUpWatch?
     let gate = RequestGate()
     let connections = ConnectionTable()
     let refusals: RefusalLog
@@ -145,12 +147,22 @@ public final class HTTPServer: @unchecked Sendable {
         }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
+        let hangUps: HangUpWatch
+        do {
+            hangUps = try HangUpWatch(logger: logger)
+        } catch {
+            close(socket.descriptor)
+            throw error
+        }
+        self.hangUps = hangUps
         let callbacks = DaemonCallbacks(context: Unmanaged.passUnretained(self).toOpaque())
         let started = options.withUnsafeBufferPointer { items in
             lc_mhd_start(UInt32(flags), callbacks.pointer, items.baseAddress)
         }
         guard let started else {
             close(socket.descriptor)
+            hangUps.stop()
+            self.hangUps = nil
             throw .startFailed
         }
         self.callbacks = callbacks
@@ -191,6 +203,8 @@ public final class HTTPServer: @unchecked Sendable {
         let abandoned = connections.all.reduce(0) { $0 + ($1.abandon(gate: gate) ? 1 : 0) }
         if abandoned > 0 { logger.error("stopping with requests unfinished", ["count": String(abandoned)]) }
         MHD_stop_daemon(running)
+        // Every stream is finished (unwatched) by now.
+        hangUps?.stop()
     }
 
     // MARK: callbacks (on the daemon's threads unless noted)
@@ -332,7 +346,8 @@ public final class HTTPServer: @unchecked Sendable {
                 MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .stream(let stream):
-            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, logger: logger)
+            guard let hangUps else { return .NO }
+            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, hangUps: hangUps, logger: logger)
         }
         guard let created else { return .NO }
         defer { MHD_destroy_response(created) }

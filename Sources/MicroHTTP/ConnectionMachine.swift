@@ -96,11 +96,15 @@ struct ConnectionMachine {
 
     private var state: State
     let limits: RequestLimits
+    /// The peer's address.
     let clientAddress: String
+    /// Whose `X-Forwarded-For` names the client of a request, in place of the peer.
+    let proxies: TrustedProxies
 
-    init(clientAddress: String, limits: RequestLimits, now: UInt64) {
+    init(clientAddress: String, limits: RequestLimits, proxies: TrustedProxies = TrustedProxies(), now: UInt64) {
         self.clientAddress = clientAddress
         self.limits = limits
+        self.proxies = proxies
         state = .awaitingRequest(since: now)
     }
 
@@ -156,10 +160,12 @@ struct ConnectionMachine {
         default:
             return .close
         }
+        let client = proxies.isEmpty
+            ? clientAddress : proxies.client(peer: clientAddress, forwardedFor: head.headers.filter { $0.name == "x-forwarded-for" }.map(\.value))
         // As much of the request as is known, for the middlewares to see a refusal of it.
         var refused: Request {
             let path = if case .parsed(let parsed) = target { parsed.path } else { "" }
-            return Request(method: head.method, path: path, headers: head.headers, clientAddress: clientAddress)
+            return Request(method: head.method, path: path, headers: head.headers, clientAddress: client)
         }
         guard admit() else {
             state = .rejected
@@ -171,7 +177,7 @@ struct ConnectionMachine {
         }
         switch target {
         case .parsed(let parsed):
-            var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: clientAddress)
+            var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: client)
             let length = head.headers.first(where: { $0.name == "content-length" }).flatMap { Int($0.value) } ?? 0
             if let refusal = screen(&request) {
                 // Framing was checked above: no Transfer-Encoding and no Content-Length means no body.

@@ -24,8 +24,10 @@ public struct ServerConfiguration: Sendable {
     public var requestTimeout: Int
     /// Open connections in all; `nil` sizes it from the open-file limit (see ``HTTPServer/start()``).
     public var maxConnections: Int?
-    /// Open connections from one client address.
+    /// Open connections from one client address; trusted proxies' are not limited.
     public var maxConnectionsPerClient: Int
+    /// Whose `X-Forwarded-For` names the client (see ``TrustedProxies``).
+    public var trustedProxies: TrustedProxies
     /// Longest request target (path and query) accepted; longer gets 414.
     public var maxTargetSize: Int
     /// Largest request line and header fields accepted; larger gets 431.
@@ -34,7 +36,8 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
         maxBodySize: Int = 64 * 1024, connectionTimeout: Int = 60, requestTimeout: Int = 30,
-        maxConnections: Int? = nil, maxConnectionsPerClient: Int = 256, maxTargetSize: Int = 8 * 1024, maxHeaderSize: Int = 16 * 1024
+        maxConnections: Int? = nil, maxConnectionsPerClient: Int = 256, trustedProxies: TrustedProxies = TrustedProxies(),
+        maxTargetSize: Int = 8 * 1024, maxHeaderSize: Int = 16 * 1024
     ) {
         self.host = host
         self.port = port
@@ -44,6 +47,7 @@ public struct ServerConfiguration: Sendable {
         self.requestTimeout = requestTimeout
         self.maxConnections = maxConnections
         self.maxConnectionsPerClient = maxConnectionsPerClient
+        self.trustedProxies = trustedProxies
         self.maxTargetSize = maxTargetSize
         self.maxHeaderSize = maxHeaderSize
     }
@@ -78,8 +82,9 @@ public enum ServerError: Error, Sendable, CustomStringConvertible {
 ///
 /// Each connection has a ``ConnectionMachine`` (in a ``ConnectionContext``, the
 /// connection's socket context) driven by libmicrohttpd's callbacks. Connections are
-/// limited per client address (libmicrohttpd's per-IP limit) and in all (the accept
-/// policy here, below libmicrohttpd's own limit, at which it would stop accepting and
+/// limited per client address (counted here rather than by libmicrohttpd's per-IP limit,
+/// so that trusted proxies, which carry many clients, are not held to it) and in all (the
+/// accept policy here, below libmicrohttpd's own limit, at which it would stop accepting and
 /// leave new clients hanging); both refuse a client at once by closing its socket. A
 /// sweeper thread closes connections whose request has not arrived in time.
 ///
@@ -140,7 +145,6 @@ public final class HTTPServer: @unchecked Sendable {
             // libmicrohttpd splits its limit evenly between threads and a thread at its share
             // stops accepting, so each share is kept above the whole limit enforced here.
             MHD_OptionItem(option: .CONNECTION_LIMIT, value: (maxConnections + 1) * configuration.threads, ptr_value: nil),
-            MHD_OptionItem(option: .PER_IP_CONNECTION_LIMIT, value: configuration.maxConnectionsPerClient, ptr_value: nil),
         ]
         if configuration.threads > 1 {
             options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: configuration.threads, ptr_value: nil))
@@ -213,13 +217,20 @@ public final class HTTPServer: @unchecked Sendable {
     fileprivate func connectionStarted(_ connection: OpaquePointer, _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
         let context = ConnectionContext(
             connection: connection, clientAddress: ClientAddress.describe(lc_connection_client_address(connection)),
-            limits: limits, now: DispatchTime.now().uptimeNanoseconds
+            limits: limits, proxies: configuration.trustedProxies, now: DispatchTime.now().uptimeNanoseconds
         )
         socketContext.pointee = Unmanaged.passRetained(context).toOpaque()
-        if !connections.insert(context, limit: maxConnections) {
+        let perClient = configuration.trustedProxies.contains(context.clientAddress) ? Int.max : configuration.maxConnectionsPerClient
+        switch connections.insert(context, limit: maxConnections, perClient: perClient) {
+        case .inserted:
+            break
+        case .full:
             // The accept policy's check raced with other threads' accepts: refuse now.
             shutdown(context.descriptor, Int32(SHUT_RDWR))
             refusals.record(1, reason: "max-connections", limit: String(maxConnections))
+        case .clientFull:
+            shutdown(context.descriptor, Int32(SHUT_RDWR))
+            refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
         }
     }
 
@@ -371,8 +382,6 @@ public final class HTTPServer: @unchecked Sendable {
                 "status": String(status), "reason": LibraryMessages.refusalTitle(message),
                 "body": answered ? "problem+json" : "libmicrohttpd html",
             ])
-        } else if message.hasPrefix(LibraryMessages.perClientLimit) {
-            refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
         } else if LibraryMessages.isAboutOneClient(message) {
             logger.debug("libmicrohttpd", ["message": message])
         } else {

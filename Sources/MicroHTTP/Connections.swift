@@ -152,6 +152,9 @@ final class ConnectionTable: Sendable {
 
     var count: Int { open.withLock { $0.contexts.count } }
 
+    /// Connections open from `client`.
+    func count(from client: String) -> Int { open.withLock { $0.perClient[client, default: 0] } }
+
     /// Whether a connection was added.
     enum Insertion {
         case inserted

@@ -220,12 +220,11 @@ public final class HTTPServer: @unchecked Sendable {
             limits: limits, proxies: configuration.trustedProxies, now: DispatchTime.now().uptimeNanoseconds
         )
         socketContext.pointee = Unmanaged.passRetained(context).toOpaque()
-        let perClient = configuration.trustedProxies.contains(context.clientAddress) ? Int.max : configuration.maxConnectionsPerClient
-        switch connections.insert(context, limit: maxConnections, perClient: perClient) {
+        switch connections.insert(context, limit: maxConnections, perClient: perClientLimit(context.clientAddress)) {
         case .inserted:
             break
         case .full:
-            // The accept policy's check raced with other threads' accepts: refuse now.
+            // The accept policy's checks raced with other threads' accepts: refuse now.
             shutdown(context.descriptor, Int32(SHUT_RDWR))
             refusals.record(1, reason: "max-connections", limit: String(maxConnections))
         case .clientFull:
@@ -321,15 +320,26 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// The accept policy: refuses a client at once when the server is stopping or full. (The
-    /// exact count is kept at connection start; this check saves allocating a refused connection.)
-    fileprivate func accepts() -> Bool {
+    /// The accept policy: refuses a client at once when the server is stopping or full, or
+    /// the client has its limit of connections. (The exact counts are kept at connection
+    /// start; this check saves allocating a refused connection.)
+    fileprivate func accepts(_ address: UnsafePointer<sockaddr>?) -> Bool {
         guard !gate.isClosed else { return false }
         guard connections.count < maxConnections else {
             refusals.record(1, reason: "max-connections", limit: String(maxConnections))
             return false
         }
+        let client = ClientAddress.describe(address)
+        guard connections.count(from: client) < perClientLimit(client) else {
+            refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
+            return false
+        }
         return true
+    }
+
+    /// Connections `client` may have open: a trusted proxy's are not limited.
+    private func perClientLimit(_ client: String) -> Int {
+        configuration.trustedProxies.contains(client) ? Int.max : configuration.maxConnectionsPerClient
     }
 
     private static func headers(of connection: OpaquePointer) -> [(name: String, value: String)] {
@@ -449,8 +459,8 @@ private let connectionHandler: MHD_NotifyConnectionCallback = { cls, connection,
     }
 }
 
-private let acceptHandler: MHD_AcceptPolicyCallback = { cls, _, _ in
-    server(cls).accepts() ? .YES : .NO
+private let acceptHandler: MHD_AcceptPolicyCallback = { cls, address, _ in
+    server(cls).accepts(address) ? .YES : .NO
 }
 
 private let uriHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = { cls, uri, connection in

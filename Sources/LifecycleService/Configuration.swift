@@ -40,7 +40,10 @@ public struct Configuration: Sendable {
     public var acceptDataLoss = false
     /// Open connections in all; `nil`: the open-file limit less a reserve.
     public var maxConnections: Int?
+    /// Open connections from one client address, and streams open for one client.
     public var maxConnectionsPerClient = 256
+    /// Reverse proxies whose `X-Forwarded-For` names the client; none by default.
+    public var trustedProxies = TrustedProxies()
     /// Seconds a whole request may take to arrive.
     public var requestTimeout = 30
     /// Caps the database at this many pages, as a full disk would; no flag sets it.
@@ -221,7 +224,19 @@ public struct Configuration: Sendable {
             help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); a damaged database is still refused"
         ) { $0.acceptDataLoss = $1 },
         .integer("--max-connections", "LIFECYCLED_MAX_CONNECTIONS", help: "open connections in all; more are refused at once (default: the open-file limit less 256)", in: 1...Int.max) { $0.maxConnections = $1 },
-        .integer("--max-connections-per-client", "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT", help: "open connections from one client address; more are refused at once (default 256)", in: 1...Int.max) { $0.maxConnectionsPerClient = $1 },
+        .integer(
+            "--max-connections-per-client", "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT",
+            help: "open connections from one client address, more are refused at once; also streams open for one client, more get 429 (default 256)", in: 1...Int.max
+        ) { $0.maxConnectionsPerClient = $1 },
+        Option(
+            flag: "--trusted-proxy", variable: "LIFECYCLED_TRUSTED_PROXY", placeholder: "ADDRESSES",
+            help: "comma-separated addresses or ranges (10.0.0.0/8) of reverse proxies: for their requests the client is the last untrusted address of X-Forwarded-For, and their connections are not limited per address; none by default"
+        ) { c, v in
+            let entries = v.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let proxies = TrustedProxies(entries) else { return false }
+            c.trustedProxies = proxies
+            return true
+        },
         .integer("--request-timeout", "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)", in: 1...Int.max) { $0.requestTimeout = $1 },
         .decimal(
             "--heartbeat", "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
@@ -315,6 +330,7 @@ public struct Configuration: Sendable {
         settings.subscriberBuffer = streamBuffer
         settings.ringBytes = streamRing
         settings.maxSubscribers = maxSubscribers
+        settings.maxSubscribersPerClient = maxConnectionsPerClient
         return settings
     }
 

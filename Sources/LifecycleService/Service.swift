@@ -71,7 +71,7 @@ public final class Service: Sendable {
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
                 requestTimeout: configuration.requestTimeout, maxConnections: configuration.maxConnections,
-                maxConnectionsPerClient: configuration.maxConnectionsPerClient
+                maxConnectionsPerClient: configuration.maxConnectionsPerClient, trustedProxies: configuration.trustedProxies
             ),
             logger: logger,
             pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger, metrics: requestMetrics))

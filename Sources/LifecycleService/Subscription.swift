@@ -32,7 +32,7 @@ final class Subscription: ResponseStream {
     let filter: RecordFilter
     private let reader: Mutex<SubscriptionReader>
 
-    /// Made by ``StreamHub/subscribe(filter:lastEventID:)``, which counts it.
+    /// Made by ``StreamHub/subscribe(filter:lastEventID:client:)``, which counts it.
     init(hub: StreamHub, id: Int, filter: RecordFilter, lastEventID: Int64?, opening: Opening) {
         self.hub = hub
         self.id = id

@@ -47,6 +47,12 @@ final class EventStreamClient {
     /// Closes the connection at once (the server sees a peer that went away).
     func disconnect() { shutdown(fd, Int32(SHUT_RDWR)) }
 
+    /// Sends more bytes on the stream's connection (a pipelined request, say).
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
     /// The body of a response that is not a stream (an error's problem JSON).
     func readBody(deadline: Date = Date().addingTimeInterval(10)) -> [UInt8] {
         while !hasEnded, !wasCut, Date() < deadline { receive(until: deadline) }

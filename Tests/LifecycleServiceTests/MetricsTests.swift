@@ -14,8 +14,7 @@ struct MetricsTests {
 
     @Test("after a known sequence of requests every value is what the API shows: transitions, unexpected events, incomplete launches, relaunches, instances, commits, streams, requests")
     func valuesMatchTheAPI() throws {
-        // Frequent heartbeats: a stream notices that its client has gone when it next writes.
-        let server = try TestServer { $0.heartbeat = 0.1 }
+        let server = try TestServer()
         let c = CountingConnection(try server.connect())
         func event(_ id: String, _ json: String) throws -> HTTPResponse {
             try c.request("POST", "/v1/instances/\(id)/events", route: "/v1/instances/{id}/events", json: json)

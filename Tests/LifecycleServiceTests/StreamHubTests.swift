@@ -477,6 +477,21 @@ struct StreamHubTests {
         for subscription in open.dropFirst() + [again] { subscription.finish() }
         #expect(hub.subscriberCount == 0)
     }
+
+    @Test("past the per-client limit (--max-connections-per-client) a client's subscription is refused, until one of its own ends; other clients are not")
+    func perClientLimit() throws {
+        let server = try TestServer { $0.maxConnectionsPerClient = 2 }
+        let hub = server.service!.hub
+        let open = try (0..<2).map { _ in try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }
+        #expect(throws: StreamHub.Refusal.tooManyForClient(limit: 2)) { try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }
+        let other = try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.8")
+        other.finish()
+        #expect(throws: StreamHub.Refusal.tooManyForClient(limit: 2)) { try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }
+        open[0].finish()
+        let again = try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7")
+        for subscription in [open[1], again] { subscription.finish() }
+        #expect(hub.subscriberCount == 0)
+    }
 }
 
 @Suite("stream settings")

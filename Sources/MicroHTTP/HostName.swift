@@ -28,7 +28,9 @@ public struct HostName: Sendable, Equatable {
                 host = host[..<colon]
             }
             guard host.utf8.allSatisfy(Self.isNameByte) else { return nil }
-            isAddress = Self.isAddress(String(host), family: AF_INET)
+            // Only digits and dots can be an IPv4 address: names are not copied to ask.
+            let isDotted = host.utf8.allSatisfy { $0 == UInt8(ascii: ".") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }
+            isAddress = isDotted && Self.isAddress(String(host), family: AF_INET)
         }
         guard port.utf8.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
         if host.hasSuffix(".") { host = host.dropLast() }

@@ -90,7 +90,10 @@ class CrossSiteWrites(unittest.TestCase):
             api = run.API(server)
             api.create("victim")
             before = api.instance("victim")
-            writes = lambda: WRITE.findall(open(server.log_path, encoding="utf-8", errors="replace").read())
+            def writes():
+                with open(server.log_path, encoding="utf-8", errors="replace") as f:
+                    return WRITE.findall(f.read())
+
             setup = len(writes())
 
             driver.get(site.origin + "/")

@@ -161,7 +161,7 @@ struct HTTPRegressionTests {
         let evil = [("Origin", "http://evil.example")]
         let attempts: [(what: String, method: String, path: String, headers: [(String, String)], body: String?)] = [
             ("bodiless create", "POST", "/v1/instances", evil, ""),
-            ("bodiless relaunch", "POST", "/v1/instances/victim/launches", evil, nil),
+            ("bodiless relaunch", "POST", "/v1/instances/victim/relaunches", evil, nil),
             ("delete", "DELETE", "/v1/instances/victim", evil, nil),
             ("text/plain create", "POST", "/v1/instances", evil + [("Content-Type", "text/plain")], #"{"id": "csrf"}"#),
             ("form event", "POST", "/v1/instances/victim/events", evil + [("Content-Type", "application/x-www-form-urlencoded")], "event=crash"),
@@ -184,9 +184,9 @@ struct HTTPRegressionTests {
         // a listed origin, and clients that are no page at all.
         let own = try Self.exchange(server, "PUT /v1/instances/own HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
         #expect(own.status == 201)
-        let proxied = try Self.exchange(server, "POST /v1/instances/own/launches HTTP/1.1\r\nHost: Lifecycled.example\r\nOrigin: https://lifecycled.example\r\n\r\n")
+        let proxied = try Self.exchange(server, "POST /v1/instances/own/relaunches HTTP/1.1\r\nHost: Lifecycled.example\r\nOrigin: https://lifecycled.example\r\n\r\n")
         #expect(proxied.status == 421, "bound to loopback, lifecycled.example is not a name it answers to without --allowed-host")
-        #expect(try c.request("POST", "/v1/instances/own/launches", headers: [("Origin", "https://127.0.0.1")]).status == 200)
+        #expect(try c.request("POST", "/v1/instances/own/relaunches", headers: [("Origin", "https://127.0.0.1")]).status == 200)
         #expect(try c.request("PUT", "/v1/instances/curl", json: "{}").status == 201)
         let fromListed = try server.connect().request("PUT", "/v1/instances/listed", json: "{}", headers: [("Origin", listed)])
         #expect(fromListed.status == (withCORS ? 201 : 403))
@@ -205,7 +205,7 @@ struct HTTPRegressionTests {
             ("/v1/instances", "POST", "text/plain", #"{"id": "plain"}"#),
             ("/v1/instances/form", "PUT", "application/x-www-form-urlencoded", "model=ios-app"),
             ("/v1/instances/victim/events", "POST", "multipart/form-data; boundary=x", "--x--"),
-            ("/v1/instances/victim/launches", "POST", nil, "{}"),
+            ("/v1/instances/victim/relaunches", "POST", nil, "{}"),
             ("/v1/instances/victim", "DELETE", "text/plain", "x"),
         ]
         for (path, method, type, body) in cases {
@@ -219,7 +219,7 @@ struct HTTPRegressionTests {
         #expect(try c.request("GET", "/v1/instances/victim").body == before)
         #expect(try Self.ids(c) == ["victim"])
         #expect(try c.request("PUT", "/v1/instances/typed", body: Array("{}".utf8), contentType: "application/json; charset=utf-8").status == 201)
-        #expect(try c.request("POST", "/v1/instances/victim/launches", body: [], contentType: nil).status == 200)
+        #expect(try c.request("POST", "/v1/instances/victim/relaunches", body: [], contentType: nil).status == 200)
     }
 
     @Test("bound to loopback, a request calling the service by another name (DNS rebinding) is 421 and changes nothing; addresses, localhost and --allowed-host names pass")

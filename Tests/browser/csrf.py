@@ -36,14 +36,14 @@ PAGE = """<!doctype html>
 <form id="json" method="post" enctype="text/plain" target="sink1" action="TARGET/v1/instances">
   <input name='{"model": "ios-app", "x": "' value='"}'>
 </form>
-<form id="urlencoded" method="post" target="sink2" action="TARGET/v1/instances/victim/launches">
+<form id="urlencoded" method="post" target="sink2" action="TARGET/v1/instances/victim/relaunches">
   <input name="event" value="didFinishLaunching">
 </form>
 <script>
   const target = "TARGET";
   Promise.allSettled([
     fetch(target + "/v1/instances", {method: "POST", mode: "no-cors"}),
-    fetch(target + "/v1/instances/victim/launches", {method: "POST", mode: "no-cors"}),
+    fetch(target + "/v1/instances/victim/relaunches", {method: "POST", mode: "no-cors"}),
     fetch(target + "/v1/instances", {method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"},
                                      body: JSON.stringify({id: "csrf-text"})}),
   ]).then(() => {

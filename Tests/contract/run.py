@@ -99,6 +99,8 @@ def spec_enums_match_models(models, scenarios):
         }
         described = {}
         for alternative in schemas[body]["oneOf"]:
+            if "$ref" in alternative:
+                alternative = schemas[alternative["$ref"].rsplit("/", 1)[1]]
             name_schema = alternative["properties"][kind]
             names = [name_schema["const"]] if "const" in name_schema else name_schema["enum"]
             parameters = {}

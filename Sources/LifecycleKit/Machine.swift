@@ -172,8 +172,8 @@ public struct Machine: Sendable {
             guard definition.type.accepts(value) else {
                 throw .wrongParameterType(input: input, parameter: name, expected: definition.type, got: value.typeName)
             }
-            if case .string(let text) = value, text.utf8.count > ParameterType.maxStringBytes {
-                throw .parameterTooLong(input: input, parameter: name, bytes: text.utf8.count, limit: ParameterType.maxStringBytes)
+            if case .string(let text) = value, text.unicodeScalars.count > ParameterType.maxStringLength {
+                throw .parameterTooLong(input: input, parameter: name, length: text.unicodeScalars.count, limit: ParameterType.maxStringLength)
             }
         }
         for definition in declared where definition.isRequired && parameters[definition.name] == nil {

@@ -79,8 +79,8 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownParameter(input: String, parameter: String)
     case missingParameter(input: String, parameter: String)
     case wrongParameterType(input: String, parameter: String, expected: ParameterType, got: String)
-    /// A string value longer than ``ParameterType/maxStringBytes``.
-    case parameterTooLong(input: String, parameter: String, bytes: Int, limit: Int)
+    /// A string value longer than ``ParameterType/maxStringLength``.
+    case parameterTooLong(input: String, parameter: String, length: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -94,8 +94,8 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
             "\"\(i)\" requires parameter \"\(p)\""
         case .wrongParameterType(let i, let p, let expected, let got):
             "parameter \"\(p)\" of \"\(i)\" must be \(expected.rawValue), got \(got)"
-        case .parameterTooLong(let i, let p, let bytes, let limit):
-            "parameter \"\(p)\" of \"\(i)\" is \(bytes) bytes long; a string parameter holds at most \(limit) bytes (UTF-8)"
+        case .parameterTooLong(let i, let p, let length, let limit):
+            "parameter \"\(p)\" of \"\(i)\" is \(length) characters long; a string parameter holds at most \(limit)"
         }
     }
 }

@@ -56,10 +56,11 @@ public enum Value: Sendable, Hashable, Codable, CustomStringConvertible {
 public enum ParameterType: String, Sendable, Codable, CaseIterable {
     case string, boolean, integer, number
 
-    /// The longest string value an input may carry, in UTF-8 bytes. With at most
+    /// The longest string value an input may carry, in characters (Unicode scalars, as JSON
+    /// Schema's `maxLength` counts them, so `openapi.yaml` can state it exactly). With at most
     /// ``maxParametersPerInput`` parameters, it bounds a record (which may repeat an input's
     /// parameters as the action it replaced), and so what pages and streams of records weigh.
-    public static let maxStringBytes = 8192
+    public static let maxStringLength = 8192
     /// The most parameters an event or action may declare, and so an input carry.
     public static let maxParametersPerInput = 32
 

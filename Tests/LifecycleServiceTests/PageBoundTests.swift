@@ -18,6 +18,16 @@ func postLargeActions(_ c: HTTPConnection, _ id: String, count: Int, urlBytes: I
 
 @Suite("pages bounded in bytes")
 struct PageBoundTests {
+    @Test("--page-bytes: 4 MiB by default, from the flag or LIFECYCLED_PAGE_BYTES, at least 64 KiB, in --help; the hub and history get it")
+    func pageBytesOption() throws {
+        #expect(try Configuration.parse(arguments: [], environment: [:]).pageBytes == 4_194_304)
+        #expect(try Configuration.parse(arguments: [], environment: ["LIFECYCLED_PAGE_BYTES": "65536"]).pageBytes == 65536)
+        let given = try Configuration.parse(arguments: ["--page-bytes=1048576"], environment: ["LIFECYCLED_PAGE_BYTES": "65536"])
+        #expect(given.pageBytes == 1_048_576 && given.streamSettings.pageBytes == 1_048_576)
+        #expect(throws: Configuration.ParseError.badValue("--page-bytes", "65535")) { try Configuration.parse(arguments: ["--page-bytes", "65535"], environment: [:]) }
+        #expect(Configuration.usage.contains("--page-bytes BYTES") && Configuration.usage.contains("LIFECYCLED_PAGE_BYTES"))
+    }
+
     @Test("a history page of large records stops at --page-bytes (4 MiB) and says where to continue; following it gets every record once, in order")
     func historyPageStopsAtItsBytes() throws {
         let server = try TestServer()

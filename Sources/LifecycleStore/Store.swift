@@ -131,13 +131,17 @@ public struct ReplayedRecord: Sendable, Equatable {
 /// `bytes` bytes of their JSON unless its one record alone is bigger (so every record can be
 /// read). What a client that does not read can pin is thus a page per connection.
 public struct PageLimit: Sendable, Equatable {
-    /// The default of `--page-bytes`: a page of the largest records the models allow still
-    /// holds hundreds, and a client that does not read pins no more than this per connection.
+    /// The default of `--page-bytes`: a page of 1000 typical records (about 0.4 KiB each)
+    /// is far below it, one of records with an 8192-character url (about 16 KiB, the url
+    /// repeated as the action it replaced) holds about 250.
     public static let defaultBytes = 4 * 1024 * 1024
 
+    /// The most records on a page (at least 1).
     public var records: Int
+    /// The most bytes of records' JSON on a page of more than one record.
     public var bytes: Int
 
+    /// At most `records` records (1 if fewer is asked) and `bytes` bytes of them.
     public init(records: Int, bytes: Int = PageLimit.defaultBytes) {
         self.records = max(1, records)
         self.bytes = bytes

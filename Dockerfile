@@ -1,9 +1,14 @@
 # lifecycled in a container.
 #
 #   docker build -t lifecycled .
-#   docker run -p 8080:8080 -v lifecycled-data:/data lifecycled
+#   docker run -p 127.0.0.1:8080:8080 -v lifecycled-data:/data lifecycled
 #
-# Every setting is also an environment variable (LIFECYCLED_*; see README.md), so
+# Inside, lifecycled listens on every address (LIFECYCLED_HOST=0.0.0.0 below), and without a
+# token anyone who reaches the port can write: publish it on loopback as above, as
+# compose.yaml does, or give it a token (-e LIFECYCLED_TOKEN=… or LIFECYCLED_TOKEN_FILE) before
+# publishing it beyond (-p 8080:8080).
+#
+# Every setting is also an environment variable (LIFECYCLED_*; see docs/CONFIGURATION.md), so
 # `docker run -e LIFECYCLED_LOG_FORMAT=json …` needs no flags. `make container-test` builds
 # and runs this file with podman (Tests/container/run.sh).
 
@@ -88,9 +93,11 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 CMD ["lif
 ENTRYPOINT ["lifecycled"]
 
 # Last, so that another version changes this step only. The repository names no licence
-# yet: NOASSERTION (SPDX for "not stated") until it does.
+# yet: NOASSERTION (SPDX for "not stated") until it does. The project has no public home
+# of its own yet, so the source label is empty unless the build names the repository
+# (--build-arg SOURCE=<its URL>); it never names a domain the project does not own.
 ARG VERSION=dev
-ARG SOURCE=https://lifecycled.dev
+ARG SOURCE=
 ARG LICENSES=NOASSERTION
 LABEL org.opencontainers.image.title="lifecycled" \
       org.opencontainers.image.description="App-lifecycle state machines over HTTP" \

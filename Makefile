@@ -1,14 +1,21 @@
 # lifecycled: `make run` and `make test` work on a fresh Debian machine with Swift;
-# each installs what is missing first.
+# each installs what is missing first: `make run` what building and running need, `make
+# test` what the tests need besides.
 
 SWIFT       ?= swift
+# The Python that makes the tests' virtual environment (nothing is installed into it, so
+# Debian's own python3, which refuses pip installs (PEP 668), does as well as any other).
 PYTHON      ?= python3
 PORT        ?= 8080
 DATA_DIR    ?= data
-# postgresql-15, pgbouncer: the tests start a real PostgreSQL, and PgBouncer before it
-# (Tests/postgres/cluster.sh); libpq-dev: the PostgreSQL store.
-APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev libpq-dev postgresql-15 pgbouncer libgraphviz-dev pkg-config curl node-eventsource
-BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan valgrind
+# What building and running need (make run): the C libraries' headers and pkg-config.
+APT_PACKAGES = libmicrohttpd-dev libsqlite3-dev libpq-dev libgraphviz-dev pkg-config
+# What the tests need besides (make test): postgresql-15, pgbouncer: the tests start a real
+# PostgreSQL, and PgBouncer before it (Tests/postgres/cluster.sh); node-eventsource: a
+# browser's EventSource client reads the streams; python3-venv: Debian's python3 makes the
+# virtual environment below with it.
+TEST_APT     = postgresql-15 pgbouncer node-eventsource python3-venv
+BENCH_APT    = wrk gcc sqlite3 nginx libnginx-mod-nchan valgrind postgresql-15 curl python3
 # The dashboard's browser test: Chromium driven by Selenium, both Debian's (so the test
 # runs under Debian's python3, which python3-selenium installs into).
 BROWSER_APT  = chromium chromium-driver python3-selenium
@@ -16,10 +23,19 @@ BROWSER_PYTHON ?= /usr/bin/python3
 SCHEMATHESIS_VERSION = 4.32.5
 # prometheus_client: its parser reads what GET /metrics answers in the tests.
 PROMETHEUS_CLIENT_VERSION = 0.26.0
-PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION) prometheus_client==$(PROMETHEUS_CLIENT_VERSION)
+# openapi-python-client: a standard generator, whose client of openapi.yaml drives a live
+# server in the tests (Tests/client/run.py).
+OPENAPI_PYTHON_CLIENT_VERSION = 0.29.1
+PY_PACKAGES  = openapi-spec-validator schemathesis==$(SCHEMATHESIS_VERSION) prometheus_client==$(PROMETHEUS_CLIENT_VERSION) openapi-python-client==$(OPENAPI_PYTHON_CLIENT_VERSION)
+# The tests' PyPI packages live in a virtual environment of their own, and every Python
+# step of the tests but the browser test's runs its python; the Swift tests that start one
+# (Tests/metrics/parse.py) find it in LIFECYCLED_TEST_PYTHON.
+VENV         = .build/venv
+VENV_PYTHON  = $(VENV)/bin/python
+export LIFECYCLED_TEST_PYTHON = $(abspath $(VENV_PYTHON))
 CONTAINER_APT = podman buildah debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl
 
-.PHONY: run test bench deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test browser-test container-test clean
+.PHONY: run test bench deps test-deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test client-test browser-test container-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -33,8 +49,11 @@ endef
 
 deps:
 	$(call apt_install,$(APT_PACKAGES))
-	@$(PYTHON) -c "import openapi_spec_validator, prometheus_client.parser, importlib.metadata as m; assert m.version('schemathesis') == '$(SCHEMATHESIS_VERSION)' and m.version('prometheus_client') == '$(PROMETHEUS_CLIENT_VERSION)'" 2>/dev/null \
-	  || $(PYTHON) -m pip install -q $(PY_PACKAGES)
+
+test-deps: deps
+	$(call apt_install,$(TEST_APT))
+	@$(VENV_PYTHON) -c "import openapi_spec_validator, prometheus_client.parser, importlib.metadata as m; assert m.version('schemathesis') == '$(SCHEMATHESIS_VERSION)' and m.version('prometheus_client') == '$(PROMETHEUS_CLIENT_VERSION)' and m.version('openapi-python-client') == '$(OPENAPI_PYTHON_CLIENT_VERSION)'" 2>/dev/null \
+	  || { $(PYTHON) -m venv $(VENV) && $(VENV_PYTHON) -m pip install -q $(PY_PACKAGES); }
 
 bench-deps: deps
 	$(call apt_install,$(BENCH_APT))
@@ -57,12 +76,13 @@ run: release
 
 # The executables are built too: the process, CLI and crash tests run lifecycled itself.
 # A hung test fails the run after 25 minutes rather than holding CI to its limit.
-test: deps
+test: test-deps
 	$(SWIFT) build --build-tests
 	timeout 1500 $(SWIFT) test
 	$(MAKE) --no-print-directory postgres-test
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test
+	$(MAKE) --no-print-directory client-test
 	$(MAKE) --no-print-directory browser-test
 	$(MAKE) --no-print-directory container-test
 
@@ -70,18 +90,24 @@ test: deps
 # PostgreSQL that the tests start themselves (Tests/postgres/cluster.sh) instead of SQLite.
 # Failed-batch tests (SQLite triggers) are SQLite's alone.
 POSTGRES_SUITES = APITests|DurabilityTests|CrashTests|StreamEndpointTests|StreamHubTests|StreamProcessTests|ConcurrencyTests|InstanceLimitTests|CoverageTests|ReplayAndRenderTests|IfMatchTests
-postgres-test: deps
+postgres-test: test-deps
 	$(SWIFT) build --build-tests
 	LIFECYCLED_TEST_STORE=postgres timeout 900 $(SWIFT) test --filter '$(POSTGRES_SUITES)'
 
-openapi-check:
-	$(PYTHON) -m openapi_spec_validator openapi.yaml
+openapi-check: test-deps
+	$(VENV_PYTHON) -m openapi_spec_validator openapi.yaml
 
 # Schemathesis against a live lifecycled (fresh data folder, a free port on 127.0.0.1):
 # every check, a fixed seed, 200 examples per operation, stateful over openapi.yaml's links.
-contract-test: deps
+contract-test: test-deps
 	$(SWIFT) build --product lifecycled
-	timeout 900 $(PYTHON) Tests/contract/run.py
+	timeout 900 $(VENV_PYTHON) Tests/contract/run.py
+
+# A client generated from openapi.yaml by openapi-python-client (no generator warning
+# allowed) runs the walk-through, a conformance check and a scenario run on a live server.
+client-test: test-deps
+	$(SWIFT) build --product lifecycled
+	timeout 600 $(VENV_PYTHON) Tests/client/run.py
 
 # The dashboard in headless Chromium against a live lifecycled (fresh data folders, free
 # ports on 127.0.0.1); screenshots in .build/screenshots/, and the page's load time with

@@ -29,7 +29,7 @@ wait_for() { for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$1/healthz" >/
 # run_wrk URL SECONDS -> prints "rps p50 p99"; fails on any non-2xx or socket error.
 run_wrk() {
   local out
-  out=$(BENCH_INSTANCES=$CONNECTIONS wrk -t"$THREADS" -c"$CONNECTIONS" -d"$2s" --latency -s Benchmarks/launches.lua "$1")
+  out=$(BENCH_INSTANCES=$CONNECTIONS wrk -t"$THREADS" -c"$CONNECTIONS" -d"$2s" --latency -s Benchmarks/relaunches.lua "$1")
   if grep -q "Non-2xx" <<<"$out"; then echo "non-2xx responses from $1:" >&2; echo "$out" >&2; exit 1; fi
   if grep -q "Socket errors" <<<"$out"; then echo "socket errors from $1:" >&2; echo "$out" >&2; exit 1; fi
   echo "$(awk '/Requests\/sec/ {print $2}' <<<"$out") $(awk '$1=="50%" {print $2}' <<<"$out") $(awk '$1=="99%" {print $2}' <<<"$out")"
@@ -38,7 +38,7 @@ run_wrk() {
 "$LIFECYCLED" --port $PORT_L --data-dir "$WORK/data" --max-wal "$MAX_WAL" --log-level warning 2>"$WORK/lifecycled.log" & PIDS+=($!)
 wait_for $PORT_L
 for i in $(seq 0 $((CONNECTIONS - 1))); do curl -sf -XPUT "http://127.0.0.1:$PORT_L/v1/instances/wal-$i" >/dev/null; done
-curl -sf -XPOST "http://127.0.0.1:$PORT_L/v1/instances/wal-0/launches" >"$WORK/launch-body.json"
+curl -sf -XPOST "http://127.0.0.1:$PORT_L/v1/instances/wal-0/relaunches" >"$WORK/launch-body.json"
 
 # The WAL's size every 100 ms while the load runs.
 WAL="$WORK/data/lifecycled.sqlite-wal"
@@ -65,7 +65,7 @@ mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
 {
   echo "## WAL under sustained writes ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo none))"
   echo
-  echo "Durable relaunches (\`POST /v1/instances/{id}/launches\`, sync normal) on $CONNECTIONS instances, wrk -t$THREADS -c$CONNECTIONS"
+  echo "Durable relaunches (\`POST /v1/instances/{id}/relaunches\`, sync normal) on $CONNECTIONS instances, wrk -t$THREADS -c$CONNECTIONS"
   echo "for ${SECONDS_UNDER_LOAD}s; the WAL file's size sampled every 100 ms. Baseline: the bare libmicrohttpd server"
   echo "answering the same requests with a body of the same size, ${BARE_SECONDS}s, same run."
   echo

@@ -20,12 +20,30 @@ export function graphSource(model) {
 }
 
 const svgNS = "http://www.w3.org/2000/svg";
+/**
+ * The smallest size, in CSS pixels, edge labels are drawn at: the graph is never scaled
+ * down further, its region scrolls instead (11 px is about the smallest readable text).
+ */
+const smallestLabel = 11.5;
 
 /** One inlined copy of a model's graph in `container`. */
 export class Graph {
   constructor(container, label) {
     this.container = container;
     this.label = label;
+    // The region scrolls when the graph is wider than it: reachable from the keyboard.
+    container.tabIndex = 0;
+    container.setAttribute("role", "region");
+    container.setAttribute("aria-label", `${label} graph (scrolls when wider than the window)`);
+    // Said in words when the graph is wider than its region: the rest is out of sight.
+    this.hint = document.createElement("p");
+    this.hint.className = "scroll-hint muted";
+    this.hint.textContent = "The graph is wider than the window: scroll it sideways (or focus it and use the arrow keys).";
+    this.hint.hidden = true;
+    container.after(this.hint);
+    new ResizeObserver(() => {
+      this.hint.hidden = container.scrollWidth <= container.clientWidth + 1;
+    }).observe(container);
     this.model = null;
     this.svg = null;
     this.nodes = new Map();
@@ -69,6 +87,9 @@ export class Graph {
     const [x, y, width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").split(/[\s,]+/).map(Number);
     svg.setAttribute("viewBox", `${x - 14} ${y - 14} ${width + 28} ${height + 28}`);
     svg.classList.toggle("wide", width > 2 * height);
+    // Never narrower than the width at which edge labels are `smallestLabel` pixels tall.
+    const labelSize = Math.min(...[...svg.querySelectorAll("g.edge text")].map((t) => Number(t.getAttribute("font-size")) || 14), 14);
+    svg.style.minWidth = `${Math.ceil((width + 28) * smallestLabel / labelSize)}px`;
     for (const g of svg.querySelectorAll("g[id]")) {
       const id = g.getAttribute("id");
       if (id.startsWith("state-")) {
@@ -82,12 +103,28 @@ export class Graph {
       }
       g.removeAttribute("id");
     }
+    stackLoops(this.edges.values());
     // Badges go in a layer of their own, last, so that no edge is drawn over them.
     this.badges = document.createElementNS(svgNS, "g");
     this.badges.classList.add("badges");
     (svg.querySelector("g.graph") ?? svg).append(this.badges);
     this.svg = svg;
     this.container.replaceChildren(svg);
+    return true;
+  }
+
+  /**
+   * Scrolls the graph's region, when it scrolls, so that `state`'s node is in view; false
+   * when it could not tell where the node is (no such node, or the view is hidden).
+   */
+  reveal(state) {
+    const node = this.nodes.get(state);
+    const box = node?.getBoundingClientRect();
+    if (!box?.width) return false;
+    if (this.container.scrollWidth <= this.container.clientWidth) return true;
+    const region = this.container.getBoundingClientRect();
+    const centre = box.left - region.left + this.container.scrollLeft + box.width / 2;
+    this.container.scrollLeft = Math.max(0, centre - this.container.clientWidth / 2);
     return true;
   }
 
@@ -165,6 +202,23 @@ function sanitize(svg) {
   }
   // Graphviz's <a> wrappers (from URL attributes) would be links to nowhere.
   for (const anchor of svg.querySelectorAll("a")) anchor.replaceWith(...anchor.childNodes);
+}
+
+/**
+ * A state's self-loops are stacked, each around the ones before, so an outer loop's line
+ * crosses the labels of the inner ones. Drawn last and outermost first, each label (with
+ * its halo, see app.css) is painted over the loops around it.
+ */
+function stackLoops(edges) {
+  const loops = [...edges].filter((edge) => {
+    const [from, to] = (edge.querySelector(":scope > title")?.textContent ?? "").split("->");
+    return from !== undefined && from === to;
+  });
+  const area = (edge) => {
+    const box = shapeBox(edge);
+    return box.width * box.height;
+  };
+  for (const loop of loops.sort((a, b) => area(b) - area(a))) loop.parentNode.append(loop);
 }
 
 /** The box of a node's shape, read from its geometry (works while the view is hidden). */

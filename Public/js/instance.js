@@ -6,10 +6,13 @@
 import { APIError, request, seg } from "./api.js";
 import { Graph } from "./graph.js";
 import {
-  describeAction, describeInput, el, formatDate, formatTime, outcomeBadge, parameterInput, readParameters, stateBadge,
+  describeAction, describeInput, el, formatTime, outcomeBadge, parameterInput, readParameters, stateBadge, timeElement,
 } from "./model.js";
 
 const timelineChunk = 300;
+
+/** One term and its value in a facts list. */
+const fact = (term, ...value) => el("div", { dataset: { fact: term } }, el("dt", { text: term }), el("dd", {}, ...value));
 
 export class InstanceDetail {
   /** `onDeleted(id)` is called after this page deleted an instance. */
@@ -20,6 +23,10 @@ export class InstanceDetail {
     this.empty = document.getElementById("detail-empty");
     this.body = document.getElementById("detail-body");
     this.facts = document.getElementById("detail-facts");
+    this.factsCaption = document.getElementById("facts-caption");
+    this.graphCaption = document.getElementById("graph-caption");
+    this.sendNote = document.getElementById("send-note");
+    this.scrolledTo = null; // the state the graph region was last scrolled to
     this.deletedBanner = document.getElementById("detail-deleted");
     this.timeline = document.getElementById("timeline");
     this.moreButton = document.getElementById("timeline-more");
@@ -70,7 +77,7 @@ export class InstanceDetail {
       const definition = this.model.events.find((e) => e.name === form.dataset.event);
       this.send("events", { event: definition.name, ...readParameters(form, definition.parameters) }, definition.name);
     });
-    document.getElementById("relaunch-button").addEventListener("click", () => this.send("launches", undefined, "relaunch"));
+    document.getElementById("relaunch-button").addEventListener("click", () => this.send("relaunches", undefined, "relaunch"));
     const deleteButton = document.getElementById("delete-button");
     const confirm = document.getElementById("delete-confirm");
     deleteButton.addEventListener("click", () => {
@@ -119,6 +126,7 @@ export class InstanceDetail {
     this.items = new Map();
     this.shown = 0;
     this.position = null;
+    this.scrolledTo = null;
     this.deleted = false;
     this.deleting = false;
     this.loading = [];
@@ -299,6 +307,14 @@ export class InstanceDetail {
     graph.markRows("last", record?.row ? [record.row] : []);
     graph.markStates("previous", record && record.from !== record.to ? [record.from] : []);
     if (graph.svg) graph.svg.dataset.currentState = state;
+    // Said in words as well as drawn: in a narrow window the node may be scrolled out of view.
+    this.graphCaption.replaceChildren(live ? "Now in " : "Replayed: in ", stateBadge(this.model, state),
+      live ? "" : " (live: ", live ? "" : stateBadge(this.model, this.instance.state), live ? "" : ")");
+    // A graph wider than its region scrolls: the state shown is brought into view.
+    if (this.scrolledTo !== state && graph.reveal(state)) this.scrolledTo = state;
+    this.sendNote.hidden = live;
+    this.sendNote.replaceChildren("Replaying: what you send acts on the live instance, now in ", stateBadge(this.model, this.instance.state),
+      ` at version ${this.instance.version}, not on the state replayed above.`);
 
     this.renderTimeline();
     for (const [sequence, item] of this.items) {
@@ -378,7 +394,7 @@ export class InstanceDetail {
     return el("li", { className: `record kind-${record.kind} outcome-${record.outcome}`, dataset: { sequence: record.sequence, version: record.version } },
       el("div", { className: "record-head" },
         el("span", { className: "version", text: `v${record.version}` }),
-        el("time", { dateTime: record.time, title: formatDate(record.time), text: formatTime(record.time) }),
+        timeElement(record.time),
         el("span", { className: "kind", text: kindLabel }),
         el("strong", { className: "input", text: describeInput(record) }),
         outcomeBadge(record.outcome),
@@ -387,11 +403,16 @@ export class InstanceDetail {
       el("div", { className: "record-body" }, hooks, ...details));
   }
 
+  /** The facts at the replay position when replaying, the instance's own when live. */
   renderFacts() {
     const i = this.instance;
     if (!i) return;
-    const fact = (term, ...value) => el("div", {}, el("dt", { text: term }), el("dd", {}, ...value));
+    if (this.position !== null) {
+      this.renderReplayedFacts();
+      return;
+    }
     const crumb = i.breadcrumb ?? {};
+    this.factsCaption.textContent = "Now (live):";
     this.facts.replaceChildren(
       fact("State", stateBadge(this.model, i.state)),
       fact("Version", String(i.version)),
@@ -402,9 +423,41 @@ export class InstanceDetail {
       fact("Unexpected", String(i.counters.unexpected)),
       fact("Ignored", String(i.counters.ignored)),
       fact("Incomplete launches", String(i.counters.incompleteLaunches)),
-      fact("Updated", el("time", { dateTime: i.updatedAt, text: formatDate(i.updatedAt) })),
+      // Counted only by servers that count divergences.
+      ...(i.counters.divergences === undefined ? [] : [fact("Divergences", String(i.counters.divergences))]),
+      fact("Updated", timeElement(i.updatedAt)),
     );
     this.facts.dataset.state = i.state;
+    this.facts.dataset.replay = "false";
+  }
+
+  /**
+   * What the records up to the replay position tell: the state and version then, and the
+   * counters as they stood (counted from the records, so only when none was dropped).
+   * Window, buffered action and launch step are not in the records: shown live only.
+   */
+  renderReplayedFacts() {
+    const at = this.at();
+    const applied = this.records.slice(0, at);
+    const record = applied[applied.length - 1] ?? null;
+    const first = this.records[0];
+    const complete = !this.olderDropped && (!first || first.version === 1);
+    const state = record ? record.to : first ? first.from : this.instance.state;
+    const version = record ? record.version : first ? first.version - 1 : this.instance.version;
+    const count = (test) => complete ? String(applied.filter(test).length) : "unknown (older records dropped)";
+    this.factsCaption.textContent = `Replayed, ${this.positionText(at)}:`;
+    this.facts.replaceChildren(
+      fact("State", stateBadge(this.model, state)),
+      fact("Version", String(version)),
+      fact("Record", record ? describeInput(record) : "none yet", record ? " " : "", record ? outcomeBadge(record.outcome) : ""),
+      fact("Recorded", record ? timeElement(record.time) : "–"),
+      fact("Launches", complete ? String(1 + applied.filter((r) => r.kind === "relaunch").length) : "unknown (older records dropped)"),
+      fact("Unexpected", count((r) => r.outcome === "unexpected")),
+      fact("Ignored", count((r) => r.outcome === "ignored")),
+      fact("Incomplete launches", count((r) => !!r.incompleteLaunch)),
+    );
+    this.facts.dataset.state = state;
+    this.facts.dataset.replay = "true";
   }
 
   renderControls() {
@@ -434,7 +487,9 @@ export class InstanceDetail {
       const fate = this.model.eventFate(state, form.dataset.event);
       form.dataset.fate = fate;
       const label = form.querySelector(".fate");
-      label.textContent = fate === "expected" ? "" : fate === "ignored" ? `ignored in ${state}` : `unexpected in ${state}`;
+      // While replaying, the fates are still the live state's: say so.
+      const where = this.position === null ? state : `${state} (live)`;
+      label.textContent = fate === "expected" ? "" : fate === "ignored" ? `ignored in ${where}` : `unexpected in ${where}`;
     }
     const controls = document.querySelectorAll(".controls button, .controls select, .controls input");
     for (const control of controls) control.disabled = this.deleted;

@@ -2,9 +2,18 @@
 // that tens of thousands of instances cost no more than one page. Records on the
 // stream update the rows shown; new instances are counted, not inserted, so the
 // list does not jump while someone reads it.
+//
+// The filters for counted problems (hasUnexpected, hasIncompleteLaunch) are the
+// server's: they search every instance, so the broken ones are one page however
+// large the fleet. Sorting is the page's own, of the rows on screen: a page in
+// another order would need a cursor over counters that change with every record,
+// and the filters already bring the broken instances together.
 
 import { request } from "./api.js";
 import { el, stateBadge } from "./model.js";
+
+/** The counters the list shows, in its column order. */
+const counted = new Set(["unexpected", "incompleteLaunches", "divergences"]);
 
 export class InstanceList {
   constructor() {
@@ -12,6 +21,12 @@ export class InstanceList {
     this.status = document.getElementById("list-status");
     this.stateFilter = document.getElementById("filter-state");
     this.limitFilter = document.getElementById("filter-limit");
+    this.unexpectedFilter = document.getElementById("filter-unexpected");
+    this.incompleteFilter = document.getElementById("filter-incomplete");
+    this.headings = [...document.querySelectorAll("#instance-list thead th[data-sort]")];
+    this.divergenceHeading = this.headings.find((th) => th.dataset.sort === "divergences");
+    this.sortKey = "id";
+    this.sortDescending = false;
     this.prev = document.getElementById("page-prev");
     this.next = document.getElementById("page-next");
     this.notice = document.getElementById("list-notice");
@@ -26,6 +41,17 @@ export class InstanceList {
 
     this.stateFilter.addEventListener("change", () => this.first());
     this.limitFilter.addEventListener("change", () => this.first());
+    this.unexpectedFilter.addEventListener("change", () => this.first());
+    this.incompleteFilter.addEventListener("change", () => this.first());
+    for (const th of this.headings) {
+      th.querySelector("button").addEventListener("click", () => {
+        const key = th.dataset.sort;
+        // Counts start with the largest (the worst first); names and versions ascending.
+        this.sortDescending = key === this.sortKey ? !this.sortDescending : counted.has(key);
+        this.sortKey = key;
+        this.sort();
+      });
+    }
     this.prev.addEventListener("click", () => {
       if (this.cursors.length > 1) {
         this.cursors.pop();
@@ -71,6 +97,8 @@ export class InstanceList {
     const model = this.model;
     const params = new URLSearchParams({ model: model.name, limit: this.limitFilter.value });
     if (this.stateFilter.value) params.set("state", this.stateFilter.value);
+    if (this.unexpectedFilter.checked) params.set("hasUnexpected", "true");
+    if (this.incompleteFilter.checked) params.set("hasIncompleteLaunch", "true");
     const cursor = this.cursors[this.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
     this.status.textContent = "Loading…";
@@ -86,11 +114,16 @@ export class InstanceList {
     this.notice.hidden = true;
     this.nextCursor = page.nextCursor;
     this.rows = new Map();
+    // Divergences are counted only by servers that count them.
+    this.divergences = page.items.some((instance) => instance.counters?.divergences !== undefined);
+    this.divergenceHeading.hidden = !this.divergences;
     this.body.replaceChildren(...page.items.map((instance) => this.row(instance)));
+    this.sort();
     this.prev.disabled = this.cursors.length === 1;
     this.next.disabled = !page.nextCursor;
     const first = (this.cursors.length - 1) * Number(this.limitFilter.value);
-    const filter = this.stateFilter.value ? ` in ${this.stateFilter.value}` : "";
+    const problems = [this.unexpectedFilter.checked && "with unexpected events", this.incompleteFilter.checked && "with incomplete launches"].filter(Boolean);
+    const filter = (this.stateFilter.value ? ` in ${this.stateFilter.value}` : "") + (problems.length ? ` ${problems.join(" and ")}` : "");
     this.status.textContent = page.items.length === 0
       ? (this.cursors.length === 1 ? `No instances${filter}.` : "No more instances.")
       : `Instances${filter} ${first + 1}–${first + page.items.length}${page.nextCursor ? ", more on the next page" : ""}.`;
@@ -100,10 +133,43 @@ export class InstanceList {
   row(instance) {
     const link = el("a", { href: `#/instances/${encodeURIComponent(instance.id)}`, text: instance.id });
     const badgeCell = el("td", {}, stateBadge(this.model, instance.state));
-    const version = el("td", { className: "num", text: String(instance.version) });
-    const tr = el("tr", { dataset: { id: instance.id } }, el("th", { scope: "row" }, link), badgeCell, version);
-    this.rows.set(instance.id, { tr, badgeCell, version });
+    const counters = { ...instance.counters };
+    const count = (key) => el("td", { className: "num", dataset: { counter: key } });
+    const cells = { version: el("td", { className: "num" }), unexpected: count("unexpected"), incompleteLaunches: count("incompleteLaunches") };
+    if (this.divergences) cells.divergences = count("divergences");
+    const tr = el("tr", { dataset: { id: instance.id } }, el("th", { scope: "row" }, link), badgeCell, ...Object.values(cells));
+    const row = { tr, badgeCell, cells, id: instance.id, state: instance.state, version: instance.version, counters };
+    this.rows.set(instance.id, row);
+    this.fill(row);
     return tr;
+  }
+
+  /** Writes a row's figures; a counted problem stands out. */
+  fill(row) {
+    row.cells.version.textContent = String(row.version);
+    for (const key of counted) {
+      const cell = row.cells[key];
+      if (!cell) continue;
+      const value = row.counters[key] ?? 0;
+      cell.textContent = String(value);
+      cell.classList.toggle("problem", value > 0);
+    }
+  }
+
+  /** Orders the rows on screen by the chosen column (ties by id), and marks the heading. */
+  sort() {
+    const key = this.sortKey;
+    const value = (row) => key === "id" || key === "state" || key === "version" ? row[key] : (row.counters[key] ?? 0);
+    const rows = [...this.rows.values()].sort((a, b) => {
+      const x = value(a), y = value(b);
+      const order = x < y ? -1 : x > y ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+      return this.sortDescending && x !== y ? -order : order;
+    });
+    this.body.replaceChildren(...rows.map((row) => row.tr));
+    for (const th of this.headings) {
+      if (th.dataset.sort === key) th.setAttribute("aria-sort", this.sortDescending ? "descending" : "ascending");
+      else th.removeAttribute("aria-sort");
+    }
   }
 
   select(id) {
@@ -136,7 +202,12 @@ export class InstanceList {
         continue;
       }
       row.badgeCell.replaceChildren(stateBadge(this.model, record.to));
-      row.version.textContent = String(record.version);
+      row.state = record.to;
+      row.version = record.version;
+      // The counters count what the records say: an unexpected outcome, a launch left incomplete.
+      if (record.outcome === "unexpected") row.counters.unexpected = (row.counters.unexpected ?? 0) + 1;
+      if (record.incompleteLaunch) row.counters.incompleteLaunches = (row.counters.incompleteLaunches ?? 0) + 1;
+      this.fill(row);
       const filtered = this.stateFilter.value;
       row.tr.classList.toggle("moved", !!filtered && record.to !== filtered);
     }

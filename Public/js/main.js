@@ -3,7 +3,7 @@
 //
 // Routes: #/fleet, #/instances, #/instances?state=<state>, #/instances/<id>, #/trace.
 
-import { editToken, request, getJSON } from "./api.js";
+import { editToken, getJSON, onTokenChange, request, storedToken } from "./api.js";
 import { FleetView } from "./fleet.js";
 import { InstanceDetail } from "./instance.js";
 import { InstanceList } from "./list.js";
@@ -98,7 +98,23 @@ async function route({ focus = true } = {}) {
   await detail.loadHistory();
 }
 
+/**
+ * The Token button only where a token is of use: /healthz says whether writes need one
+ * (it is open whatever the token), or this tab already has one it may want to change.
+ */
+async function showTokenButton() {
+  let needed = false;
+  try {
+    const response = await fetch("/healthz", { cache: "no-store", headers: { Accept: "application/json" } });
+    needed = (await response.json()).writesNeedToken === true;
+  } catch {
+    needed = true; // cannot tell: offer it
+  }
+  document.getElementById("token-button").hidden = !(needed || storedToken());
+}
+
 async function start() {
+  showTokenButton();
   let items;
   try {
     ({ items } = await getJSON("/v1/models"));
@@ -144,6 +160,7 @@ window.addEventListener("hashchange", () => {
 });
 
 document.getElementById("token-button").addEventListener("click", () => editToken());
+onTokenChange(() => showTokenButton());
 
 document.getElementById("check-history").addEventListener("click", () => {
   const steps = detail.records.map(stepOfRecord);

@@ -74,19 +74,22 @@ export function outcomeBadge(outcome) {
   return el("span", { className: `badge-outcome outcome-${outcome}`, text: outcome });
 }
 
-const timeFormat = new Intl.DateTimeFormat(undefined, {
-  hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false,
-});
-const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
-
+/**
+ * The page's one time format: local date and time to the millisecond,
+ * `2026-12-01 19:19:35.807` (records come milliseconds apart, so the same format
+ * serves the timeline and the facts).
+ */
 export function formatTime(iso) {
   const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : timeFormat.format(date);
+  if (Number.isNaN(date.getTime())) return iso;
+  const pad = (n, width = 2) => String(n).padStart(width, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} `
+    + `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
 }
 
-export function formatDate(iso) {
-  const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : dateFormat.format(date);
+/** A <time> element in the page's format, its machine-readable value the ISO text. */
+export function timeElement(iso) {
+  return el("time", { dateTime: iso, title: `${iso} (UTC)`, text: formatTime(iso) });
 }
 
 /** An input for one declared parameter (boolean: a three-way select, since it may be left out). */

@@ -2,6 +2,10 @@
 // (POST /v1/models/{model}/conformance), its first divergence and the rows it
 // exercised shown on the graph; and the model's built-in scenarios, listed and run
 // (GET /v1/models/{model}/scenarios, POST …/scenarios/{name}).
+//
+// The report and the graph always describe the same thing (`data-subject` on both):
+// the trace checked last, or the scenario run last on its own. "Run all" only fills
+// in the table. Steps are numbered from 0, as the API's `step` is.
 
 import { request, seg } from "./api.js";
 import { Graph } from "./graph.js";
@@ -36,7 +40,7 @@ export class TraceView {
     document.getElementById("scenarios-run-all").addEventListener("click", async (event) => {
       event.target.disabled = true;
       for (const button of this.scenarioBody.querySelectorAll("button[data-do='run']")) {
-        await this.run(this.scenarios.find((s) => s.name === button.dataset.scenario), button);
+        await this.run(this.scenarios.find((s) => s.name === button.dataset.scenario), button, { show: false });
       }
       const passing = this.scenarioBody.querySelectorAll("tr[data-passing='true']").length;
       this.scenarioStatus.textContent = `${passing} of ${this.scenarios.length} scenarios pass.`;
@@ -46,7 +50,7 @@ export class TraceView {
       const button = event.target.closest("button[data-scenario]");
       if (!button) return;
       const scenario = this.scenarios.find((s) => s.name === button.dataset.scenario);
-      if (button.dataset.do === "run") this.run(scenario, button);
+      if (button.dataset.do === "run") this.run(scenario, button, { show: true });
       else {
         this.text.value = JSON.stringify({ steps: [...(scenario.setup ?? []), ...(scenario.steps ?? [])] }, null, 2);
         this.text.focus();
@@ -56,8 +60,35 @@ export class TraceView {
 
   async setModel(model) {
     this.model = model;
-    this.result.replaceChildren();
+    this.showPlaceholder();
     await Promise.all([this.graph.load(model.name), this.loadScenarios()]);
+    if (this.model === model) this.setSubject(this.result.dataset.subject);
+  }
+
+  /** The report before anything was checked: what to do, not a blank box. */
+  showPlaceholder() {
+    this.result.replaceChildren(el("p", { className: "muted placeholder", text: "Check a trace, or run one scenario, to see where it departs from the model." }));
+    this.setSubject("none");
+    this.mark({});
+  }
+
+  /** What the report and the graph describe now (the same, always). */
+  setSubject(subject) {
+    this.result.dataset.subject = subject;
+    if (this.graph.svg) this.graph.svg.dataset.subject = subject;
+  }
+
+  /** The graph's marks for one subject; absent members clear theirs. */
+  mark({ exercised = [], divergence = [], believed = [], final = [] }) {
+    this.graph.markRows("exercised", exercised);
+    this.graph.markStates("divergence", divergence);
+    this.graph.markStates("believed", believed);
+    this.graph.markStates("final", final);
+    this.graph.svg?.classList.toggle("has-trace", exercised.length + final.length > 0);
+    if (this.graph.svg) this.graph.svg.dataset.divergence = divergence.join(" ");
+    // Where it went wrong (or ended) in view, when the graph is wider than its region.
+    const focus = divergence[0] ?? final[0];
+    if (focus) this.graph.reveal(focus);
   }
 
   /** Uses a trace given from elsewhere (an instance's history) and checks it. */
@@ -86,7 +117,7 @@ export class TraceView {
       this.showError(error.status === 404
         ? `This server does not check traces (POST /v1/models/${model.name}/conformance answered 404).`
         : Number.isInteger(step)
-          ? `Step ${step + 1} names something ${model.name} does not have: ${error.message}`
+          ? `Step ${step} names something ${model.name} does not have: ${error.message}`
           : `The trace was refused: ${error.message}`);
       return;
     }
@@ -96,9 +127,8 @@ export class TraceView {
 
   showError(text) {
     this.result.replaceChildren(el("p", { className: "banner error", role: "alert", text }));
-    this.graph.markStates("divergence", []);
-    this.graph.markStates("believed", []);
-    this.graph.markRows("exercised", []);
+    this.setSubject("error");
+    this.mark({});
   }
 
   showReport(steps, report) {
@@ -125,16 +155,12 @@ export class TraceView {
         divergence.push(before);
       }
     }
-    this.graph.markRows("exercised", report.exercisedRows ?? []);
-    this.graph.markStates("divergence", divergence);
-    this.graph.markStates("believed", believed);
-    this.graph.markStates("final", [report.finalState]);
-    this.graph.svg?.classList.add("has-trace");
-    if (this.graph.svg) this.graph.svg.dataset.divergence = divergence.join(" ");
+    this.mark({ exercised: report.exercisedRows ?? [], divergence, believed, final: [report.finalState] });
+    this.setSubject("trace");
 
     const summary = problem
       ? el("p", { className: "banner error trace-summary", dataset: { kind: problem.kind, step: problem.step } },
-        el("strong", { text: `Diverges at step ${problem.step + 1}` }), ` (${problem.kind}): ${problem.detail ?? ""}`)
+        el("strong", { text: `Diverges at step ${problem.step}` }), ` (${problem.kind}): ${problem.detail ?? ""}`)
       : el("p", { className: "banner ok trace-summary" }, el("strong", { text: "Conforms" }), ` to ${this.model.name}; ends in `, stateBadge(this.model, report.finalState), ".");
     const rows = report.steps.map((result, i) => {
       const record = result.record;
@@ -145,7 +171,7 @@ export class TraceView {
         : el("span", { className: "muted", text: "–" });
       const isProblem = problem && problem.step === i;
       return el("tr", { className: isProblem ? "divergence" : "", "aria-current": isProblem ? "step" : undefined },
-        el("th", { scope: "row", className: "num", text: String(i + 1) }),
+        el("th", { scope: "row", className: "num", text: String(i) }),
         el("td", { text: input }),
         el("td", {}, record ? outcomeBadge(record.outcome) : el("span", { className: "badge-outcome outcome-unexpected", text: "error" })),
         el("td", {}, record ? stateBadge(this.model, record.from) : "", record && record.from !== record.to ? " → " : "", record && record.from !== record.to ? stateBadge(this.model, record.to) : ""),
@@ -153,7 +179,7 @@ export class TraceView {
         el("td", {}, belief));
     });
     const table = el("table", { className: "data trace-steps" },
-      el("caption", { text: `Steps (${report.exercisedRows?.length ?? 0} rows exercised: ${(report.exercisedRows ?? []).join(", ") || "none"})` }),
+      el("caption", { text: `Steps, numbered from 0 as the API's step (rows exercised: ${(report.exercisedRows ?? []).join(", ") || "none"})` }),
       el("thead", {}, el("tr", {}, ...["Step", "Input", "Outcome", "State", "Row", "Belief"].map((h) => el("th", { scope: "col", text: h })))),
       el("tbody", {}, ...rows));
     this.result.replaceChildren(summary, table);
@@ -179,15 +205,17 @@ export class TraceView {
     document.getElementById("scenarios-run-all").hidden = this.scenarios.length === 0;
     this.scenarioBody.replaceChildren(...this.scenarios.map((s) => el("tr", { dataset: { scenario: s.name } },
       el("th", { scope: "row" }, s.title ?? s.name, el("br"), el("code", { text: s.name })),
-      el("td", {}, s.expectedState ? stateBadge(this.model, s.expectedState) : "–"),
+      el("td", { className: "expected" }, s.expectedState ? stateBadge(this.model, s.expectedState) : "–"),
       el("td", { className: "scenario-result", "aria-live": "polite" }),
       el("td", { className: "buttons" },
         el("button", { type: "button", dataset: { scenario: s.name, do: "run" }, text: "Run", "aria-label": `Run ${s.title ?? s.name}` }),
         el("button", { type: "button", className: "quiet", dataset: { scenario: s.name, do: "load" }, text: "Load as trace", "aria-label": `Load ${s.title ?? s.name} as a trace` })))));
   }
 
-  async run(scenario, button) {
-    const cell = button.closest("tr").querySelector(".scenario-result");
+  /** Runs one scenario; `show` puts it in the report and on the graph as well as in its row. */
+  async run(scenario, button, { show }) {
+    const row = button.closest("tr");
+    const cell = row.querySelector(".scenario-result");
     cell.textContent = "Running…";
     button.disabled = true;
     try {
@@ -198,12 +226,20 @@ export class TraceView {
         el("details", {}, el("summary", { text: "hooks" }),
           el("p", { text: `ran: ${hooks || "none"}` }),
           el("p", { text: `expected: ${(scenario.expectedHooks ?? []).join(", ") || "none"}` })));
-      cell.closest("tr").dataset.passing = String(data.passing);
+      row.dataset.passing = String(data.passing);
+      if (!show) return;
       const rows = [...new Set((data.records ?? []).map((r) => r.row).filter(Boolean))];
-      this.graph.markRows("exercised", rows);
-      this.graph.markStates("divergence", data.passing ? [] : [data.finalState]);
-      this.graph.markStates("believed", data.passing ? [] : [scenario.expectedState]);
-      this.graph.markStates("final", [data.finalState]);
+      this.mark({
+        exercised: rows, final: [data.finalState],
+        divergence: data.passing ? [] : [data.finalState], believed: data.passing ? [] : [scenario.expectedState],
+      });
+      this.result.replaceChildren(
+        el("p", { className: `banner ${data.passing ? "ok" : "error"} trace-summary`, dataset: { scenario: scenario.name } },
+          el("strong", { text: `Scenario ${scenario.title ?? scenario.name}` }), data.passing ? " passes: ends in " : " fails: ends in ",
+          stateBadge(this.model, data.finalState), scenario.expectedState ? ", expected " : "",
+          scenario.expectedState ? stateBadge(this.model, scenario.expectedState) : "", "."),
+        el("p", { className: "muted", text: `Rows exercised: ${rows.join(", ") || "none"}. Hooks run: ${hooks || "none"}.` }));
+      this.setSubject(`scenario ${scenario.name}`);
     } catch (error) {
       cell.replaceChildren(el("span", { className: "fail", text: `could not run: ${error.message}` }));
     } finally {
@@ -233,7 +269,7 @@ export function parseTrace(text) {
     });
   }
   return values.map((value, i) => {
-    if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`Step ${i + 1} is not a JSON object.`);
+    if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`Step ${i} (numbered from 0) is not a JSON object.`);
     return isRecord(value) ? stepOfRecord(value) : value;
   });
 }

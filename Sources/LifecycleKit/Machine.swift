@@ -175,6 +175,9 @@ public struct Machine: Sendable {
             if case .string(let text) = value, text.unicodeScalars.count > ParameterType.maxStringLength {
                 throw .parameterTooLong(input: input, parameter: name, length: text.unicodeScalars.count, limit: ParameterType.maxStringLength)
             }
+            if let minLength = definition.minLength, case .string(let text) = value, text.unicodeScalars.count < minLength {
+                throw .parameterTooShort(input: input, parameter: name, minLength: minLength)
+            }
         }
         for definition in declared where definition.isRequired && parameters[definition.name] == nil {
             throw .missingParameter(input: input, parameter: definition.name)

@@ -133,8 +133,11 @@ public final class Model: Sendable {
             throw .tooManyParameters(owner: owner, count: parameters.count, limit: ParameterType.maxParametersPerInput)
         }
         var seen: Set<String> = []
-        for p in parameters where !seen.insert(p.name).inserted {
-            throw .duplicateParameter(owner: owner, parameter: p.name)
+        for p in parameters {
+            guard seen.insert(p.name).inserted else { throw .duplicateParameter(owner: owner, parameter: p.name) }
+            if let minLength = p.minLength, p.type != .string || minLength < 0 {
+                throw .badMinLength(owner: owner, parameter: p.name)
+            }
         }
     }
 

@@ -80,18 +80,25 @@ public struct StateDefinition: Sendable, Codable, Equatable {
 }
 
 /// A declared parameter of an event or action.
+///
+/// In JSON: `{"name": "window", "type": "string", "required": true, "minLength": 1}`.
+/// A string parameter may be empty unless its `minLength` says otherwise.
 public struct ParameterDefinition: Sendable, Codable, Equatable {
     public var name: String
     public var type: ParameterType
     public var isRequired: Bool
+    /// The fewest characters (Unicode code points, as in JSON Schema) a string value may
+    /// have; `nil` when any string will do. Only string parameters have one.
+    public var minLength: Int?
 
-    public init(name: String, type: ParameterType, isRequired: Bool = false) {
+    public init(name: String, type: ParameterType, isRequired: Bool = false, minLength: Int? = nil) {
         self.name = name
         self.type = type
         self.isRequired = isRequired
+        self.minLength = minLength
     }
 
-    enum CodingKeys: String, CodingKey { case name, type, isRequired = "required" }
+    enum CodingKeys: String, CodingKey { case name, type, isRequired = "required", minLength }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -102,6 +109,7 @@ public struct ParameterDefinition: Sendable, Codable, Equatable {
         }
         self.type = type
         isRequired = try c.decodeIfPresent(Bool.self, forKey: .isRequired) ?? false
+        minLength = try c.decodeIfPresent(Int.self, forKey: .minLength)
     }
 }
 

@@ -21,6 +21,7 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case unreachableState(String)
     case missingActionHook(row: Int, state: String)
     case missingWindowParameter(event: String)
+    case badMinLength(owner: String, parameter: String)
 
     public var description: String {
         switch self {
@@ -66,6 +67,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
             "row \(row): deliverAction targets state \"\(s)\", which has no actionHook"
         case .missingWindowParameter(let e):
             "event \"\(e)\" uses rememberWindow but declares no string parameter \"window\""
+        case .badMinLength(let owner, let p):
+            "parameter \"\(p)\" of \"\(owner)\" has a minLength, which must be a count of at least 0 on a string parameter"
         }
     }
 }
@@ -81,6 +84,8 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
     case wrongParameterType(input: String, parameter: String, expected: ParameterType, got: String)
     /// A string value longer than ``ParameterType/maxStringLength``.
     case parameterTooLong(input: String, parameter: String, length: Int, limit: Int)
+    /// A string shorter than the parameter's `minLength` (an empty window name, say).
+    case parameterTooShort(input: String, parameter: String, minLength: Int)
 
     public var description: String {
         switch self {
@@ -96,6 +101,10 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
             "parameter \"\(p)\" of \"\(i)\" must be \(expected.rawValue), got \(got)"
         case .parameterTooLong(let i, let p, let length, let limit):
             "parameter \"\(p)\" of \"\(i)\" is \(length) characters long; a string parameter holds at most \(limit)"
+        case .parameterTooShort(let i, let p, let minLength):
+            minLength == 1
+                ? "parameter \"\(p)\" of \"\(i)\" must not be empty"
+                : "parameter \"\(p)\" of \"\(i)\" must have at least \(minLength) characters"
         }
     }
 }

@@ -155,7 +155,7 @@ public struct Record: Sendable, Codable, Equatable {
 }
 
 extension Record {
-    /// JSON names: the input's name goes under `event` or `action` (DESIGN §2), a relaunch has neither.
+    /// JSON names: the input's name goes under `event` or `action` (openapi.yaml's `Record`), a relaunch has neither.
     enum CodingKeys: String, CodingKey {
         case sequence, instance, version, kind, event, action, parameters, from, to, outcome, hooks, row, disposition
         case replacedAction, deliveredAction, clearedAction, incompleteLaunch, windowChanged, time

@@ -3,7 +3,7 @@ import LifecycleKit
 import LifecycleStore
 import MicroHTTP
 
-/// The HTTP API of DESIGN.md §2: plain functions from request to response.
+/// The HTTP API of `openapi.yaml`: plain functions from request to response.
 struct API: Sendable {
     let registry: InstanceRegistry
     let staticFiles: StaticFiles?
@@ -12,6 +12,8 @@ struct API: Sendable {
     /// The idempotency scope of the service's token; `nil` without one (keys are then
     /// scoped by client address).
     var tokenScope: String? = nil
+    /// Whether reads need the token too (`--protect-reads`); writes need it whenever there is one.
+    var readsNeedToken = false
     /// Where the graphs' drawing is logged.
     var logger = Logger()
     /// Bytes of records one history page holds at most (`--page-bytes`).
@@ -22,6 +24,7 @@ struct API: Sendable {
         var router = Router()
         router.get("/healthz") { _ in health() }
         if let metrics { router.get("/metrics") { _ in metrics.response() } }
+        router.get("/problems/{kind}", ProblemPages.respond)
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
         let graphs = ModelGraphs(models: registry.models, logger: logger)
@@ -39,18 +42,28 @@ struct API: Sendable {
         router.addDeferred("DELETE", "/v1/instances/{id}", write(deleteInstance))
         router.addDeferred("POST", "/v1/instances/{id}/events", write(postEvent))
         router.addDeferred("POST", "/v1/instances/{id}/actions", write(postAction))
-        router.addDeferred("POST", "/v1/instances/{id}/launches", write(postLaunch))
+        router.addDeferred("POST", "/v1/instances/{id}/relaunches", write(postRelaunch))
+        // The path before relaunches were named so everywhere (deprecated in openapi.yaml).
+        router.addDeferred("POST", "/v1/instances/{id}/launches", write(postRelaunch))
         router.get("/v1/instances/{id}/history", read(history))
         router.get("/v1/instances/{id}/stream", read(instanceStream))
         router.get("/v1/stream", read(globalStream))
         router.fallback = { [staticFiles] request in
-            if request.path == "/v1" || request.path.hasPrefix("/v1/") || staticFiles == nil {
-                return .notFound(request)
-            }
-            return staticFiles!.respond(to: request)
+            if request.path == "/v1" || request.path.hasPrefix("/v1/") { return .notFound(request) }
+            guard let staticFiles else { return request.path == "/" ? .problem(Self.dashboardMissing) : .notFound(request) }
+            return staticFiles.respond(to: request)
         }
         return router
     }
+
+    /// `GET /` when the dashboard's files were not found at start (kind: dashboard-missing).
+    /// Where it looked is in the log, not here: the answer may go beyond the host.
+    static let dashboardMissing = Problem(
+        status: 404, title: "Not Found",
+        detail: "the dashboard's files were not found when lifecycled started (its log says where it looked); start it with "
+            + "--public-dir PATH or LIFECYCLED_PUBLIC_DIR=PATH naming the folder that holds the dashboard's index.html "
+            + "(Public in the repository; share/lifecycled/Public beside an installation's bin folder)"
+    )
 
     /// A read (or a computation that stores nothing): answered on the HTTP thread; a thrown
     /// problem becomes its response.
@@ -58,7 +71,7 @@ struct API: Sendable {
         { request in
             switch Result(catching: { () throws(Problem) in try answer(request) }) {
             case .success(let response): response
-            case .failure(let problem): .problem(problem)
+            case .failure(let problem): .refusal(problem)
             }
         }
     }
@@ -70,7 +83,7 @@ struct API: Sendable {
             let write: InstanceRegistry.Write
             switch Result(catching: { () throws(Problem) in try parse(request) }) {
             case .success(let parsed): write = parsed
-            case .failure(let problem): return respond(.problem(problem))
+            case .failure(let problem): return respond(.refusal(problem))
             }
             registry.submit(write, requestID: request.id) { respond(Response($0)) }
         }
@@ -79,17 +92,37 @@ struct API: Sendable {
     /// 200 while the service can commit writes; 503 with the store's reason from the moment a
     /// write fails for a reason that is the store's (a full disk, an I/O error) until a write
     /// commits again. A write refused for its own data (which other writes survive) does not
-    /// count. A replica on PostgreSQL also reports a database it cannot read, until it can.
+    /// count. A replica on PostgreSQL also reports a database it cannot read, until it can;
+    /// a PostgreSQL that does not answer fails writes and reads at their bounds
+    /// (`--database-timeout`, `--database-read-timeout`), so this says 503 at most that long
+    /// after it stops, and never waits on it.
     /// There is no separate readiness check: the port opens only once every instance
     /// is loaded, so a listening service is ready unless its storage fails, which this reports.
+    ///
+    /// Either answer also says whether writes and reads need the token, so that a client (the
+    /// dashboard) knows before its first write whether to offer one; the token itself is never
+    /// told, and a write without it is refused anyway.
     func health() -> Response {
-        guard let failure = registry.storageProblem else { return .json(["status": "ok"]) }
+        let writesNeedToken = tokenScope != nil
+        guard let failure = registry.storageProblem else {
+            return .json(Health(status: "ok", writesNeedToken: writesNeedToken, readsNeedToken: readsNeedToken))
+        }
         return .problem(Problem(
             status: 503, title: "Service Unavailable",
             detail: "storage cannot \(failure.isReadOnly ? "be read" : "commit writes"): \(failure.reason)",
-            type: "https://lifecycled.dev/problems/storage-failing",
-            extensions: ["failingSince": JSONFragment(JSON.formatTime(failure.since))]
+            type: ProblemKind.storageFailing.type,
+            extensions: [
+                "failingSince": JSONFragment(JSON.formatTime(failure.since)),
+                "writesNeedToken": JSONFragment(writesNeedToken), "readsNeedToken": JSONFragment(readsNeedToken),
+            ]
         ))
+    }
+
+    /// `GET /healthz`'s answer while writes can be committed.
+    private struct Health: Encodable {
+        var status: String
+        var writesNeedToken: Bool
+        var readsNeedToken: Bool
     }
 
     // MARK: models
@@ -136,15 +169,17 @@ struct API: Sendable {
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["state", "model", "limit", "cursor"])
+        try request.checkQuery(allowing: ["state", "model", "hasUnexpected", "hasIncompleteLaunch", "limit", "cursor"])
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
-        let state = request.query("state")
-        let model = request.query("model")
-        if let state, !registry.stateNames.contains(state) {
+        let filter = ListFilter(
+            model: request.query("model"), state: request.query("state"),
+            hasUnexpected: try request.flagQuery("hasUnexpected"), hasIncompleteLaunch: try request.flagQuery("hasIncompleteLaunch")
+        )
+        if let state = filter.state, !registry.stateNames.contains(state) {
             throw .badRequest("no loaded model has a state \"\(state)\"; \(suggestion(for: state, among: registry.stateNames, kind: "state"))")
         }
-        try checkModelFilter(model)
-        let page = registry.list(state: state, model: model, after: request.query("cursor"), limit: limit)
+        try checkModelFilter(filter.model)
+        let page = registry.list(filter, after: request.query("cursor"), limit: limit)
         return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
     }
 
@@ -167,7 +202,7 @@ struct API: Sendable {
         return try apply(.action(name, parameters), request)
     }
 
-    func postLaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
+    func postRelaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let body = try request.jsonObject(isRequired: false)
         if let key = body.keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
         return try apply(.relaunch, request)

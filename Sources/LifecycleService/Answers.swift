@@ -17,8 +17,18 @@ extension Response {
         case .success(.applied(let json, isUnexpected: true)):
             self = .unexpected(json)
         case .failure(let refusal):
-            self = .problem(Problem(refusal))
+            self = .refusal(Problem(refusal))
         }
+    }
+
+    /// Seconds a client is asked to wait after a 503: about as long as the store takes to try
+    /// its database again (its backoff ends at 2 s) or a stopping replica to be replaced.
+    static let retryAfterSeconds = 2
+
+    /// A refused request's problem. A 503 (storage failing, the service stopping) passes
+    /// with time, and says when to try again in `Retry-After`.
+    static func refusal(_ problem: Problem) -> Response {
+        .problem(problem, headers: problem.status == 503 ? [("Retry-After", String(retryAfterSeconds))] : [])
     }
 
     /// 409 with a problem that carries the record: the input was recorded and counted.
@@ -36,7 +46,7 @@ extension Response {
         }
         var body = Problem(
             status: 409, title: "Unexpected Event", detail: "\"\(input)\" is not expected in state \"\(from)\"; it was recorded and counted",
-            type: "https://lifecycled.dev/problems/unexpected-event"
+            type: ProblemKind.unexpectedEvent.type
         ).json
         // The record goes in as it is stored, unparsed; as the one extension it follows `detail`.
         while let last = body.last, last != UInt8(ascii: "}") { body.removeLast() }
@@ -61,18 +71,23 @@ extension Problem {
             Problem(
                 status: 409, title: "Conflict",
                 detail: "instance \"\(id)\", created by the first request with Idempotency-Key \"\(key)\", has since been deleted; nothing was created",
-                type: "https://lifecycled.dev/problems/created-instance-deleted",
+                type: ProblemKind.createdInstanceDeleted.type,
                 extensions: ["instance": JSONFragment(id)]
             )
-        case .storageFailed(let isDiskFull): .unavailable(isDiskFull ? "the disk is full; nothing was changed" : "storage failed; nothing was changed")
-        case .historyUnreadable: .unavailable("storage failed; the history could not be read")
+        case .storageFailed(isDiskFull: true, _): .unavailable("the disk is full; nothing was changed")
+        case .storageFailed(_, isOutcomeUnknown: true):
+            .unavailable(
+                "storage failed during the commit, which may yet take effect; sent again with the same Idempotency-Key, the write is answered as it was if it did"
+            )
+        case .storageFailed: .unavailable("storage failed; nothing was changed")
+        case .storageUnreadable(let what): .unavailable("storage failed; \(what) could not be read")
         case .stopping: .unavailable("lifecycled is stopping; nothing was changed")
         case .unrenderable(let id): .internalError("instance \"\(id)\" could not be written as JSON; see the service log")
         case .instanceLimit(let limit):
             Problem(
                 status: 507, title: "Insufficient Storage",
                 detail: "lifecycled holds its limit of \(limit) instances; delete some, or start it with a higher --max-instances. Nothing was created",
-                type: "https://lifecycled.dev/problems/instance-limit",
+                type: ProblemKind.instanceLimit.type,
                 extensions: ["limit": JSONFragment(limit)]
             )
         }

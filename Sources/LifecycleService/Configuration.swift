@@ -20,7 +20,15 @@ public struct Configuration: Sendable {
     /// Seconds a replica waits, idle, before asking whether others committed: the most a
     /// lost notification can delay their records (SQLite: nothing to ask).
     public var pollInterval = 1.0
-    public var publicDirectory = "Public"
+    /// Seconds a write transaction (or connecting, or opening the store) may wait on
+    /// PostgreSQL before it is answered 503: a server that holds its connections but does not
+    /// answer must not hold writes, nor `/healthz`'s 200.
+    public var databaseTimeout = 5.0
+    /// Seconds a read may wait on PostgreSQL: reads are answered on the HTTP threads, which a
+    /// server that does not answer must not hold.
+    public var databaseReadTimeout = 1.0
+    /// The dashboard's folder; `nil` to look for it (see ``Service/dashboardCandidates(executable:workingDirectory:)``).
+    public var publicDirectory: String?
     public var modelsDirectory: String?
     public var logLevel = Logger.Level.info
     public var logFormat = Logger.Format.logfmt
@@ -32,7 +40,10 @@ public struct Configuration: Sendable {
     public var acceptDataLoss = false
     /// Open connections in all; `nil`: the open-file limit less a reserve.
     public var maxConnections: Int?
+    /// Open connections from one client address, and streams open for one client.
     public var maxConnectionsPerClient = 256
+    /// Reverse proxies whose `X-Forwarded-For` names the client; none by default.
+    public var trustedProxies = TrustedProxies()
     /// Seconds a whole request may take to arrive.
     public var requestTimeout = 30
     /// Caps the database at this many pages, as a full disk would; no flag sets it.
@@ -175,7 +186,17 @@ public struct Configuration: Sendable {
             help: "with PostgreSQL: seconds an idle replica waits for a notification before asking for other replicas' commits (default 1; fractions allowed)",
             in: 0.01...60
         ) { $0.pollInterval = $1 },
-        Option(flag: "--public-dir", variable: "LIFECYCLED_PUBLIC_DIR", placeholder: "PATH", help: "folder of the dashboard's static files (default Public)") { c, v in
+        .decimal(
+            "--database-timeout", "LIFECYCLED_DATABASE_TIMEOUT", placeholder: "SECONDS",
+            help: "with PostgreSQL: seconds a write (connecting, every statement and the commit) may wait on the database before it is answered 503 and /healthz says so (default 5; fractions allowed)",
+            in: 0.1...3600
+        ) { $0.databaseTimeout = $1 },
+        .decimal(
+            "--database-read-timeout", "LIFECYCLED_DATABASE_READ_TIMEOUT", placeholder: "SECONDS",
+            help: "with PostgreSQL: seconds a read the cache cannot answer (an unknown id, a history page, a stream's replay) may wait on the database before it is answered 503 (default 1; fractions allowed)",
+            in: 0.05...3600
+        ) { $0.databaseReadTimeout = $1 },
+        Option(flag: "--public-dir", variable: "LIFECYCLED_PUBLIC_DIR", placeholder: "PATH", help: "folder of the dashboard's static files (default: the first of <binary's folder>/../share/lifecycled/Public, <binary's folder>/Public and ./Public that holds index.html)") { c, v in
             c.publicDirectory = v
             return !v.isEmpty
         },
@@ -207,7 +228,19 @@ public struct Configuration: Sendable {
             help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); a damaged database is still refused"
         ) { $0.acceptDataLoss = $1 },
         .integer("--max-connections", "LIFECYCLED_MAX_CONNECTIONS", help: "open connections in all; more are refused at once (default: the open-file limit less 256)", in: 1...Int.max) { $0.maxConnections = $1 },
-        .integer("--max-connections-per-client", "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT", help: "open connections from one client address; more are refused at once (default 256)", in: 1...Int.max) { $0.maxConnectionsPerClient = $1 },
+        .integer(
+            "--max-connections-per-client", "LIFECYCLED_MAX_CONNECTIONS_PER_CLIENT",
+            help: "open connections from one client address, more are refused at once; also streams open for one client, more get 429 (default 256)", in: 1...Int.max
+        ) { $0.maxConnectionsPerClient = $1 },
+        Option(
+            flag: "--trusted-proxy", variable: "LIFECYCLED_TRUSTED_PROXY", placeholder: "ADDRESSES",
+            help: "comma-separated addresses or ranges (10.0.0.0/8) of reverse proxies: for their requests the client is the last untrusted address of X-Forwarded-For, and their connections are not limited per address; none by default"
+        ) { c, v in
+            let entries = v.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let proxies = TrustedProxies(entries) else { return false }
+            c.trustedProxies = proxies
+            return true
+        },
         .integer("--request-timeout", "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)", in: 1...Int.max) { $0.requestTimeout = $1 },
         .decimal(
             "--heartbeat", "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
@@ -307,6 +340,7 @@ public struct Configuration: Sendable {
         settings.ringBytes = streamRing
         settings.pageBytes = pageBytes
         settings.maxSubscribers = maxSubscribers
+        settings.maxSubscribersPerClient = maxConnectionsPerClient
         return settings
     }
 

@@ -11,7 +11,7 @@ import Synchronization
 /// debug build), the SVG by Graphviz on its first request (the first drawing in a process
 /// loads Graphviz's plugins, 30 to 370 ms measured, which start-up should not wait for; each
 /// later model takes 1 to 5 ms). Each carries an ETag naming its bytes; `If-None-Match` with
-/// it is answered 304.
+/// it is answered 304 (by ``Caching``).
 final class ModelGraphs: Sendable {
     /// A document and its entity tag.
     struct Document: Sendable {
@@ -38,7 +38,7 @@ final class ModelGraphs: Sendable {
     func dot(_ request: Request) throws(Problem) -> Response {
         let name = request.parameters["model"] ?? ""
         guard let dot = dots[name] else { throw .notFound("no model \"\(name)\"") }
-        return Self.answer(dot, contentType: "text/vnd.graphviz; charset=utf-8", to: request)
+        return Self.answer(dot, contentType: "text/vnd.graphviz; charset=utf-8")
     }
 
     func svg(_ request: Request) throws(Problem) -> Response {
@@ -60,14 +60,11 @@ final class ModelGraphs: Sendable {
                 throw .internalError("the graph of model \"\(name)\" could not be drawn: \(error.description)")
             }
         }
-        return Self.answer(svg, contentType: "image/svg+xml", to: request)
+        return Self.answer(svg, contentType: "image/svg+xml")
     }
 
-    /// 200 with the document, or 304 when `If-None-Match` names its tag. Clients revalidate
-    /// each time (`no-cache`): the same model may be defined otherwise after a restart.
-    private static func answer(_ document: Document, contentType: String, to request: Request) -> Response {
-        let headers = [("ETag", document.etag), ("Cache-Control", "no-cache")]
-        if request.ifNoneMatch(names: document.etag) == true { return .notModified(headers: headers, body: document.body) }
-        return Response(status: 200, headers: [("Content-Type", contentType)] + headers, body: document.body)
+    /// 200 with the document and its tag (``Caching`` answers a matching `If-None-Match`).
+    private static func answer(_ document: Document, contentType: String) -> Response {
+        Response(status: 200, headers: [("Content-Type", contentType), ("ETag", document.etag)], body: document.body)
     }
 }

@@ -126,120 +126,98 @@ struct SortedIDs {
     }
 }
 
-/// Every instance id, and the ids per state, per model and per model and state, each sorted,
-/// so a filtered list page walks only ids that match; and per model and state how many
-/// instances have an incomplete launch on their counters. The committer keeps it as it publishes.
+/// What a list page can ask for; a `nil` or `false` member matches every instance.
+struct ListFilter: Hashable, Sendable {
+    var model: String? = nil
+    var state: String? = nil
+    /// Only instances with an unexpected event on their counters.
+    var hasUnexpected = false
+    /// Only instances with an incomplete launch on their counters.
+    var hasIncompleteLaunch = false
+}
+
+/// The sorted ids matching each ``ListFilter`` that matches any instance, so a filtered list
+/// page walks only ids that match, however few that is. An instance is in every list whose
+/// filter it passes: four without a counted problem (any or its model, any or its state),
+/// up to sixteen with both. The committer keeps it as it publishes.
 struct InstanceIndex {
-    private struct ModelAndState: Hashable {
-        var model: String
-        var state: String
-    }
-
     /// What an instance is filed under.
-    typealias Facts = (model: String, state: String, hasIncompleteLaunch: Bool)
+    typealias Facts = (model: String, state: String, hasUnexpected: Bool, hasIncompleteLaunch: Bool)
 
-    private(set) var all = SortedIDs()
-    private var byState: [String: SortedIDs] = [:]
-    private var byModel: [String: SortedIDs] = [:]
-    private var byModelAndState: [ModelAndState: SortedIDs] = [:]
-    /// Counted, not listed: no request pages through them.
-    private var incompleteLaunches: [ModelAndState: Int] = [:]
+    private var lists: [ListFilter: SortedIDs] = [:]
 
     init() {}
 
     /// The index of instances given in ascending id order, built in one pass: start-up
     /// time grows with instances, so it pays for an append per list rather than a search.
     init(sortedByID instances: [(id: String, facts: Facts)]) {
-        var byState: [String: [String]] = [:]
-        var byModel: [String: [String]] = [:]
-        var byModelAndState: [ModelAndState: [String]] = [:]
-        for (id, instance) in instances {
-            byState[instance.state, default: []].append(id)
-            byModel[instance.model, default: []].append(id)
-            let key = ModelAndState(model: instance.model, state: instance.state)
-            byModelAndState[key, default: []].append(id)
-            if instance.hasIncompleteLaunch { incompleteLaunches[key, default: 0] += 1 }
+        var lists: [ListFilter: [String]] = [:]
+        for (id, facts) in instances {
+            for filter in Self.filters(passedBy: facts) { lists[filter, default: []].append(id) }
         }
-        all = SortedIDs(sorted: instances.map(\.id))
-        self.byState = byState.mapValues { SortedIDs(sorted: $0) }
-        self.byModel = byModel.mapValues { SortedIDs(sorted: $0) }
-        self.byModelAndState = byModelAndState.mapValues { SortedIDs(sorted: $0) }
+        self.lists = lists.mapValues { SortedIDs(sorted: $0) }
     }
 
     mutating func insert(_ id: String, _ facts: Facts) {
-        all.insert(id)
-        byModel[facts.model, default: SortedIDs()].insert(id)
-        add(id, facts)
+        for filter in Self.filters(passedBy: facts) { lists[filter, default: SortedIDs()].insert(id) }
     }
 
     mutating func remove(_ id: String, _ facts: Facts) {
-        all.remove(id)
-        Self.remove(id, from: &byModel, at: facts.model)
-        drop(id, facts)
+        for filter in Self.filters(passedBy: facts) {
+            lists[filter]?.remove(id)
+            // Lists go with their last id, so filters do not outlive their instances.
+            if lists[filter]?.isEmpty == true { lists[filter] = nil }
+        }
     }
 
-    /// Moves `id` between state lists and counts when its state (or model, or whether it
-    /// had an incomplete launch) changed.
+    /// Moves `id` between lists when what it is filed under changed.
     mutating func update(_ id: String, from old: Facts, to new: Facts) {
         guard old != new else { return }
-        if old.model != new.model {
-            Self.remove(id, from: &byModel, at: old.model)
-            byModel[new.model, default: SortedIDs()].insert(id)
-        }
-        drop(id, old)
-        add(id, new)
+        remove(id, old)
+        insert(id, new)
     }
 
     /// Per state of `model`, in the order given: the instances in it now, and how many of
     /// them have an incomplete launch on their counters.
     func stateCounts(model: String, states: [String]) -> [(instances: Int, incompleteLaunches: Int)] {
         states.map { state in
-            let key = ModelAndState(model: model, state: state)
-            return (byModelAndState[key]?.count ?? 0, incompleteLaunches[key] ?? 0)
+            (lists[ListFilter(model: model, state: state)]?.count ?? 0,
+             lists[ListFilter(model: model, state: state, hasIncompleteLaunch: true)]?.count ?? 0)
         }
     }
 
-    /// A page of the ids matching both filters (either may be absent); see ``SortedIDs/page(after:limit:)``.
-    func page(state: String?, model: String?, after cursor: String?, limit: Int) -> (ids: [String], hasMore: Bool) {
-        let ids: SortedIDs? = switch (state, model) {
-        case (nil, nil): all
-        case (let state?, nil): byState[state]
-        case (nil, let model?): byModel[model]
-        case (let state?, let model?): byModelAndState[ModelAndState(model: model, state: state)]
-        }
-        return ids?.page(after: cursor, limit: limit) ?? ([], false)
+    /// A page of the ids matching `filter`; see ``SortedIDs/page(after:limit:)``.
+    func page(_ filter: ListFilter, after cursor: String?, limit: Int) -> (ids: [String], hasMore: Bool) {
+        lists[filter]?.page(after: cursor, limit: limit) ?? ([], false)
     }
 
     /// How many instances each model has in each state that has any.
     var countsByModelAndState: [(model: String, state: String, count: Int)] {
-        byModelAndState.map { (model: $0.key.model, state: $0.key.state, count: $0.value.count) }
-    }
-
-    private mutating func add(_ id: String, _ facts: Facts) {
-        let key = ModelAndState(model: facts.model, state: facts.state)
-        byState[facts.state, default: SortedIDs()].insert(id)
-        byModelAndState[key, default: SortedIDs()].insert(id)
-        if facts.hasIncompleteLaunch { incompleteLaunches[key, default: 0] += 1 }
-    }
-
-    private mutating func drop(_ id: String, _ facts: Facts) {
-        let key = ModelAndState(model: facts.model, state: facts.state)
-        Self.remove(id, from: &byState, at: facts.state)
-        Self.remove(id, from: &byModelAndState, at: key)
-        if facts.hasIncompleteLaunch {
-            incompleteLaunches[key, default: 0] -= 1
-            if incompleteLaunches[key] == 0 { incompleteLaunches[key] = nil }
+        lists.compactMap { filter, ids in
+            guard let model = filter.model, let state = filter.state, !filter.hasUnexpected, !filter.hasIncompleteLaunch else { return nil }
+            return (model: model, state: state, count: ids.count)
         }
     }
 
-    /// Removes `id` from one list, and the list once empty, so keys do not outlive their ids.
-    private static func remove<Key: Hashable>(_ id: String, from lists: inout [Key: SortedIDs], at key: Key) {
-        lists[key]?.remove(id)
-        if lists[key]?.isEmpty == true { lists[key] = nil }
+    /// Every filter an instance with `facts` passes.
+    private static func filters(passedBy facts: Facts) -> [ListFilter] {
+        var filters: [ListFilter] = []
+        for model in [nil, facts.model] {
+            for state in [nil, facts.state] {
+                for hasUnexpected in facts.hasUnexpected ? [false, true] : [false] {
+                    for hasIncompleteLaunch in facts.hasIncompleteLaunch ? [false, true] : [false] {
+                        filters.append(ListFilter(model: model, state: state, hasUnexpected: hasUnexpected, hasIncompleteLaunch: hasIncompleteLaunch))
+                    }
+                }
+            }
+        }
+        return filters
     }
 }
 
 extension StoredInstance {
     /// What ``InstanceIndex`` files the instance under.
-    var indexFacts: InstanceIndex.Facts { (model, state.state, state.counters.incompleteLaunches > 0) }
+    var indexFacts: InstanceIndex.Facts {
+        (model, state.state, state.counters.unexpected > 0, state.counters.incompleteLaunches > 0)
+    }
 }

@@ -7,10 +7,10 @@ import Synchronization
 ///
 /// All writes (create, delete, event, action, relaunch) go through a single committer
 /// thread that takes whatever requests are waiting, applies them in arrival order and
-/// commits them in one SQLite transaction (group commit). Only after the commit are the
-/// new states published to readers, the transaction's records to the stream hub (in
-/// sequence order, one transaction after another) and the requests answered, so an
-/// acknowledged write is always durable and a failed commit changes nothing anyone has seen.
+/// commits them in one store transaction (group commit; SQLite or PostgreSQL). Only after
+/// the commit are the new states published to readers, the transaction's records to the
+/// stream hub (in sequence order, one transaction after another) and the requests answered,
+/// so an acknowledged write is always durable and a failed commit changes nothing anyone has seen.
 ///
 /// Other processes may write to the same store (replicas on one PostgreSQL). The instances
 /// held here are then a cache, trusted for a decision only while no one else has committed
@@ -88,10 +88,11 @@ final class InstanceRegistry: @unchecked Sendable {
         case keyReused(String)
         /// The instance `key` created has since been deleted; creating it again would undo that.
         case createdInstanceDeleted(id: String, key: String)
-        /// The store failed; `isDiskFull` when it failed for want of space.
-        case storageFailed(isDiskFull: Bool)
-        /// The store failed to read the instance's history.
-        case historyUnreadable
+        /// The store failed; `isDiskFull` when it failed for want of space, `isOutcomeUnknown`
+        /// when the connection to its server went during the commit, which may have taken effect.
+        case storageFailed(isDiskFull: Bool, isOutcomeUnknown: Bool = false)
+        /// The store failed to read what the cache does not hold: `what` names it.
+        case storageUnreadable(what: String)
         case stopping
         /// The instance cannot be written as JSON (logged).
         case unrenderable(id: String)
@@ -238,7 +239,7 @@ final class InstanceRegistry: @unchecked Sendable {
             found = try store.instances([id]).first
         } catch {
             log(.error, "cannot read an instance", ["id": id, "error": error.message])
-            throw .storageFailed(isDiskFull: false)
+            throw .storageUnreadable(what: "instance \"\(id)\"")
         }
         guard let found else { throw .unknownInstance(id) }
         return found
@@ -255,14 +256,14 @@ final class InstanceRegistry: @unchecked Sendable {
         return (entry.instance.state.version, try entry.json(render))
     }
 
-    /// Instances in id order after `cursor`, filtered by state and model.
+    /// Instances in id order after `cursor` that match `filter`.
     ///
     /// The index holds only matching ids, so the registry lock is held while one page is
     /// read, however many instances there are and however few match; the committer, which
     /// needs that lock to publish, waits at most that long.
-    func list(state: String?, model: String?, after cursor: String?, limit: Int) -> (items: [StoredInstance], hasMore: Bool) {
+    func list(_ filter: ListFilter, after cursor: String?, limit: Int) -> (items: [StoredInstance], hasMore: Bool) {
         let page = entriesLock.withLock {
-            let page = index.page(state: state, model: model, after: cursor, limit: limit)
+            let page = index.page(filter, after: cursor, limit: limit)
             let items = page.ids.map { id in
                 let entry = entries[id]!
                 return entry.lock.withLock { entry.instance }
@@ -302,7 +303,7 @@ final class InstanceRegistry: @unchecked Sendable {
             return try store.history(instanceID: id, after: after, limit: limit)
         } catch {
             log(.error, "cannot read history", ["id": id, "error": error.message])
-            throw .historyUnreadable
+            throw .storageUnreadable(what: "the history")
         }
     }
 
@@ -564,7 +565,8 @@ final class InstanceRegistry: @unchecked Sendable {
         for note in attempt.notes { report(StoreEvent(.info, note.message, fields: note.fields)) }
     }
 
-    /// Answers writes whose transaction failed: none of them changed anything.
+    /// Answers writes whose transaction failed: none of them changed anything, unless the
+    /// store cannot tell (``StoreError/isOutcomeUnknown``), which they are told.
     private func fail(_ jobs: ArraySlice<Job>, _ error: StoreError) {
         if jobs.count == 1 {
             let job = jobs.first!
@@ -575,7 +577,7 @@ final class InstanceRegistry: @unchecked Sendable {
             log(.error, "writes failed", ["writes": String(jobs.count), "error": error.message])
         }
         if !error.isSpecificToWrite { storageFailed(error) }
-        for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull))) }
+        for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull, isOutcomeUnknown: error.isOutcomeUnknown))) }
     }
 
     private func storageFailed(_ error: StoreError, isReadOnly: Bool = false) {

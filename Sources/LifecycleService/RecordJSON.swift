@@ -105,7 +105,7 @@ extension StoredInstance {
 }
 
 /// The creation or deletion of an instance: numbered like a record and streamed
-/// (`instance.created`, `instance.deleted`), so that a resumed stream sees it, but not part of
+/// (`event: created`, `event: deleted`), so that a resumed stream sees it, but not part of
 /// the instance's history, which holds applied inputs only.
 ///
 /// `{"sequence":7,"instance":"my-iphone","version":0,"kind":"created","model":"ios-app","state":"initializing","time":"…"}`;

@@ -86,6 +86,17 @@ extension Request {
         return number
     }
 
+    /// A flag that narrows a list: `true` when the parameter is `true`, `false` when it is
+    /// absent. `false` is refused rather than read as "only those without", which the lists
+    /// do not offer.
+    func flagQuery(_ name: String) throws(Problem) -> Bool {
+        guard let text = query(name) else { return false }
+        guard text == "true" else {
+            throw .badRequest("query parameter \"\(name)\" takes only true; leave it out to list every instance")
+        }
+        return true
+    }
+
     /// The versions an `If-Match` header accepts (RFC 9110 §13.1.1): `nil` when it is absent
     /// or `*`, else the versions its entity tags name (`"3", "4"`: 3 or 4; a bare `3` too).
     /// Comparison is strong, so a weak tag (`W/"3"`) names none, and nor does a tag that is

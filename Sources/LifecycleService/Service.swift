@@ -60,19 +60,18 @@ public final class Service: Sendable {
             throw StartError(description: error.message)
         }
 
-        let staticFiles = StaticFiles(root: configuration.publicDirectory)
-        if staticFiles == nil { logger.warning("no dashboard folder", ["path": configuration.publicDirectory]) }
+        let staticFiles = Self.dashboard(configuration.publicDirectory, logger: logger)
         let requestMetrics = configuration.metrics ? RequestMetrics() : nil
         metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: store.databaseFile) }
         let router = API(
-            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope), logger: logger,
-            pageBytes: configuration.pageBytes
+            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope),
+            readsNeedToken: token != nil && configuration.protectReads, logger: logger, pageBytes: configuration.pageBytes
         ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
                 requestTimeout: configuration.requestTimeout, maxConnections: configuration.maxConnections,
-                maxConnectionsPerClient: configuration.maxConnectionsPerClient
+                maxConnectionsPerClient: configuration.maxConnectionsPerClient, trustedProxies: configuration.trustedProxies
             ),
             logger: logger,
             pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger, metrics: requestMetrics))
@@ -89,7 +88,7 @@ public final class Service: Sendable {
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),
             "lastSequence": String(store.lastSequence), "models": models.keys.sorted().joined(separator: ","),
             "sync": configuration.sync.rawValue, "maxConnections": String(server.maxConnections), "startupMillis": String(millis),
-            "auth": token == nil ? "off" : configuration.protectReads ? "all" : "writes",
+            "auth": token == nil ? "off" : configuration.protectReads ? "all" : "writes", "dashboard": staticFiles?.root ?? "none",
             "version": Configuration.version,
         ])
         if token == nil, !isLoopback(configuration.host) {
@@ -104,7 +103,13 @@ public final class Service: Sendable {
         if let url = configuration.databaseURL {
             do {
                 return try PostgresStore(
-                    url: url, options: .init(historyLimit: configuration.historyLimit, listenURL: configuration.databaseListenURL), report: report
+                    url: url,
+                    options: .init(
+                        historyLimit: configuration.historyLimit, listenURL: configuration.databaseListenURL,
+                        timeout: .milliseconds(Int64((configuration.databaseTimeout * 1000).rounded())),
+                        readTimeout: .milliseconds(Int64((configuration.databaseReadTimeout * 1000).rounded()))
+                    ),
+                    report: report
                 )
             } catch {
                 throw StartError(description: error.message)
@@ -129,9 +134,10 @@ public final class Service: Sendable {
     /// line cover everything inside, refusals included; CORS answers preflights before any
     /// check that a browser's preflight could not pass; the rate limit comes before
     /// authentication so that guessing tokens is limited too. Metrics are outside both, so
-    /// that refusals are counted.
+    /// that refusals are counted, and outside the 304s ``Caching`` makes of 200s, so that
+    /// those are counted and logged as 304.
     static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics?) -> [any Middleware] {
-        var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders()]
+        var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders(), Caching()]
         if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
         if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
         if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }
@@ -152,6 +158,50 @@ public final class Service: Sendable {
     /// short enough that the process exits within 5 s even when a stream's client has
     /// stopped reading (a stuck stream cannot send its end).
     static let stopDrainSeconds = 3.0
+
+    /// The dashboard's files: the folder `--public-dir` names, or else the first candidate
+    /// (``dashboardCandidates(executable:workingDirectory:)``) that holds an `index.html`;
+    /// `nil`, and a warning naming where it looked, when there is none (`GET /` then says how
+    /// to point at it).
+    static func dashboard(_ directory: String?, logger: Logger) -> StaticFiles? {
+        if let directory {
+            let files = StaticFiles(root: directory)
+            if files == nil { logger.warning("no dashboard folder", ["path": directory]) }
+            return files
+        }
+        let candidates = dashboardCandidates(executable: executablePath(), workingDirectory: FileManager.default.currentDirectoryPath)
+        for candidate in candidates where FileManager.default.fileExists(atPath: candidate + "/index.html") {
+            return StaticFiles(root: candidate)
+        }
+        logger.warning("no dashboard folder found; give its path with --public-dir or LIFECYCLED_PUBLIC_DIR", ["searched": candidates.joined(separator: ",")])
+        return nil
+    }
+
+    /// Where the dashboard is looked for, in order: where an installation puts it beside the
+    /// binary's `bin` folder (`/usr/local/bin/lifecycled` finds `/usr/local/share/lifecycled/Public`,
+    /// as the container has it), the binary's own folder (an unpacked archive), and last the
+    /// working directory (`swift run` or `make run` in the repository). The working directory
+    /// comes last so that an unrelated `Public` folder where the binary happens to be started
+    /// (a home folder's) is not served over the dashboard that came with it.
+    static func dashboardCandidates(executable: String, workingDirectory: String) -> [String] {
+        let binary = URL(fileURLWithPath: executable).deletingLastPathComponent()
+        return [
+            binary.deletingLastPathComponent().appendingPathComponent("share/lifecycled/Public").standardizedFileURL.path,
+            binary.appendingPathComponent("Public").path,
+            URL(fileURLWithPath: workingDirectory).appendingPathComponent("Public").path,
+        ]
+    }
+
+    /// The running executable's own path, symlinks resolved (so a link in `/usr/local/bin`
+    /// to an installation elsewhere finds that installation's files).
+    static func executablePath() -> String {
+        do {
+            return try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        } catch {
+            // Without /proc (a sandbox): the path the process was started by.
+            return URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+        }
+    }
 
     static func loadModels(from directory: String) throws(StartError) -> [String: Model] {
         let files: [String]

@@ -3,7 +3,7 @@ import LifecycleKit
 import LifecycleStore
 import MicroHTTP
 
-/// The two event streams of DESIGN.md §2: `GET /v1/stream` (every instance, filtered) and
+/// The two event streams of `openapi.yaml`: `GET /v1/stream` (every instance, filtered) and
 /// `GET /v1/instances/{id}/stream`. Each answer is a subscription of the hub, which the
 /// server reads whenever the connection can take more.
 extension API {
@@ -38,12 +38,16 @@ extension API {
         let lastEventID = try request.lastEventID()
         let subscription: Subscription
         do {
-            subscription = try registry.hub.subscribe(filter: filter, lastEventID: lastEventID)
+            subscription = try registry.hub.subscribe(filter: filter, lastEventID: lastEventID, client: request.clientAddress)
         } catch {
             switch error {
             case .tooManySubscribers(let limit):
                 let detail = "\(limit) streams are open, the most this server takes (--max-subscribers); retry later"
                 return .problem(.unavailable(detail), headers: [("Retry-After", "5")])
+            case .tooManyForClient(let limit):
+                // too-many-streams-per-client
+                let detail = "\(limit) streams are open for this client, the most one client may hold (--max-connections-per-client); close one or retry later"
+                return .problem(Problem(status: 429, title: "Too Many Requests", detail: detail), headers: [("Retry-After", "5")])
             case .stopping:
                 return .problem(.unavailable("lifecycled is stopping"), headers: [("Retry-After", "1")])
             }

@@ -18,14 +18,15 @@ struct PublishedRecord: Sendable {
 }
 
 extension RecordKind {
-    /// The event type a stream gives the record (`event:`).
+    /// The event type a stream gives the record (`event:`): the record's `kind`, except
+    /// `record` for an event's (`event: event` would say nothing to a listener).
     var streamEventType: String {
         switch self {
         case .event: "record"
         case .action: "action"
-        case .relaunch: "launch"
-        case .created: "instance.created"
-        case .deleted: "instance.deleted"
+        case .relaunch: "relaunch"
+        case .created: "created"
+        case .deleted: "deleted"
         }
     }
 }
@@ -41,6 +42,9 @@ struct StreamSettings: Sendable {
     var ringBytes = 16 * 1024 * 1024
     /// Subscriptions open at once; the hub refuses more.
     var maxSubscribers = 20_000
+    /// Subscriptions open at once for one client address (``Request/clientAddress``): what
+    /// holds a client behind a trusted proxy, whose connections are not limited per address.
+    var maxSubscribersPerClient = 256
     /// The `retry:` a stream opens with: how long a client waits before reconnecting.
     var retryMilliseconds = 2000
     /// Records a replay reads from the store at a time, at most.
@@ -71,6 +75,8 @@ final class StreamHub: Sendable {
     enum Refusal: Error, Equatable {
         /// As many subscriptions are open as the hub allows.
         case tooManySubscribers(limit: Int)
+        /// As many subscriptions are open for this client as the hub allows one.
+        case tooManyForClient(limit: Int)
         /// The service is stopping.
         case stopping
     }
@@ -127,12 +133,13 @@ final class StreamHub: Sendable {
     /// A new subscription to the records that pass `filter`: live from now on, or after
     /// `lastEventID` (the last sequence number the client has) if it resumes.
     ///
-    /// The subscription counts against the limit until its ``Subscription/finish()``: hand it
-    /// to the server, which calls that when the connection ends, or call it yourself.
+    /// The subscription counts against the limits, in all and for `client`, until its
+    /// ``Subscription/finish()``: hand it to the server, which calls that when the connection
+    /// ends, or call it yourself.
     ///
     /// Where it starts is decided here, against the ring as it is now: a subscription without
     /// `lastEventID` gets every record published after this call returns.
-    func subscribe(filter: RecordFilter, lastEventID: Int64?) throws(Refusal) -> Subscription {
+    func subscribe(filter: RecordFilter, lastEventID: Int64?, client: String = "") throws(Refusal) -> Subscription {
         // A client that comes from a replica ahead of this one resumes after a record this hub
         // has not published yet: the store says whether it is committed (then it is on its way
         // here) or beyond anything committed.
@@ -147,8 +154,12 @@ final class StreamHub: Sendable {
         let (id, opening) = try state.withLock { (state) throws(Refusal) -> (Int, Opening) in
             guard !state.isStopping else { throw .stopping }
             guard state.slots.count < settings.maxSubscribers else { throw .tooManySubscribers(limit: settings.maxSubscribers) }
+            guard state.clients[client, default: 0] < settings.maxSubscribersPerClient else {
+                throw .tooManyForClient(limit: settings.maxSubscribersPerClient)
+            }
             state.nextID += 1
-            state.slots[state.nextID] = Slot(filter: filter)
+            state.slots[state.nextID] = Slot(filter: filter, client: client)
+            state.clients[client, default: 0] += 1
             return (state.nextID, state.ring.opening(resumingAfter: lastEventID, committedThrough: committed))
         }
         return Subscription(hub: self, id: id, filter: filter, lastEventID: lastEventID, opening: opening)
@@ -220,6 +231,8 @@ final class StreamHub: Sendable {
         state.withLock { state in
             guard let slot = state.slots.removeValue(forKey: id) else { return }
             state.waiting.remove(id, slot.filter)
+            let left = state.clients[slot.client, default: 1] - 1
+            state.clients[slot.client] = left > 0 ? left : nil
         }
     }
 
@@ -384,6 +397,8 @@ struct RecordRing {
 /// A subscription as the hub tracks it.
 struct Slot {
     let filter: RecordFilter
+    /// Whose subscription it is, for the per-client limit.
+    let client: String
     var waker: StreamWaker?
     /// While waiting with a filter: the ring's end when it began to wait.
     var waitingFrom: Int?
@@ -391,8 +406,9 @@ struct Slot {
     /// `position` is the sequence number of the last of them.
     var skipTo: (index: Int, position: Int64)?
 
-    init(filter: RecordFilter) {
+    init(filter: RecordFilter, client: String) {
         self.filter = filter
+        self.client = client
     }
 }
 
@@ -468,6 +484,8 @@ struct WaitingIndex {
 struct HubState {
     var ring: RecordRing
     var slots: [Int: Slot] = [:]
+    /// Open subscriptions by client address (only addresses with some).
+    var clients: [String: Int] = [:]
     var nextID = 0
     var waiting = WaitingIndex()
     /// Ring entries before this absolute index have been matched against the waiters.

@@ -25,14 +25,14 @@ import Synchronization
 /// - `: heartbeat` comments when idle for a heartbeat interval.
 ///
 /// Records of a deleted instance are not replayed from the store after its deletion (they
-/// went with it; its `instance.deleted` record stays for 24 hours); the ring may still hold them.
+/// went with it; its `deleted` record stays for 24 hours); the ring may still hold them.
 final class Subscription: ResponseStream {
     let hub: StreamHub
     let id: Int
     let filter: RecordFilter
     private let reader: Mutex<SubscriptionReader>
 
-    /// Made by ``StreamHub/subscribe(filter:lastEventID:)``, which counts it.
+    /// Made by ``StreamHub/subscribe(filter:lastEventID:client:)``, which counts it.
     init(hub: StreamHub, id: Int, filter: RecordFilter, lastEventID: Int64?, opening: Opening) {
         self.hub = hub
         self.id = id

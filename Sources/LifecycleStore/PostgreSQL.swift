@@ -8,6 +8,16 @@ public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// Whether the connection is gone (or never came up): nothing more can be done on it.
     public let isConnectionLost: Bool
+    /// Whether the server did not answer before the operation's ``Deadline``: the connection
+    /// was given up (so ``isConnectionLost`` holds too), and what was sent may yet take effect.
+    public let isTimedOut: Bool
+
+    public init(sqlState: String?, message: String, isConnectionLost: Bool, isTimedOut: Bool = false) {
+        self.sqlState = sqlState
+        self.message = message
+        self.isConnectionLost = isConnectionLost || isTimedOut
+        self.isTimedOut = isTimedOut
+    }
 
     /// Class 23: a unique, foreign key, not-null or check constraint refused the row.
     public var isConstraintViolation: Bool { sqlState?.hasPrefix("23") == true }
@@ -28,51 +38,129 @@ public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
     public var description: String { sqlState.map { "PostgreSQL error \($0): \(message)" } ?? "PostgreSQL: \(message)" }
 }
 
+/// When an operation on PostgreSQL must be over: every wait for the server in it (connecting,
+/// sending, each result) ends by then, answered or not.
+struct Deadline {
+    let instant: ContinuousClock.Instant
+    /// The bound it was set with, for messages.
+    let bound: Duration
+
+    /// `bound` from now.
+    init(_ bound: Duration) {
+        self.bound = bound
+        instant = .now + bound
+    }
+
+    /// The same instant as a `Date`, for waits that take one.
+    var date: Date { Date(timeIntervalSinceNow: ContinuousClock.now.duration(to: instant) / .seconds(1)) }
+
+    /// The failure of a wait that `instant` ended; `waiting` says for what.
+    func passed(_ waiting: String = "") -> PostgreSQLError {
+        PostgreSQLError(
+            sqlState: nil, message: "no answer within \(Int64(bound / .milliseconds(1))) ms\(waiting.isEmpty ? "" : " \(waiting)")",
+            isConnectionLost: true, isTimedOut: true
+        )
+    }
+
+    /// Waits until `socket` is ready for `events` (POLLIN, POLLOUT), or throws once the
+    /// deadline has passed.
+    func wait(_ socket: Int32, for events: Int32) throws(PostgreSQLError) {
+        guard socket >= 0 else { throw PostgreSQLError(sqlState: nil, message: "the connection has no socket", isConnectionLost: true) }
+        while true {
+            let left = ContinuousClock.now.duration(to: instant)
+            guard left > .zero else { throw passed() }
+            var descriptor = pollfd(fd: socket, events: Int16(events), revents: 0)
+            let ready = poll(&descriptor, 1, Int32((left / .milliseconds(1)).rounded(.up)))
+            if ready > 0 { return }
+            if ready < 0, errno != EINTR {
+                throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
+            }
+        }
+    }
+}
+
 /// One libpq connection. Owns the `PGconn*` and closes it in `deinit`.
 /// Not thread-safe: the owner serialises access.
 ///
-/// Every statement goes through `PQexecParams` as an unnamed statement, and nothing sets
+/// Every statement goes through `PQsendQueryParams` as an unnamed statement, and nothing sets
 /// session state: each transaction is complete in itself, so the connection may be a
 /// PgBouncer one in transaction mode.
+///
+/// Nothing waits on the server without bound: a server that holds its sockets but does not
+/// answer (stopped, swapping, stuck on a disk) acknowledges every packet, so neither TCP
+/// keepalives nor `tcp_user_timeout` notice it, and libpq's blocking calls would wait for
+/// ever. Connecting, sending and reading go through libpq's non-blocking calls and `poll(2)`
+/// against ``deadline``; past it the connection is given up (it would be half-way through an
+/// exchange) and the caller makes a new one. Giving up does not cancel what the server
+/// received: a statement sent may still run, a COMMIT still commit, once the server goes on.
 final class Connection {
     private let handle: OpaquePointer
+    /// When the operation under way must be over; its owner sets it for each operation.
+    var deadline: Deadline
+    /// Set when a wait ran out, or the connection failed, in the middle of an exchange:
+    /// results may be on their way, so nothing more can be sent on it.
+    private var isAbandoned = false
 
-    /// Connects to `url`, a libpq connection URI or `key=value` string. Settings the URL
-    /// gives win over the defaults here.
-    init(url: String) throws(PostgreSQLError) {
-        // A server that does not answer fails a connection attempt after 2 s (the least libpq
-        // honours), and a TCP connection whose peer vanished after about 10 s rather than the
-        // system's two hours: an operation waits that long at most before the service can
-        // answer 503. Keywords are processed in order and the last value wins: the URL,
-        // expanded from `dbname`, comes last so that it can override every default before it.
+    /// Connects to `url`, a libpq connection URI or `key=value` string, by `deadline`.
+    /// Settings the URL gives win over the defaults here. Resolving a host name happens
+    /// before the wait and is the system resolver's to bound.
+    init(url: String, deadline: Deadline) throws(PostgreSQLError) {
+        // A TCP connection whose peer vanished fails after about 10 s rather than the
+        // system's two hours: that covers the listening connection, which waits on its socket
+        // for as long as no one writes. Keywords are processed in order and the last value
+        // wins: the URL, expanded from `dbname`, comes last so that it can override every
+        // default before it.
         let settings = [
-            ("connect_timeout", "2"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+            ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
             ("tcp_user_timeout", "10000"), ("application_name", "lifecycled"), ("client_encoding", "UTF8"), ("dbname", url),
         ]
         let keywords = settings.map { strdup($0.0) }
         let values = settings.map { strdup($0.1) }
         defer { (keywords + values).forEach { free($0) } }
-        let opened = (keywords.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer { keys in
+        let started = (keywords.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer { keys in
             (values.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer { values in
-                PQconnectdbParams(keys.baseAddress, values.baseAddress, 1)
+                PQconnectStartParams(keys.baseAddress, values.baseAddress, 1)
             }
         }
-        guard let opened else { throw PostgreSQLError(sqlState: nil, message: "out of memory", isConnectionLost: true) }
-        guard PQstatus(opened) == CONNECTION_OK else {
-            let message = Self.trimmed(PQerrorMessage(opened))
-            PQfinish(opened)
-            throw PostgreSQLError(sqlState: nil, message: message, isConnectionLost: true)
+        guard let started else { throw PostgreSQLError(sqlState: nil, message: "out of memory", isConnectionLost: true) }
+        do throws(PostgreSQLError) {
+            try Self.complete(started, by: deadline)
+        } catch {
+            PQfinish(started)
+            throw error
         }
-        handle = opened
+        handle = started
+        self.deadline = deadline
         // libpq prints notices (such as "relation already exists, skipping") on standard
         // error by default; none of them needs an operator.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
     }
 
+    /// Drives libpq's connection state machine to its end, waiting on the socket it names
+    /// (which may change from one address to the next) no later than `deadline`.
+    private static func complete(_ connection: OpaquePointer, by deadline: Deadline) throws(PostgreSQLError) {
+        var polling = PGRES_POLLING_WRITING
+        while PQstatus(connection) != CONNECTION_BAD {
+            switch polling {
+            case PGRES_POLLING_OK:
+                // Sending, too, must never block: a server that stops reading fills the socket.
+                guard PQsetnonblocking(connection, 1) == 0 else {
+                    throw PostgreSQLError(sqlState: nil, message: trimmed(PQerrorMessage(connection)), isConnectionLost: true)
+                }
+                return
+            case PGRES_POLLING_READING: try deadline.wait(PQsocket(connection), for: Int32(POLLIN))
+            case PGRES_POLLING_WRITING: try deadline.wait(PQsocket(connection), for: Int32(POLLOUT))
+            default: throw PostgreSQLError(sqlState: nil, message: trimmed(PQerrorMessage(connection)), isConnectionLost: true)
+            }
+            polling = PQconnectPoll(connection)
+        }
+        throw PostgreSQLError(sqlState: nil, message: trimmed(PQerrorMessage(connection)), isConnectionLost: true)
+    }
+
     deinit { PQfinish(handle) }
 
     /// Whether the connection is gone: every later statement on it would fail.
-    var isLost: Bool { PQstatus(handle) != CONNECTION_OK }
+    var isLost: Bool { isAbandoned || PQstatus(handle) != CONNECTION_OK }
 
     /// A parameter of a statement: `$1`, `$2`, ... in order. All go in binary form: no
     /// formatting, no escaping, and arrays (for multi-row statements over `unnest`) of any
@@ -138,24 +226,31 @@ final class Connection {
     /// Runs one statement with `parameters`; results come back in binary form.
     @discardableResult
     func execute(_ sql: String, _ parameters: [Parameter] = []) throws(PostgreSQLError) -> QueryResult {
-        let result = Self.withParameters(parameters) { count, types, values, lengths, formats in
-            PQexecParams(handle, sql, count, types, values, lengths, formats, 1)
-        }
-        guard let result else { throw connectionError() }
-        let owned = QueryResult(handle: result)
-        if let error = error(in: result) { throw error }
-        return owned
+        try execute([Statement(sql, parameters)])[0]
     }
 
     /// Runs `statements` in order in one round trip (libpq's pipeline mode) and returns their
     /// results. After a failure PostgreSQL skips the rest: the first failure is thrown.
-    /// Inside a transaction, a failure leaves it aborted; the caller rolls back.
+    /// Inside a transaction, a failure leaves it aborted; the caller rolls back. Past
+    /// ``deadline`` the connection is given up (see the type's comment).
     @discardableResult
     func execute(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
         guard !statements.isEmpty else { return [] }
+        guard !isAbandoned else { throw PostgreSQLError(sqlState: nil, message: "the connection was given up", isConnectionLost: true) }
+        do {
+            return try exchange(statements)
+        } catch {
+            // A failure the server reported ends its exchange at the Sync, which was read; any
+            // other leaves it half done.
+            if error.sqlState == nil || error.isConnectionLost { isAbandoned = true }
+            throw error
+        }
+    }
+
+    private func exchange(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
         defer {
-            // Fails only while results are pending, that is after a lost connection, which
+            // Fails only while results are pending, that is on a connection given up, which
             // nothing uses again.
             PQexitPipelineMode(handle)
         }
@@ -166,10 +261,11 @@ final class Connection {
             guard sent == 1 else { throw connectionError() }
         }
         guard PQpipelineSync(handle) == 1 else { throw connectionError() }
+        try flush()
         var results: [QueryResult] = []
         var failure: PostgreSQLError?
         for _ in statements {
-            guard let result = PQgetResult(handle) else { throw connectionError() }
+            guard let result = try nextResult() else { throw connectionError() }
             let owned = QueryResult(handle: result)
             if PQresultStatus(result) != PGRES_PIPELINE_ABORTED, let error = error(in: result) {
                 failure = failure ?? error
@@ -177,15 +273,38 @@ final class Connection {
                 results.append(owned)
             }
             // Each statement's results end with a NULL.
-            while let extra = PQgetResult(handle) { PQclear(extra) }
+            while let extra = try nextResult() { PQclear(extra) }
             if isLost { throw failure ?? connectionError() }
         }
-        guard let sync = PQgetResult(handle) else { throw failure ?? connectionError() }
+        guard let sync = try nextResult() else { throw failure ?? connectionError() }
         let status = PQresultStatus(sync)
         PQclear(sync)
         guard status == PGRES_PIPELINE_SYNC else { throw failure ?? connectionError() }
         if let failure { throw failure }
         return results
+    }
+
+    /// Sends what libpq holds for the server. While the server's socket is full, what it
+    /// sends meanwhile is read, as libpq asks, so that neither side waits on the other.
+    private func flush() throws(PostgreSQLError) {
+        while true {
+            switch PQflush(handle) {
+            case 0: return
+            case 1:
+                try deadline.wait(PQsocket(handle), for: Int32(POLLOUT | POLLIN))
+                guard PQconsumeInput(handle) == 1 else { throw connectionError() }
+            default: throw connectionError()
+            }
+        }
+    }
+
+    /// The next result, once the server has sent it all; `nil` at the end of a statement's.
+    private func nextResult() throws(PostgreSQLError) -> OpaquePointer? {
+        while PQisBusy(handle) == 1 {
+            try deadline.wait(PQsocket(handle), for: Int32(POLLIN))
+            guard PQconsumeInput(handle) == 1 else { throw connectionError() }
+        }
+        return PQgetResult(handle)
     }
 
     /// Calls `body` with `parameters` laid out as libpq takes them, valid during the call.

@@ -19,7 +19,9 @@ import Synchronization
 /// When PostgreSQL cannot be reached, operations fail at once with a ``StoreError`` saying
 /// so (not ``StoreError/isSpecificToWrite``), and the next operation connects again, no more
 /// often than a backoff from 100 ms to 2 s allows: the service answers 503 quickly and
-/// recovers by itself once PostgreSQL is back.
+/// recovers by itself once PostgreSQL is back. A server that holds its connections but does
+/// not answer fails each operation once its bound has passed (``Options/timeout`` for
+/// writes, ``Options/readTimeout`` for reads), waiting for the connection included.
 public final class PostgresStore: InstanceStore, @unchecked Sendable {
     // @unchecked: the connections and the state beside them are guarded by `writeLock` and
     // `readLock`. A Mutex cannot hold them: a read hands its connection to the caller's
@@ -37,15 +39,26 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         /// A direct connection (not through PgBouncer in transaction mode, which cannot carry
         /// `LISTEN`) for learning of other replicas' commits; `nil`: the store's URL.
         public var listenURL: String?
+        /// The longest a write transaction (connecting, taking the counter's lock, every
+        /// statement and the COMMIT together), the opening of the store, or one page of the
+        /// instances loaded at start, may wait on PostgreSQL.
+        public var timeout: Duration
+        /// The longest a read may wait on PostgreSQL, waiting for the read connection (which
+        /// reads share) and connecting included: reads are answered on HTTP threads, which a
+        /// server that does not answer must not hold.
+        public var readTimeout: Duration
 
         public init(
             historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, listenURL: String? = nil
+            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, listenURL: String? = nil,
+            timeout: Duration = .seconds(5), readTimeout: Duration = .seconds(1)
         ) {
             self.historyLimit = max(1, historyLimit)
             self.idempotencyLifetime = idempotencyLifetime
             self.tombstoneLifetime = tombstoneLifetime
             self.listenURL = listenURL
+            self.timeout = timeout
+            self.readTimeout = readTimeout
         }
     }
 
@@ -168,7 +181,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         reader = Link(url: url, role: "read", report: report)
         let connection: Connection
         do {
-            connection = try writer.connection()
+            connection = try writer.connection(by: Deadline(options.timeout))
         } catch {
             throw StoreError(error, doing: "cannot open the PostgreSQL store")
         }
@@ -281,7 +294,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
     /// notification lost otherwise is the caller's (the protocol says so): the registry asks
     /// ``latestSequence()`` every `--poll-interval`.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {
-        let listener = CommitListener(url: options.listenURL ?? url, report: report, wake: wake)
+        let listener = CommitListener(url: options.listenURL ?? url, timeout: options.timeout, report: report, wake: wake)
         listeners.withLock { $0.append(listener) }
     }
 
@@ -294,12 +307,14 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
     /// default: in the server's WAL on disk). If the connection drops during `COMMIT`, whether
     /// the transaction committed is unknown: it is reported as a failure all the same (the
     /// service answers 503), and a client that retries with its idempotency key gets the
-    /// outcome of the first attempt if it did commit. That is what the keys are for.
+    /// outcome of the first attempt if it did commit. That is what the keys are for. A
+    /// transaction still waiting on PostgreSQL when ``Options/timeout`` has passed is given up
+    /// the same way: if its COMMIT had been sent, it may yet commit once the server goes on.
     public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard !isClosed else { throw StoreError("the store is closed; nothing was changed") }
-        let transaction = try begin()
+        let transaction = try begin(by: Deadline(options.timeout))
         let connection = transaction.connection
         let result: T
         let closing: [Connection.Statement]
@@ -323,7 +338,10 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         } catch {
             if error.isConnectionLost {
                 writer.dropIfLost(error)
-                throw StoreError("cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown", isUnreachable: true)
+                throw StoreError(
+                    "cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown", isUnreachable: true,
+                    isOutcomeUnknown: true
+                )
             }
             // A statement failed, and PostgreSQL skipped the COMMIT after it.
             rollBack(connection)
@@ -337,12 +355,12 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
     /// Begins a transaction and takes the counter row's lock (waiting for a transaction of
     /// another replica that holds it). A connection found lost here lost nothing: it is made
     /// again once at once, so the first write after PostgreSQL comes back succeeds.
-    private func begin() throws(StoreError) -> Transaction {
+    private func begin(by deadline: Deadline) throws(StoreError) -> Transaction {
         var retried = false
         while true {
             let connection: Connection
             do {
-                connection = try writer.connection()
+                connection = try writer.connection(by: deadline)
             } catch {
                 throw StoreError(error, doing: "cannot begin a transaction")
             }
@@ -360,7 +378,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
             } catch {
                 if error.isConnectionLost {
                     writer.dropIfLost(error)
-                    if !retried {
+                    if !retried, !error.isTimedOut {
                         retried = true
                         continue
                     }
@@ -726,18 +744,20 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         )
     }
 
-    /// Runs `body` on the read connection. Each read is one statement, so it sees one
-    /// snapshot. A connection found lost is made again once at once: reads change nothing,
-    /// so trying again is safe.
-    private func read<T>(_ what: String, _ body: (Connection) throws(PostgreSQLError) -> T) throws(StoreError) -> T {
-        readLock.lock()
+    /// Runs `body` on the read connection, by `bound` (``Options/readTimeout`` unless
+    /// given) from now, the wait for a read ahead of it included. Each read is one statement,
+    /// so it sees one snapshot. A connection found lost is made again once at once: reads
+    /// change nothing, so trying again is safe.
+    private func read<T>(_ what: String, within bound: Duration? = nil, _ body: (Connection) throws(PostgreSQLError) -> T) throws(StoreError) -> T {
+        let deadline = Deadline(bound ?? options.readTimeout)
+        guard readLock.lock(before: deadline.date) else { throw StoreError(deadline.passed("waiting for the read ahead of it"), doing: what) }
         defer { readLock.unlock() }
         guard !isReaderClosed else { throw StoreError("\(what): the store is closed") }
         var retried = false
         while true {
             let connection: Connection
             do {
-                connection = try reader.connection()
+                connection = try reader.connection(by: deadline)
             } catch {
                 throw StoreError(error, doing: what)
             }
@@ -745,7 +765,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
                 return try body(connection)
             } catch {
                 reader.dropIfLost(error)
-                if error.isConnectionLost, !retried {
+                if error.isConnectionLost, !error.isTimedOut, !retried {
                     retried = true
                     continue
                 }
@@ -754,10 +774,25 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         }
     }
 
+    /// Instances one statement of ``loadInstances()`` reads.
+    static let loadPageSize = 10_000
+
+    /// In pages by id, each bounded by ``Options/timeout``: a page waits as long as a write
+    /// may, however many instances there are. Pages are read in different snapshots, which
+    /// a replica's catch-up reconciles: everything committed after the sequence number it
+    /// starts from, which it learned before this, is read again by it.
     public func loadInstances() throws(StoreError) -> [StoredInstance] {
-        try read("cannot load instances") { (connection) throws(PostgreSQLError) in
-            let found = try connection.execute("SELECT \(Self.instanceColumns) FROM instances")
-            return try (0..<found.rowCount).map { (row) throws(PostgreSQLError) in try Self.instance(found, row) }
+        var loaded: [StoredInstance] = []
+        while true {
+            let after = loaded.last?.id ?? ""
+            let page = try read("cannot load instances", within: options.timeout) { (connection) throws(PostgreSQLError) in
+                let found = try connection.execute(
+                    "SELECT \(Self.instanceColumns) FROM instances WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(Int64(Self.loadPageSize))]
+                )
+                return try (0..<found.rowCount).map { (row) throws(PostgreSQLError) in try Self.instance(found, row) }
+            }
+            loaded += page
+            if page.count < Self.loadPageSize { return loaded }
         }
     }
 
@@ -980,9 +1015,13 @@ struct Link {
         self.report = report
     }
 
-    /// The connection, made now if there is none and the backoff allows.
-    mutating func connection() throws(PostgreSQLError) -> Connection {
-        if let current, !current.isLost { return current }
+    /// The connection for an operation that must be over by `deadline`, made now (by then)
+    /// if there is none and the backoff allows.
+    mutating func connection(by deadline: Deadline) throws(PostgreSQLError) -> Connection {
+        if let current, !current.isLost {
+            current.deadline = deadline
+            return current
+        }
         if current != nil { lost("the connection is closed") }
         let now = ContinuousClock.now
         if let retryAt, now < retryAt {
@@ -990,7 +1029,7 @@ struct Link {
             throw PostgreSQLError(sqlState: nil, message: "\(outage ?? "") (next attempt in \(wait) ms)", isConnectionLost: true)
         }
         do {
-            let made = try Connection(url: url)
+            let made = try Connection(url: url, deadline: deadline)
             current = made
             retryAt = nil
             delay = Self.firstDelay
@@ -1030,9 +1069,10 @@ struct Link {
 final class CommitListener: Sendable {
     private let stopped = Atomic<Bool>(false)
 
-    init(url: String, report: @escaping @Sendable (StoreEvent) -> Void, wake: @escaping @Sendable () -> Void) {
+    /// `timeout`: the bound on connecting and on `LISTEN`.
+    init(url: String, timeout: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: @escaping @Sendable () -> Void) {
         Thread.detachNewThread { [self] in
-            run(url: url, report: report, wake: wake)
+            run(url: url, timeout: timeout, report: report, wake: wake)
         }
     }
 
@@ -1046,12 +1086,12 @@ final class CommitListener: Sendable {
     /// How long one wait on the socket lasts at most, so that ``stop()`` takes effect soon.
     private static let slice: Duration = .milliseconds(100)
 
-    private func run(url: String, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
+    private func run(url: String, timeout: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
         var link = Link(url: url, role: "listen", report: report)
         while !isStopped {
             let connection: Connection
             do {
-                connection = try link.connection()
+                connection = try link.connection(by: Deadline(timeout))
                 try connection.execute("LISTEN \(PostgresStore.channel)")
             } catch {
                 link.dropIfLost(error)

@@ -274,10 +274,13 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// Whether the database server could not be reached: the store connects again by itself,
     /// so a transaction that commits (even an empty one) shows it is back.
     public var isUnreachable: Bool
+    /// Whether the transaction may have committed all the same: the connection to the
+    /// database server was lost, or given up, once its COMMIT had been sent.
+    public var isOutcomeUnknown: Bool
 
     public init(
         _ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false, isDamage: Bool = false, isDataLoss: Bool = false,
-        isUnreachable: Bool = false
+        isUnreachable: Bool = false, isOutcomeUnknown: Bool = false
     ) {
         self.message = message
         self.isDiskFull = isDiskFull
@@ -285,6 +288,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         self.isDamage = isDamage
         self.isDataLoss = isDataLoss
         self.isUnreachable = isUnreachable
+        self.isOutcomeUnknown = isOutcomeUnknown
     }
 
     init(_ error: SQLiteError, doing what: String) {

@@ -23,8 +23,8 @@ struct RequestLimits: Sendable {
 
 /// One connection's progress through its requests, from libmicrohttpd's callbacks:
 /// the request line, the headers, the body, the end of the request, the handler's reply
-/// (maybe from another thread), a streamed body's reads and wakes, the completion, the
-/// request deadline checked by the server's sweeper, and the server stopping. Each input is
+/// (maybe from another thread), a streamed body's reads and wakes, its peer closing, the
+/// completion, the request deadline checked by the server's sweeper, and the server stopping. Each input is
 /// one mutating function returning what the caller must do; the caller holds the
 /// connection's lock around each call, and does the I/O.
 ///
@@ -96,11 +96,15 @@ struct ConnectionMachine {
 
     private var state: State
     let limits: RequestLimits
+    /// The peer's address.
     let clientAddress: String
+    /// Whose `X-Forwarded-For` names the client of a request, in place of the peer.
+    let proxies: TrustedProxies
 
-    init(clientAddress: String, limits: RequestLimits, now: UInt64) {
+    init(clientAddress: String, limits: RequestLimits, proxies: TrustedProxies = TrustedProxies(), now: UInt64) {
         self.clientAddress = clientAddress
         self.limits = limits
+        self.proxies = proxies
         state = .awaitingRequest(since: now)
     }
 
@@ -156,10 +160,12 @@ struct ConnectionMachine {
         default:
             return .close
         }
+        let client = proxies.isEmpty
+            ? clientAddress : proxies.client(peer: clientAddress, forwardedFor: head.headers.filter { $0.name == "x-forwarded-for" }.map(\.value))
         // As much of the request as is known, for the middlewares to see a refusal of it.
         var refused: Request {
             let path = if case .parsed(let parsed) = target { parsed.path } else { "" }
-            return Request(method: head.method, path: path, headers: head.headers, clientAddress: clientAddress)
+            return Request(method: head.method, path: path, headers: head.headers, clientAddress: client)
         }
         guard admit() else {
             state = .rejected
@@ -171,7 +177,7 @@ struct ConnectionMachine {
         }
         switch target {
         case .parsed(let parsed):
-            var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: clientAddress)
+            var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: client)
             let length = head.headers.first(where: { $0.name == "content-length" }).flatMap { Int($0.value) } ?? 0
             if let refusal = screen(&request) {
                 // Framing was checked above: no Transfer-Encoding and no Content-Length means no body.
@@ -377,7 +383,7 @@ struct ConnectionMachine {
         }
     }
 
-    /// What the server stopping means for a connection's stream.
+    /// What ending a connection's stream requires (the server stopping, or the peer gone).
     enum StopAction {
         /// No stream, or already ending.
         case none
@@ -389,6 +395,19 @@ struct ConnectionMachine {
 
     /// The server is stopping: a stream ends at its next read, with a clean end of its body.
     mutating func serverStopping() -> StopAction {
+        endStream()
+    }
+
+    /// The peer closed its side of the connection (or reset it) while a stream is the
+    /// response: the stream ends at its next read, as when the server stops, so that
+    /// libmicrohttpd closes the connection now rather than when an idle stream next writes.
+    /// The clean end still reaches a peer that only half-closed. Nothing for any other state:
+    /// libmicrohttpd is reading the connection then, and finds the close itself.
+    mutating func peerClosed() -> StopAction {
+        endStream()
+    }
+
+    private mutating func endStream() -> StopAction {
         switch state {
         case .streaming, .streamWoken:
             state = .streamEnding

@@ -21,13 +21,16 @@ final class ConnectionContext: Sendable {
     let descriptor: Int32
     /// The daemon thread that runs all of the connection's callbacks.
     let owner: pthread_t
+    /// The peer's address, which the per-client limit counts.
+    let clientAddress: String
     let machine: Mutex<ConnectionMachine>
 
-    init(connection: OpaquePointer, clientAddress: String, limits: RequestLimits, now: UInt64) {
+    init(connection: OpaquePointer, clientAddress: String, limits: RequestLimits, proxies: TrustedProxies, now: UInt64) {
         handle = ConnectionHandle(pointer: connection)
         descriptor = lc_connection_fd(connection)
         owner = pthread_self()
-        machine = Mutex(ConnectionMachine(clientAddress: clientAddress, limits: limits, now: now))
+        self.clientAddress = clientAddress
+        machine = Mutex(ConnectionMachine(clientAddress: clientAddress, limits: limits, proxies: proxies, now: now))
     }
 
     /// The context of a connection, from its socket context.
@@ -85,16 +88,25 @@ final class ConnectionContext: Sendable {
     /// The server is stopping: makes the connection's stream, if any, end at its next read,
     /// resuming it if suspended. Returns whether there was a stream to end.
     func endStream() -> Bool {
-        machine.withLock { machine in
-            switch machine.serverStopping() {
-            case .none:
-                return false
-            case .end:
-                return true
-            case .resumeToEnd:
-                MHD_resume_connection(handle.pointer)
-                return true
-            }
+        machine.withLock { machine in perform(machine.serverStopping()) }
+    }
+
+    /// The peer closed the connection (from the server's ``HangUpWatch``, on its thread): as
+    /// ``endStream()``, so that libmicrohttpd closes the connection at once.
+    func peerClosed() {
+        machine.withLock { machine in _ = perform(machine.peerClosed()) }
+    }
+
+    /// Does what ending the stream requires; under the connection's lock.
+    private func perform(_ action: ConnectionMachine.StopAction) -> Bool {
+        switch action {
+        case .none:
+            return false
+        case .end:
+            return true
+        case .resumeToEnd:
+            MHD_resume_connection(handle.pointer)
+            return true
         }
     }
 
@@ -127,37 +139,62 @@ final class ConnectionContext: Sendable {
     }
 }
 
-/// Every open connection of a server, for the total limit and the request deadline.
+/// Every open connection of a server, for the limits in all and per client address, and
+/// the request deadline.
 final class ConnectionTable: Sendable {
-    private let contexts = Mutex<[ObjectIdentifier: ConnectionContext]>([:])
+    private struct Open {
+        var contexts: [ObjectIdentifier: ConnectionContext] = [:]
+        /// Open connections by client address (only addresses with some).
+        var perClient: [String: Int] = [:]
+    }
 
-    var count: Int { contexts.withLock { $0.count } }
+    private let open = Mutex(Open())
 
-    /// Adds a connection unless `limit` are already open.
-    func insert(_ context: ConnectionContext, limit: Int) -> Bool {
-        contexts.withLock { contexts in
-            guard contexts.count < limit else { return false }
-            contexts[ObjectIdentifier(context)] = context
-            return true
+    var count: Int { open.withLock { $0.contexts.count } }
+
+    /// Connections open from `client`.
+    func count(from client: String) -> Int { open.withLock { $0.perClient[client, default: 0] } }
+
+    /// Whether a connection was added.
+    enum Insertion {
+        case inserted
+        /// `limit` connections are open.
+        case full
+        /// `perClient` connections are open from its client address.
+        case clientFull
+    }
+
+    /// Adds a connection unless `limit` are already open, or `perClient` from its address.
+    func insert(_ context: ConnectionContext, limit: Int, perClient: Int) -> Insertion {
+        open.withLock { open in
+            guard open.contexts.count < limit else { return .full }
+            guard open.perClient[context.clientAddress, default: 0] < perClient else { return .clientFull }
+            open.contexts[ObjectIdentifier(context)] = context
+            open.perClient[context.clientAddress, default: 0] += 1
+            return .inserted
         }
     }
 
     func remove(_ context: ConnectionContext) {
-        _ = contexts.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
+        open.withLock { open in
+            guard open.contexts.removeValue(forKey: ObjectIdentifier(context)) != nil else { return }
+            let left = open.perClient[context.clientAddress, default: 1] - 1
+            open.perClient[context.clientAddress] = left > 0 ? left : nil
+        }
     }
 
     /// The connections open now, to act on outside the table's lock. A context stays valid
     /// after its connection closes; its machine then says so.
     var all: [ConnectionContext] {
-        contexts.withLock { Array($0.values) }
+        open.withLock { Array($0.contexts.values) }
     }
 
     /// The first connection of the calling thread that satisfies `predicate` (which may
     /// use libmicrohttpd on it, being on its thread).
     func first(ofThisThreadWhere predicate: (ConnectionContext) -> Bool) -> ConnectionContext? {
         let me = pthread_self()
-        return contexts.withLock { contexts in
-            contexts.values.first { pthread_equal($0.owner, me) != 0 && predicate($0) }
+        return open.withLock { open in
+            open.contexts.values.first { pthread_equal($0.owner, me) != 0 && predicate($0) }
         }
     }
 
@@ -165,9 +202,9 @@ final class ConnectionTable: Sendable {
     /// were in); returns how many. Done under the table's lock, so no socket can be closed
     /// (and its number reused) by libmicrohttpd meanwhile.
     func cutLateRequests(now: UInt64, gate: RequestGate) -> Int {
-        contexts.withLock { contexts in
+        open.withLock { open in
             var cut = 0
-            for context in contexts.values {
+            for context in open.contexts.values {
                 switch context.machine.withLock({ $0.deadlinePassed(now: now) }) {
                 case .none:
                     continue
@@ -345,9 +382,6 @@ enum OpenFiles {
 /// What libmicrohttpd 0.9.75's log messages mean.
 enum LibraryMessages {
     private static let refusalPrefix = "Error processing request (HTTP response code is "
-    /// Logged when a client is at libmicrohttpd's per-IP limit (its total limit, kept
-    /// above the server's, is never reached).
-    static let perClientLimit = "Server reached connection limit"
 
     /// The status of a refusal libmicrohttpd is about to send itself.
     static func refusalStatus(_ message: String) -> Int? {

@@ -14,7 +14,9 @@ public struct Request: Sendable {
     /// Values of `{name}` segments of the matched route.
     public var parameters: [String: String] = [:]
     /// The client's IP address as text (`127.0.0.1`, `::1`; IPv4 clients of an IPv6
-    /// socket as IPv4), for per-client limits; empty when not from a socket.
+    /// socket as IPv4), for per-client limits: the peer's, or for a request from a trusted
+    /// proxy the one its `X-Forwarded-For` names (see ``TrustedProxies``); empty when not
+    /// from a socket.
     public var clientAddress: String
     /// The pattern of the route the path matched (`/v1/instances/{id}`, or
     /// ``Router/fallbackTemplate``): set before any middleware runs; `nil` before routing.

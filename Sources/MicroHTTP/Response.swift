@@ -111,7 +111,8 @@ public enum JSON {
     }
 }
 
-/// An RFC 9457 problem detail. Extra members go in `extensions`.
+/// An RFC 9457 problem detail. Extra members go in `extensions`; without a `type` of its
+/// own, a problem's type is its status's page (``ProblemTypes/uri(forStatus:)``).
 public struct Problem: Error, Sendable, Encodable {
     public var type: String
     public var title: String
@@ -124,7 +125,7 @@ public struct Problem: Error, Sendable, Encodable {
         self.status = status
         self.title = title
         self.detail = detail
-        self.type = type ?? "about:blank"
+        self.type = type ?? ProblemTypes.uri(forStatus: status)
         self.extensions = extensions
     }
 

@@ -24,8 +24,10 @@ public struct ServerConfiguration: Sendable {
     public var requestTimeout: Int
     /// Open connections in all; `nil` sizes it from the open-file limit (see ``HTTPServer/start()``).
     public var maxConnections: Int?
-    /// Open connections from one client address.
+    /// Open connections from one client address; trusted proxies' are not limited.
     public var maxConnectionsPerClient: Int
+    /// Whose `X-Forwarded-For` names the client (see ``TrustedProxies``).
+    public var trustedProxies: TrustedProxies
     /// Longest request target (path and query) accepted; longer gets 414.
     public var maxTargetSize: Int
     /// Largest request line and header fields accepted; larger gets 431.
@@ -34,7 +36,8 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
         maxBodySize: Int = 64 * 1024, connectionTimeout: Int = 60, requestTimeout: Int = 30,
-        maxConnections: Int? = nil, maxConnectionsPerClient: Int = 256, maxTargetSize: Int = 8 * 1024, maxHeaderSize: Int = 16 * 1024
+        maxConnections: Int? = nil, maxConnectionsPerClient: Int = 256, trustedProxies: TrustedProxies = TrustedProxies(),
+        maxTargetSize: Int = 8 * 1024, maxHeaderSize: Int = 16 * 1024
     ) {
         self.host = host
         self.port = port
@@ -44,6 +47,7 @@ public struct ServerConfiguration: Sendable {
         self.requestTimeout = requestTimeout
         self.maxConnections = maxConnections
         self.maxConnectionsPerClient = maxConnectionsPerClient
+        self.trustedProxies = trustedProxies
         self.maxTargetSize = maxTargetSize
         self.maxHeaderSize = maxHeaderSize
     }
@@ -78,8 +82,9 @@ public enum ServerError: Error, Sendable, CustomStringConvertible {
 ///
 /// Each connection has a ``ConnectionMachine`` (in a ``ConnectionContext``, the
 /// connection's socket context) driven by libmicrohttpd's callbacks. Connections are
-/// limited per client address (libmicrohttpd's per-IP limit) and in all (the accept
-/// policy here, below libmicrohttpd's own limit, at which it would stop accepting and
+/// limited per client address (counted here rather than by libmicrohttpd's per-IP limit,
+/// so that trusted proxies, which carry many clients, are not held to it) and in all (the
+/// accept policy here, below libmicrohttpd's own limit, at which it would stop accepting and
 /// leave new clients hanging); both refuse a client at once by closing its socket. A
 /// sweeper thread closes connections whose request has not arrived in time.
 ///
@@ -99,6 +104,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private var callbacks: DaemonCallbacks?
     private var sweeper: Sweeper?
+    /// Set by `start()` before the daemon's threads run (which read it), stopped after them.
+    private var hangUps: HangUpWatch?
     let gate = RequestGate()
     let connections = ConnectionTable()
     let refusals: RefusalLog
@@ -138,19 +145,28 @@ public final class HTTPServer: @unchecked Sendable {
             // libmicrohttpd splits its limit evenly between threads and a thread at its share
             // stops accepting, so each share is kept above the whole limit enforced here.
             MHD_OptionItem(option: .CONNECTION_LIMIT, value: (maxConnections + 1) * configuration.threads, ptr_value: nil),
-            MHD_OptionItem(option: .PER_IP_CONNECTION_LIMIT, value: configuration.maxConnectionsPerClient, ptr_value: nil),
         ]
         if configuration.threads > 1 {
             options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: configuration.threads, ptr_value: nil))
         }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
+        let hangUps: HangUpWatch
+        do {
+            hangUps = try HangUpWatch(logger: logger)
+        } catch {
+            close(socket.descriptor)
+            throw error
+        }
+        self.hangUps = hangUps
         let callbacks = DaemonCallbacks(context: Unmanaged.passUnretained(self).toOpaque())
         let started = options.withUnsafeBufferPointer { items in
             lc_mhd_start(UInt32(flags), callbacks.pointer, items.baseAddress)
         }
         guard let started else {
             close(socket.descriptor)
+            hangUps.stop()
+            self.hangUps = nil
             throw .startFailed
         }
         self.callbacks = callbacks
@@ -191,6 +207,8 @@ public final class HTTPServer: @unchecked Sendable {
         let abandoned = connections.all.reduce(0) { $0 + ($1.abandon(gate: gate) ? 1 : 0) }
         if abandoned > 0 { logger.error("stopping with requests unfinished", ["count": String(abandoned)]) }
         MHD_stop_daemon(running)
+        // Every stream is finished (unwatched) by now.
+        hangUps?.stop()
     }
 
     // MARK: callbacks (on the daemon's threads unless noted)
@@ -199,13 +217,19 @@ public final class HTTPServer: @unchecked Sendable {
     fileprivate func connectionStarted(_ connection: OpaquePointer, _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
         let context = ConnectionContext(
             connection: connection, clientAddress: ClientAddress.describe(lc_connection_client_address(connection)),
-            limits: limits, now: DispatchTime.now().uptimeNanoseconds
+            limits: limits, proxies: configuration.trustedProxies, now: DispatchTime.now().uptimeNanoseconds
         )
         socketContext.pointee = Unmanaged.passRetained(context).toOpaque()
-        if !connections.insert(context, limit: maxConnections) {
-            // The accept policy's check raced with other threads' accepts: refuse now.
+        switch connections.insert(context, limit: maxConnections, perClient: perClientLimit(context.clientAddress)) {
+        case .inserted:
+            break
+        case .full:
+            // The accept policy's checks raced with other threads' accepts: refuse now.
             shutdown(context.descriptor, Int32(SHUT_RDWR))
             refusals.record(1, reason: "max-connections", limit: String(maxConnections))
+        case .clientFull:
+            shutdown(context.descriptor, Int32(SHUT_RDWR))
+            refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
         }
     }
 
@@ -296,15 +320,26 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// The accept policy: refuses a client at once when the server is stopping or full. (The
-    /// exact count is kept at connection start; this check saves allocating a refused connection.)
-    fileprivate func accepts() -> Bool {
+    /// The accept policy: refuses a client at once when the server is stopping or full, or
+    /// the client has its limit of connections. (The exact counts are kept at connection
+    /// start; this check saves allocating a refused connection.)
+    fileprivate func accepts(_ address: UnsafePointer<sockaddr>?) -> Bool {
         guard !gate.isClosed else { return false }
         guard connections.count < maxConnections else {
             refusals.record(1, reason: "max-connections", limit: String(maxConnections))
             return false
         }
+        let client = ClientAddress.describe(address)
+        guard connections.count(from: client) < perClientLimit(client) else {
+            refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
+            return false
+        }
         return true
+    }
+
+    /// Connections `client` may have open: a trusted proxy's are not limited.
+    private func perClientLimit(_ client: String) -> Int {
+        configuration.trustedProxies.contains(client) ? Int.max : configuration.maxConnectionsPerClient
     }
 
     private static func headers(of connection: OpaquePointer) -> [(name: String, value: String)] {
@@ -332,7 +367,8 @@ public final class HTTPServer: @unchecked Sendable {
                 MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .stream(let stream):
-            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, logger: logger)
+            guard let hangUps else { return .NO }
+            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, hangUps: hangUps, logger: logger)
         }
         guard let created else { return .NO }
         defer { MHD_destroy_response(created) }
@@ -356,8 +392,6 @@ public final class HTTPServer: @unchecked Sendable {
                 "status": String(status), "reason": LibraryMessages.refusalTitle(message),
                 "body": answered ? "problem+json" : "libmicrohttpd html",
             ])
-        } else if message.hasPrefix(LibraryMessages.perClientLimit) {
-            refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
         } else if LibraryMessages.isAboutOneClient(message) {
             logger.debug("libmicrohttpd", ["message": message])
         } else {
@@ -425,8 +459,8 @@ private let connectionHandler: MHD_NotifyConnectionCallback = { cls, connection,
     }
 }
 
-private let acceptHandler: MHD_AcceptPolicyCallback = { cls, _, _ in
-    server(cls).accepts() ? .YES : .NO
+private let acceptHandler: MHD_AcceptPolicyCallback = { cls, address, _ in
+    server(cls).accepts(address) ? .YES : .NO
 }
 
 private let uriHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = { cls, uri, connection in

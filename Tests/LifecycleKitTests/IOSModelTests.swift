@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import LifecycleKit
 
-/// One row of DESIGN.md §1, written out independently of the model file.
+/// One row of the ios-app model (README.md, "The built-in models"), written out independently of the model file.
 struct ExpectedRow: CustomStringConvertible, Sendable {
     var from: String
     var event: String
@@ -120,6 +120,26 @@ struct IOSModelTests {
         #expect(m.snapshot == before)
         #expect(InputError.missingParameter(input: "willConnectToWindow", parameter: "window").description
             == "\"willConnectToWindow\" requires parameter \"window\"")
+    }
+
+    @Test("names may not be empty: window, url, type and activityType; setupError may")
+    func emptyParameters() throws {
+        var m = try iosMachine(in: "launching")
+        let before = m.snapshot
+        #expect(throws: InputError.parameterTooShort(input: "willConnectToWindow", parameter: "window", minLength: 1)) {
+            try m.apply(event: "willConnectToWindow", parameters: ["window": .string("")], at: t0)
+        }
+        for (action, parameter) in [("openURL", "url"), ("handleShortcutItem", "type"), ("handleUserActivity", "activityType")] {
+            #expect(throws: InputError.parameterTooShort(input: action, parameter: parameter, minLength: 1)) {
+                try m.perform(action: action, parameters: [parameter: .string("")], at: t0)
+            }
+        }
+        #expect(m.snapshot == before)
+        #expect(InputError.parameterTooShort(input: "willConnectToWindow", parameter: "window", minLength: 1).description
+            == "parameter \"window\" of \"willConnectToWindow\" must not be empty")
+        #expect(try m.apply(event: "willConnectToWindow", parameters: ["window": .string("w")], at: t0).to == "connected")
+        var fresh = Machine(model: .iosApp)
+        #expect(try fresh.apply(event: "didFinishLaunching", parameters: ["setupError": .string("")], at: t0).to == "terminating")
     }
 
     @Test("an unknown event or action names the closest valid one, or lists them all")

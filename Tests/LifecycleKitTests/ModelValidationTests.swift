@@ -51,6 +51,25 @@ struct ModelValidationTests {
         #expect(try m.apply(event: "push", parameters: ["force": .integer(9)], at: t0).to == "broken")
     }
 
+    @Test("minLength: on string parameters only, at least 0; read from and written to JSON")
+    func minLength() throws {
+        let text = ParameterDefinition(name: "label", type: .string, minLength: 2)
+        #expect(validationError { $0.events[1].parameters = [text] } == nil)
+        let number = ParameterDefinition(name: "force", type: .integer, minLength: 1)
+        #expect(validationError { $0.events[0].parameters = [number] } == .badMinLength(owner: "push", parameter: "force"))
+        let negative = ParameterDefinition(name: "label", type: .string, minLength: -1)
+        #expect(validationError { $0.events[1].parameters = [negative] } == .badMinLength(owner: "pull", parameter: "label"))
+        let decoded = try JSONDecoder().decode(ParameterDefinition.self, from: Data(#"{"name": "label", "type": "string", "minLength": 2}"#.utf8))
+        #expect(decoded == text)
+        #expect(String(decoding: try JSONEncoder().encode(decoded), as: UTF8.self).contains(#""minLength":2"#))
+        var d = sampleDefinition()
+        d.events[1].parameters = [text]
+        var m = Machine(model: try Model(definition: d))
+        #expect(throws: InputError.parameterTooShort(input: "pull", parameter: "label", minLength: 2)) {
+            try m.apply(event: "pull", parameters: ["label": .string("é")], at: t0)
+        }
+    }
+
     @Test("unknown state in a row")
     func unknownState() {
         let error = validationError { $0.transitions[2].to = "ajar" }

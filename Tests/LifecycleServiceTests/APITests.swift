@@ -15,6 +15,8 @@ struct APITests {
         let c = try server.connect()
         let health = try c.request("GET", "/healthz")
         #expect(health.status == 200 && health.json["status"] as? String == "ok")
+        // A server without a token says so, so the dashboard offers none.
+        #expect(health.json["writesNeedToken"] as? Bool == false && health.json["readsNeedToken"] as? Bool == false)
 
         let models = try c.request("GET", "/v1/models")
         let names = (models.json["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
@@ -187,11 +189,13 @@ struct APITests {
             ("unknown parameter", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": "w", "colour": "red"}"#) }),
             ("wrong parameter type", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": 3}"#) }),
             ("missing parameter", 422, { try c.event("app", #"{"event": "willConnectToWindow"}"#) }),
+            ("empty window", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": ""}"#) }),
+            ("empty url", 422, { try c.request("POST", "/v1/instances/app/actions", json: #"{"action": "openURL", "url": ""}"#) }),
             ("nested parameter", 422, { try c.event("app", #"{"event": "willConnectToWindow", "window": {"id": 1}}"#) }),
             ("stale If-Match", 412, { try c.event("app", #"{"event": "willConnectToWindow", "window": "w"}"#, headers: [("If-Match", "\"0\"")]) }),
             ("wrong content type", 415, { try c.request("POST", "/v1/instances/app/events", body: Array(#"{"event": "didBecomeActive"}"#.utf8), contentType: "text/plain") }),
             ("unknown action", 422, { try c.request("POST", "/v1/instances/app/actions", json: #"{"action": "launchRocket"}"#) }),
-            ("relaunch with a body", 400, { try c.request("POST", "/v1/instances/app/launches", json: #"{"fast": true}"#) }),
+            ("relaunch with a body", 400, { try c.request("POST", "/v1/instances/app/relaunches", json: #"{"fast": true}"#) }),
             ("wrong method", 405, { try c.request("GET", "/v1/instances/app/events") }),
         ]
         for (name, status, send) in cases {
@@ -201,6 +205,8 @@ struct APITests {
             let problem = response.json
             #expect(problem["status"] as? Int == status && problem["title"] is String && problem["detail"] is String && problem["type"] is String, "\(name)")
         }
+        #expect(try c.event("app", #"{"event": "willConnectToWindow", "window": ""}"#).json["detail"] as? String
+            == #"parameter "window" of "willConnectToWindow" must not be empty"#)
         let wrongMethod = try c.request("GET", "/v1/instances/app/events")
         #expect(wrongMethod.header("allow") == "POST")
         #expect(try c.request("PATCH", "/v1/instances/app").header("allow") == "GET, HEAD, PUT, DELETE")
@@ -257,10 +263,15 @@ struct APITests {
         let server = try TestServer()
         let c = try server.connect()
         try c.makeInstance("app", events: coldStart)
-        let relaunch = try c.request("POST", "/v1/instances/app/launches", body: [], contentType: nil)
+        let relaunch = try c.request("POST", "/v1/instances/app/relaunches", body: [], contentType: nil)
         #expect(relaunch.status == 200 && relaunch.json["kind"] as? String == "relaunch" && relaunch.json["to"] as? String == "initializing")
         let instance = try c.request("GET", "/v1/instances/app").json
         #expect(instance["launchCount"] as? Int == 2 && instance["state"] as? String == "initializing")
+        // The path relaunches had before they were named so everywhere still relaunches.
+        try c.makeInstance("old-client", events: coldStart)
+        let alias = try c.request("POST", "/v1/instances/old-client/launches", body: [], contentType: nil)
+        #expect(alias.status == 200 && alias.json["kind"] as? String == "relaunch" && alias.json["version"] as? Int == 4)
+        _ = try c.request("DELETE", "/v1/instances/old-client")
 
         let page1 = try c.request("GET", "/v1/instances/app/history?limit=2").json
         let items1 = try #require(page1["items"] as? [[String: Any]])
@@ -327,7 +338,7 @@ struct APITests {
         #expect(head.status == 200 && head.header("etag") == etag)
 
         // An upgrade replaces the file: the browser's validator no longer matches.
-        try "console.log('upgraded')".write(toFile: server.configuration.publicDirectory + "/js/app.js", atomically: true, encoding: .utf8)
+        try "console.log('upgraded')".write(toFile: server.configuration.publicDirectory! + "/js/app.js", atomically: true, encoding: .utf8)
         let upgraded = try c.request("GET", "/js/app.js", headers: [("If-None-Match", etag), ("If-Modified-Since", lastModified)])
         #expect(upgraded.status == 200 && upgraded.text == "console.log('upgraded')")
         #expect(upgraded.header("etag") != nil && upgraded.header("etag") != etag)

@@ -17,7 +17,7 @@ struct AuthenticationTests {
         ("DELETE", "/v1/instances/app", nil),
         ("POST", "/v1/instances/app/events", #"{"event": "willResignActive"}"#),
         ("POST", "/v1/instances/app/actions", #"{"action": "openURL"}"#),
-        ("POST", "/v1/instances/app/launches", nil),
+        ("POST", "/v1/instances/app/relaunches", nil),
     ]
     static let reads = ["/v1/models", "/v1/models/ios-app", "/v1/instances", "/v1/instances/app", "/v1/instances/app/history"]
     static let streams = ["/v1/stream", "/v1/instances/app/stream"]
@@ -69,6 +69,8 @@ struct AuthenticationTests {
         for path in Self.reads + Self.streams + Self.files + ["/healthz"] {
             #expect(try server.connect().request("GET", path).status == 200, "GET \(path)")
         }
+        let health = try c.request("GET", "/healthz").json
+        #expect(health["writesNeedToken"] as? Bool == true && health["readsNeedToken"] as? Bool == false, "/healthz tells what needs the token")
         // Whatever answers /metrics, a token is not what stands in its way without --protect-reads.
         #expect(try c.request("GET", "/metrics").status != 401)
 
@@ -91,7 +93,8 @@ struct AuthenticationTests {
             #expect(try server.connect().request("GET", path, headers: Self.bearer).status == 200, "GET \(path) with the token")
         }
         #expect(try c.request("GET", "/metrics", headers: Self.bearer).status != 401)
-        #expect(try c.request("GET", "/healthz").status == 200)
+        let health = try c.request("GET", "/healthz")
+        #expect(health.status == 200 && health.json["writesNeedToken"] as? Bool == true && health.json["readsNeedToken"] as? Bool == true)
         // The page's code loads without the token (it asks for one when the API refuses it).
         for path in Self.files {
             #expect(try server.connect().request("GET", path).status == 200, "GET \(path) without a token")

@@ -234,6 +234,7 @@ struct BatchFailureTests {
         #expect((health.json["detail"] as? String)?.hasPrefix("storage cannot commit writes: ") == true)
         #expect((health.json["detail"] as? String)?.contains("full") == true)
         #expect(health.json["failingSince"] is String)
+        #expect(health.json["writesNeedToken"] as? Bool == false && health.json["readsNeedToken"] as? Bool == false, "what needs a token, while failing too")
         // Refusals and reads commit nothing, so they do not show the store works again.
         #expect(try c.event("nobody", #"{"event": "didBecomeActive"}"#).status == 404)
         #expect(try c.request("GET", "/healthz").status == 503)

@@ -83,7 +83,7 @@ struct CoverageTests {
         #expect(try c.event("b", #"{"event": "didBecomeActive"}"#).status == 409)
         // A launch that connected a scene and never finished: the next launch finds it.
         try c.makeInstance("c", events: ["didFinishLaunching", "willConnectToWindow"])
-        #expect(try c.request("POST", "/v1/instances/c/launches", body: [], contentType: nil).status == 200)
+        #expect(try c.request("POST", "/v1/instances/c/relaunches", body: [], contentType: nil).status == 200)
         let relaunched = try c.event("c", #"{"event": "didFinishLaunching"}"#)
         #expect(relaunched.json["incompleteLaunch"] != nil)
         try c.makeInstance("droid", model: "android-activity", events: ["onCreate", "onStart", "onResume"])

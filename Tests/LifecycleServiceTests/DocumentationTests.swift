@@ -2,14 +2,20 @@ import Foundation
 import Testing
 @testable import LifecycleService
 
-/// README.md must document every way lifecycled can be configured, so that a flag added
-/// later cannot go undocumented, and must not document one that is gone.
-@Suite("README.md")
+/// The documentation must say what the code does: docs/CONFIGURATION.md every way
+/// lifecycled can be configured (so that a flag added later cannot go undocumented, and one
+/// that is gone is not documented), README.md what its examples answer.
+@Suite("README.md and docs/CONFIGURATION.md")
 struct DocumentationTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     static func readme() throws -> String {
         try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+    }
+
+    /// Where the flags and variables are documented.
+    static func configuration() throws -> String {
+        try String(contentsOf: root.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
     }
 
     /// The options `--help` lists: each flag, with the variable named in brackets at the end
@@ -26,10 +32,10 @@ struct DocumentationTests {
         }
     }
 
-    /// Rows of README tables whose first cell is a flag: the flag, and the whole row.
-    static func documentedFlags(in readme: String) -> [String: String] {
+    /// Rows of tables whose first cell is a flag: the flag, and the whole row.
+    static func documentedFlags(in text: String) -> [String: String] {
         var rows: [String: String] = [:]
-        for line in readme.split(separator: "\n") where line.hasPrefix("| `--") {
+        for line in text.split(separator: "\n") where line.hasPrefix("| `--") {
             let flag = line.dropFirst(3).prefix { $0 != "`" }
             rows[String(flag)] = String(line)
         }
@@ -51,31 +57,32 @@ struct DocumentationTests {
         return names
     }
 
-    @Test("every flag of --help has a README table row naming it and its variable; the table names no other flag")
+    @Test("every flag of --help has a docs/CONFIGURATION.md table row naming it and its variable; the table names no other flag")
     func flagsDocumented() throws {
         let options = Self.usageOptions()
         #expect(options.count > 20)
         #expect(options.contains { $0.flag == "--version" } && options.contains { $0.flag == "--help" })
-        let rows = Self.documentedFlags(in: try Self.readme())
+        let rows = Self.documentedFlags(in: try Self.configuration())
+        #expect(Self.documentedFlags(in: try Self.readme()).isEmpty, "flags are documented in docs/CONFIGURATION.md, one place")
         let undocumented = options.filter { rows[$0.flag] == nil }.map(\.flag)
-        #expect(undocumented.isEmpty, "README.md has no table row for \(undocumented)")
+        #expect(undocumented.isEmpty, "docs/CONFIGURATION.md has no table row for \(undocumented)")
         let unnamed = options.filter { option in
             guard let variable = option.variable, let row = rows[option.flag] else { return false }
             return !row.contains("`\(variable)`")
         }.map(\.flag)
-        #expect(unnamed.isEmpty, "README.md's rows for \(unnamed) do not name their variables")
+        #expect(unnamed.isEmpty, "docs/CONFIGURATION.md's rows for \(unnamed) do not name their variables")
         let flags = Set(options.map(\.flag))
         let unknown = rows.keys.sorted().filter { !flags.contains($0) }
-        #expect(unknown.isEmpty, "README.md documents \(unknown), which --help does not list")
+        #expect(unknown.isEmpty, "docs/CONFIGURATION.md documents \(unknown), which --help does not list")
     }
 
-    @Test("every LIFECYCLED_* variable the sources name is in README.md")
+    @Test("every LIFECYCLED_* variable the sources name is in docs/CONFIGURATION.md")
     func variablesDocumented() throws {
-        let readme = try Self.readme()
+        let configuration = try Self.configuration()
         let variables = try Self.variablesInSources().union(Self.usageOptions().compactMap(\.variable))
         #expect(variables.contains("LIFECYCLED_PORT") && variables.contains("LIFECYCLED_MAX_SUBSCRIBERS"))
-        let missing = variables.sorted().filter { !readme.contains("`\($0)`") }
-        #expect(missing.isEmpty, "README.md does not mention \(missing)")
+        let missing = variables.sorted().filter { !configuration.contains("`\($0)`") }
+        #expect(missing.isEmpty, "docs/CONFIGURATION.md does not mention \(missing)")
     }
 
     @Test("--version prints the version from its one place and exits 0")
@@ -95,5 +102,261 @@ struct DocumentationTests {
         #expect(served.status == 0)
         let started = served.stderr.split(separator: "\n").first { $0.contains("lifecycled started") } ?? ""
         #expect(started.hasSuffix(" version=\(Configuration.version)"), "\(served.stderr)")
+    }
+}
+
+/// The README's curl examples, run in order against a live server as one session, with each
+/// answer shown in a comment compared with the live one: what a newcomer types is what the
+/// service answers, numbers and all.
+///
+/// A comment right after a command is its answer when it starts with `{` or `...` (JSON; a
+/// `#  ` line, with two spaces, continues it) or with `retry:` (a stream's opening text,
+/// block by block, through its last blank `#` line). In an answer, `...` stands for anything.
+extension DocumentationTests {
+    /// One `curl` of the README, with the answer shown after it, if any.
+    struct Example: CustomStringConvertible {
+        var line: Int
+        var method = "GET"
+        var path = ""
+        var headers: [(String, String)] = []
+        var body: [UInt8]?
+        var isStream = false
+        var answer: String?
+        var description: String { "README.md:\(line) \(method) \(path)" }
+    }
+
+    /// Every `curl` to the service in the README's `sh` blocks, in order.
+    static func examples(in readme: String) throws -> [Example] {
+        let lines = readme.components(separatedBy: "\n")
+        var examples: [Example] = []
+        var inShell = false
+        var index = 0
+        while index < lines.count {
+            let line = lines[index]
+            index += 1
+            if line.hasPrefix("```") { inShell = !inShell && line == "```sh"; continue }
+            guard inShell, line.hasPrefix("curl ") else { continue }
+            var command = line
+            let start = index
+            while command.hasSuffix("\\"), index < lines.count {
+                command = String(command.dropLast()) + " " + lines[index].trimmingCharacters(in: .whitespaces)
+                index += 1
+            }
+            var example = try parse(command, line: start)
+            guard !example.path.isEmpty else { continue }
+            var answer: [String] = []
+            if index < lines.count, let first = commentText(lines[index]) {
+                if first.hasPrefix("{") || first.hasPrefix("...") {
+                    answer.append(first)
+                    index += 1
+                    while index < lines.count, let more = commentText(lines[index]), more.hasPrefix(" ") {
+                        answer.append(more.trimmingCharacters(in: .whitespaces))
+                        index += 1
+                    }
+                    example.answer = answer.joined()
+                } else if first.hasPrefix("retry:") {
+                    while index < lines.count, let more = commentText(lines[index]),
+                          more.isEmpty || ["retry:", "id:", "event:", "data:"].contains(where: more.hasPrefix) {
+                        answer.append(more)
+                        index += 1
+                    }
+                    example.answer = answer.joined(separator: "\n") + "\n"
+                }
+            }
+            examples.append(example)
+        }
+        return examples
+    }
+
+    /// The text of a `# ` comment line (`""` for a bare `#`), or `nil` for another line.
+    static func commentText(_ line: String) -> String? {
+        if line == "#" { return "" }
+        return line.hasPrefix("# ") ? String(line.dropFirst(2)) : nil
+    }
+
+    /// A curl command line: `-X`, `-H`, `-d`, `-N`, `-s` and the URL; a `#` word ends it.
+    static func parse(_ command: String, line: Int) throws -> Example {
+        var words: [String] = []
+        var word: String?
+        var quote: Character?
+        for character in command {
+            if let open = quote {
+                if character == open { quote = nil } else { word!.append(character) }
+            } else if character == "'" || character == "\"" {
+                quote = character
+                word = word ?? ""
+            } else if character == " " {
+                if let done = word { words.append(done) }
+                word = nil
+            } else if character == "#", word == nil {
+                break
+            } else {
+                word = (word ?? "") + String(character)
+            }
+        }
+        if let done = word { words.append(done) }
+        var example = Example(line: line)
+        var rest = words.dropFirst()[...]
+        func value(of option: String) throws -> String {
+            guard let value = rest.popFirst() else { throw HTTPClientError(description: "README.md:\(line): \(option) without its value") }
+            return value
+        }
+        while let word = rest.popFirst() {
+            switch word {
+            case "-s": break
+            case "-N": example.isStream = true
+            case "-X": example.method = try value(of: word)
+            case "-H":
+                let header = try value(of: word)
+                let colon = try #require(header.firstIndex(of: ":"))
+                example.headers.append((String(header[..<colon]), header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            case "-d":
+                example.body = Array(try value(of: word).utf8)
+                if example.method == "GET" { example.method = "POST" }
+            default:
+                for prefix in ["http://127.0.0.1:8080", "localhost:8080"] where word.hasPrefix(prefix) {
+                    example.path = String(word.dropFirst(prefix.count))
+                }
+                #expect(!example.path.isEmpty, "README.md:\(line): \(word) is not an option this test knows or the service's URL")
+            }
+        }
+        return example
+    }
+
+    /// Whether `text` is `pattern` with each `...` standing for anything (the text around
+    /// each `...` trimmed of spaces, as the README sets it off).
+    static func matches(_ text: String, _ pattern: String) -> Bool {
+        let pieces = pattern.components(separatedBy: "...")
+        let trimmed = pieces.enumerated().map { index, piece in
+            pieces.count == 1 ? piece : index == 0 ? String(piece.reversed().drop { $0 == " " }.reversed())
+                : index == pieces.count - 1 ? String(piece.drop { $0 == " " }) : piece.trimmingCharacters(in: .whitespaces)
+        }
+        guard text.hasPrefix(trimmed[0]) else { return false }
+        var rest = text.dropFirst(trimmed[0].count)
+        for (index, piece) in trimmed.enumerated().dropFirst() {
+            if index == trimmed.count - 1 { return rest.hasSuffix(piece) }
+            guard let found = rest.range(of: piece) else { return false }
+            rest = rest[found.upperBound...]
+        }
+        return rest.isEmpty
+    }
+
+    /// Member names of a JSON value, nested ones too, except the parameter names in a
+    /// `parameters` object (those are the model's).
+    static func memberNames(_ value: Any) -> Set<String> {
+        switch value {
+        case let object as [String: Any]:
+            object.reduce(into: Set(object.keys)) { names, member in
+                if member.key != "parameters" { names.formUnion(memberNames(member.value)) }
+            }
+        case let array as [Any]: array.reduce(into: []) { $0.formUnion(memberNames($1)) }
+        default: []
+        }
+    }
+
+    /// A section's text, from its heading (`## Title`) to the next heading of its level or
+    /// above (outside code blocks, where `#` starts a comment).
+    static func section(_ title: String, of readme: String) throws -> String {
+        let lines = readme.components(separatedBy: "\n")
+        let start = try #require(lines.firstIndex(of: title), "README.md has no \(title)")
+        let level = title.prefix { $0 == "#" }.count
+        var inCode = false
+        var end = start + 1
+        while end < lines.count {
+            let line = lines[end]
+            if line.hasPrefix("```") { inCode.toggle() }
+            let hashes = line.prefix { $0 == "#" }.count
+            if !inCode, hashes > 0, hashes <= level, line.dropFirst(hashes).hasPrefix(" ") { break }
+            end += 1
+        }
+        return lines[start..<end].joined(separator: "\n")
+    }
+
+    @Test("README.md's curl examples answer what it shows, streams too; every member of an instance or a record is in \"Words you will meet\"")
+    func walkThrough() throws {
+        let readme = try Self.readme()
+        let examples = try Self.examples(in: readme)
+        #expect(examples.count > 15)
+        #expect(examples.contains { $0.isStream && $0.answer?.contains("\nid: ") == true && $0.answer?.contains("event:") == false },
+                "README.md shows no stream opening at now, with its bare id:")
+        #expect(examples.contains { $0.isStream && $0.answer?.contains("event: ") == true }, "README.md shows no stream with records")
+        let server = try TestServer()
+        let c = try server.connect()
+        var members: Set<String> = []
+        var streamTypes: Set<String> = []
+        func isInstanceOrRecord(_ path: String) -> Bool {
+            path.hasPrefix("/v1/instances/") && !path.contains("/history") && !path.contains("/stream")
+        }
+        func note(_ json: Any, path: String) {
+            if let object = json as? [String: Any], let items = object["items"] as? [Any], path.contains("/history") {
+                members.formUnion(Self.memberNames(items))
+            } else if let object = json as? [String: Any], object["status"] is Int {  // a problem, maybe with its record
+                if let record = object["record"] { members.formUnion(Self.memberNames(record)) }
+            } else if isInstanceOrRecord(path) {
+                members.formUnion(Self.memberNames(json))
+            }
+        }
+        /// Checks a stream's frames: each record's `event:` is its kind (`record` for an event's).
+        func noteStream(_ text: String) {
+            var type: String?
+            for line in text.split(separator: "\n") {
+                if line.hasPrefix("event: ") { type = String(line.dropFirst(7)) }
+                guard line.hasPrefix("data: "), let type, !["gap", "reset", "overflow"].contains(type) else { continue }
+                let json = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))
+                let kind = (json as? [String: Any])?["kind"] as? String
+                #expect(type == (kind == "event" ? "record" : kind), "a stream names a \(kind ?? "?") record \(type)")
+                streamTypes.insert(type)
+                if let json { members.formUnion(Self.memberNames(json)) }
+            }
+        }
+        for example in examples {
+            if example.isStream {
+                let stream = try EventStreamClient(port: server.port, path: example.path, headers: example.headers)
+                #expect(stream.status == 200, "\(example)")
+                guard let answer = example.answer else { continue }
+                let blocks = answer.components(separatedBy: "\n\n").count - 1
+                let text = stream.text(blocks: blocks, timeout: 5)
+                #expect(Self.matches(text, answer), "\(example) answered\n\(text)\nnot as README.md shows:\n\(answer)")
+                noteStream(text)
+                continue
+            }
+            let response = try c.request(example.method, example.path, headers: example.headers, body: example.body, contentType: nil)
+            let text = String(response.text.dropLast())  // the newline ending every body
+            if let answer = example.answer {
+                #expect(Self.matches(text, answer), "\(example) answered\n\(text)\nnot as README.md shows:\n\(answer)")
+            }
+            if let json = try? JSONSerialization.jsonObject(with: Data(response.body)) { note(json, path: example.path) }
+        }
+        // Members the walk-through may not show: an action replaced, delivered, cleared; a
+        // window changed; a deletion, as streamed.
+        let extra = try EventStreamClient(port: server.port, path: "/v1/stream")
+        for (path, body) in [
+            ("PUT /v1/instances/words", nil), ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://a.example"}"#),
+            ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://b.example"}"#), ("GET /v1/instances/words", nil),
+            ("POST /v1/instances/words/events", #"{"event": "didFinishLaunching"}"#),
+            ("POST /v1/instances/words/events", #"{"event": "willConnectToWindow", "window": "main"}"#),
+            ("POST /v1/instances/words/events", #"{"event": "willConnectToWindow", "window": "other"}"#),
+            ("POST /v1/instances/words/events", #"{"event": "didBecomeActive"}"#),
+            ("POST /v1/instances/words/events", #"{"event": "didEnterBackground"}"#),
+            ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://c.example"}"#),
+            ("POST /v1/instances/words/events", #"{"event": "didEnterBackground"}"#),
+            ("POST /v1/instances/words/relaunches", nil), ("GET /v1/instances/words", nil), ("DELETE /v1/instances/words", nil),
+        ] as [(String, String?)] {
+            let parts = path.split(separator: " ")
+            let response = try c.request(String(parts[0]), String(parts[1]), body: body.map { Array($0.utf8) })
+            #expect(response.status < 300, "\(path)")
+            if let json = try? JSONSerialization.jsonObject(with: Data(response.body)) { note(json, path: String(parts[1])) }
+        }
+        noteStream(extra.text(blocks: 2 + 12, timeout: 5))  // retry:, id:, then a record per write
+        for name in ["window", "kind", "instance", "parameters", "windowChanged", "disposition", "replacedAction", "deliveredAction", "clearedAction", "model", "state"] {
+            #expect(members.contains(name), "the session never showed \(name)")
+        }
+        let words = try Self.section("### Words you will meet", of: readme)
+        let undocumented = members.sorted().filter { !words.contains("`\($0)`") }
+        #expect(undocumented.isEmpty, "README.md's \"Words you will meet\" does not name \(undocumented)")
+        #expect(streamTypes == ["record", "action", "relaunch", "created", "deleted"])
+        let streams = try Self.section("## Watching records live", of: readme)
+        let unnamed = streamTypes.sorted().filter { !streams.contains("`\($0)`") }
+        #expect(unnamed.isEmpty, "README.md's streams section does not name the event types \(unnamed)")
     }
 }

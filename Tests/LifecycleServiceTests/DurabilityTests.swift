@@ -15,7 +15,7 @@ struct DurabilityTests {
         _ = try c.request("POST", "/v1/instances/rich/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#)
         _ = try c.event("rich", #"{"event": "willEnterForeground"}"#)
         _ = try c.event("rich", #"{"event": "willResignActive"}"#)
-        _ = try c.request("POST", "/v1/instances/rich/launches", body: [], contentType: nil)
+        _ = try c.request("POST", "/v1/instances/rich/relaunches", body: [], contentType: nil)
         _ = try c.event("rich", #"{"event": "didFinishLaunching"}"#)
         try c.makeInstance("droid", model: "android-activity", events: [])
         _ = try c.event("droid", #"{"event": "onCreate"}"#)
@@ -108,7 +108,7 @@ struct DurabilityTests {
         for i in 0..<6 {
             let answer = try c.event("app", i % 2 == 0 ? #"{"event": "willResignActive"}"# : #"{"event": "didBecomeActive"}"#)
             sequences.append(try #require(answer.json["sequence"] as? Int))
-            _ = try c.request("POST", "/v1/instances/other/launches", body: [], contentType: nil)
+            _ = try c.request("POST", "/v1/instances/other/relaunches", body: [], contentType: nil)
         }
         // Versions 1 to 9, the last three kept: 7, 8 and 9, which are sequences[3...].
         let first = try c.request("GET", "/v1/instances/app/history?limit=1").json
@@ -132,7 +132,7 @@ struct DurabilityTests {
         #expect(empty["olderDropped"] as? Bool == false)
     }
 
-    @Test("a full disk answers 503 and changes nothing", TestStore.sqliteFileOnly)
+    @Test("a full disk answers 503 with Retry-After and changes nothing", TestStore.sqliteFileOnly)
     func fullDisk() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }
         let c = try server.connect()
@@ -148,6 +148,7 @@ struct DurabilityTests {
         let refused = try #require(failure)
         #expect(refused.status == 503 && refused.header("content-type") == "application/problem+json")
         #expect(refused.json["detail"] as? String == "the disk is full; nothing was changed")
+        #expect(refused.header("retry-after").flatMap { Int($0) }.map { $0 >= 1 } == true, "Retry-After: \(refused.header("retry-after") ?? "none")")
         let instance = try c.request("GET", "/v1/instances/app").json
         let version = try #require(instance["version"] as? Int)
         let history = try c.fullHistory("app")

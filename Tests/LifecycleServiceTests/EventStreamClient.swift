@@ -47,6 +47,12 @@ final class EventStreamClient {
     /// Closes the connection at once (the server sees a peer that went away).
     func disconnect() { shutdown(fd, Int32(SHUT_RDWR)) }
 
+    /// Sends more bytes on the stream's connection (a pipelined request, say).
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
     /// The body of a response that is not a stream (an error's problem JSON).
     func readBody(deadline: Date = Date().addingTimeInterval(10)) -> [UInt8] {
         while !hasEnded, !wasCut, Date() < deadline { receive(until: deadline) }
@@ -69,6 +75,22 @@ final class EventStreamClient {
         var events: [StreamEvent] = []
         while events.count < count, let event = next(timeout: max(0, deadline.timeIntervalSinceNow)) { events.append(event) }
         return events
+    }
+
+    /// The stream's text, byte for byte, through its `count`th blank line (the end of its
+    /// `count`th block), or all that arrived before the timeout; for comparing with a
+    /// transcript. Not to be mixed with ``next(timeout:)`` on one stream.
+    func text(blocks count: Int, timeout: Double = 10) -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            var ends = 0
+            for i in text.indices.dropLast() where text[i] == 10 && text[i + 1] == 10 {
+                ends += 1
+                if ends == count { return String(decoding: text[...(i + 1)], as: UTF8.self) }
+            }
+            if hasEnded || wasCut || Date() >= deadline { return String(decoding: text, as: UTF8.self) }
+            receive(until: deadline)
+        }
     }
 
     /// Waits until the stream ends or is cut; true if it ended within the timeout.

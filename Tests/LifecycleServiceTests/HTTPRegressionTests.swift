@@ -23,7 +23,7 @@ struct HTTPRegressionTests {
             ("DELETE", "/v1/instances/victim%00.not-this-one"),
             ("PUT", "/v1/instances/ba%00se"),
             ("GET", "/index.html%00.txt"),
-            ("POST", "/v1/instances/victim%00x/launches"),
+            ("POST", "/v1/instances/victim%00x/relaunches"),
             ("PUT", "/v1/instances/.."),
             ("PUT", "/v1/instances/%2e"),
             ("PUT", "/v1/instances/caf%C3%A9"),

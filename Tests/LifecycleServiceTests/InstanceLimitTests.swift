@@ -12,7 +12,7 @@ struct InstanceLimitTests {
         for id in ["a", "b", "c"] { #expect(try c.request("PUT", "/v1/instances/\(id)", json: "{}").status == 201) }
         let refused = try c.request("POST", "/v1/instances", json: #"{"id": "d"}"#)
         #expect(refused.status == 507 && refused.header("content-type") == "application/problem+json")
-        #expect(refused.json["type"] as? String == "https://lifecycled.dev/problems/instance-limit" && refused.json["limit"] as? Int == 3)
+        #expect(refused.json["type"] as? String == "/problems/instance-limit" && refused.json["limit"] as? Int == 3)
         #expect(try c.request("GET", "/v1/instances/d").status == 404)
         // At the limit, a PUT of an instance that exists still finds it.
         #expect(try c.request("PUT", "/v1/instances/a", json: "{}").status == 200)

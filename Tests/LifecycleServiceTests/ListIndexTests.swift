@@ -26,14 +26,14 @@ struct ListIndexTests {
         #expect(try c.event("i-19999", #"{"event": "didFinishLaunching"}"#).status == 200)
 
         let before = registry.instancesReadByLists
-        #expect(registry.list(state: "launching", model: nil, after: nil, limit: 100).items.map(\.id) == ["i-19999"])
-        #expect(registry.list(state: "foreground", model: nil, after: nil, limit: 100).items.isEmpty)
-        #expect(registry.list(state: nil, model: "android-activity", after: nil, limit: 100).items.isEmpty)
-        #expect(registry.list(state: "launching", model: "ios-app", after: nil, limit: 100).items.map(\.id) == ["i-19999"])
-        #expect(registry.list(state: "initializing", model: "android-activity", after: nil, limit: 100).items.isEmpty)
-        let page = registry.list(state: "initializing", model: nil, after: "i-19990", limit: 5)
+        #expect(registry.list(ListFilter(model: nil, state: "launching"), after: nil, limit: 100).items.map(\.id) == ["i-19999"])
+        #expect(registry.list(ListFilter(model: nil, state: "foreground"), after: nil, limit: 100).items.isEmpty)
+        #expect(registry.list(ListFilter(model: "android-activity", state: nil), after: nil, limit: 100).items.isEmpty)
+        #expect(registry.list(ListFilter(model: "ios-app", state: "launching"), after: nil, limit: 100).items.map(\.id) == ["i-19999"])
+        #expect(registry.list(ListFilter(model: "android-activity", state: "initializing"), after: nil, limit: 100).items.isEmpty)
+        let page = registry.list(ListFilter(model: nil, state: "initializing"), after: "i-19990", limit: 5)
         #expect(page.items.map(\.id) == ["i-19991", "i-19992", "i-19993", "i-19994", "i-19995"] && page.hasMore)
-        let last = registry.list(state: "initializing", model: "ios-app", after: "i-19996", limit: 5)
+        let last = registry.list(ListFilter(model: "ios-app", state: "initializing"), after: "i-19996", limit: 5)
         #expect(last.items.map(\.id) == ["i-19997", "i-19998"] && !last.hasMore)
         // Nine matching instances were listed; a scan would have read all 20,000 six times.
         #expect(registry.instancesReadByLists - before == 9)
@@ -57,7 +57,15 @@ struct ListIndexTests {
             }
         }
         for id in ["n-03", "n-17", "n-28"] { #expect(try c.request("DELETE", "/v1/instances/\(id)").status == 204) }
-        #expect(try c.request("POST", "/v1/instances/n-06/launches", body: [], contentType: nil).status == 200)
+        #expect(try c.request("POST", "/v1/instances/n-06/relaunches", body: [], contentType: nil).status == 200)
+        // Counted problems: incomplete launches (relaunched with a scene connected, counted when
+        // the next launch starts), unexpected events, and both.
+        for id in ["n-02", "n-18"] {
+            #expect(try c.event(id, #"{"event": "willConnectToWindow", "window": "main"}"#).status == 200)
+            #expect(try c.request("POST", "/v1/instances/\(id)/relaunches", body: [], contentType: nil).status == 200)
+            #expect(try c.event(id, #"{"event": "didFinishLaunching"}"#).status == 200)
+        }
+        for id in ["n-00", "n-18", "n-24"] { #expect(try c.event(id, #"{"event": "didBecomeActive"}"#).status == 409) }
         // Deleted and made again with the other model in one batch: one staged change for the id.
         let answers = try commitAsOneBatch(server.service!.registry, [
             .delete(id: "n-10", expectedVersions: nil), .create(id: "n-10", model: "android-activity", isPut: false, key: nil),
@@ -80,18 +88,26 @@ struct ListIndexTests {
             }
             let everything = try #require(c.request("GET", "/v1/instances?limit=1000").json["items"] as? [[String: Any]])
             #expect(everything.count == 37)
+            func counter(_ instance: [String: Any], _ name: String) -> Int { (instance["counters"] as? [String: Any])?[name] as? Int ?? 0 }
             var matched = 0
+            var flagged: [String: Int] = [:]
             for model in [nil, "ios-app", "android-activity"] {
                 for state in [nil] + server.service!.registry.stateNames {
-                    let expected = everything.filter { instance in
-                        (model == nil || instance["model"] as? String == model) && (state == nil || instance["state"] as? String == state)
-                    }.compactMap { $0["id"] as? String }
-                    let query = (model.map { "&model=\($0)" } ?? "") + (state.map { "&state=\($0)" } ?? "")
-                    #expect(try ids(query) == expected, "\(query)")
-                    matched += expected.count
+                    for (unexpected, incomplete) in [(false, false), (true, false), (false, true), (true, true)] {
+                        let expected = everything.filter { instance in
+                            (model == nil || instance["model"] as? String == model) && (state == nil || instance["state"] as? String == state)
+                                && (!unexpected || counter(instance, "unexpected") > 0) && (!incomplete || counter(instance, "incompleteLaunches") > 0)
+                        }.compactMap { $0["id"] as? String }
+                        let query = (model.map { "&model=\($0)" } ?? "") + (state.map { "&state=\($0)" } ?? "")
+                            + (unexpected ? "&hasUnexpected=true" : "") + (incomplete ? "&hasIncompleteLaunch=true" : "")
+                        #expect(try ids(query) == expected, "\(query)")
+                        matched += expected.count
+                        if model == nil, state == nil { flagged["\(unexpected) \(incomplete)"] = expected.count }
+                    }
                 }
             }
             #expect(matched > 37 * 3, "the filters matched something")
+            #expect(flagged == ["false false": 37, "true false": 3, "false true": 2, "true true": 1], "each flag, and both, matched some")
         }
         try checkEveryFilter(c)
         // Start-up builds the index in one pass from the store: the same answers.
@@ -115,6 +131,11 @@ struct ListIndexTests {
         #expect(model.status == 400)
         #expect(model.json["detail"] as? String == "no model \"nokia\" is loaded; valid models: android-activity, ios-app")
         #expect(try c.request("GET", "/v1/instances?state=").status == 400)
+        // The problem flags take only true: "false" would read as "only those without", which no list offers.
+        for query in ["hasUnexpected=false", "hasUnexpected=1", "hasIncompleteLaunch=", "hasIncompleteLaunch=yes"] {
+            let refused = try c.request("GET", "/v1/instances?\(query)")
+            #expect(refused.status == 400 && (refused.json["detail"] as? String)?.contains("takes only true") == true, "\(query)")
+        }
         // Valid names that happen to match nothing together are an empty page, not an error.
         let empty = try c.request("GET", "/v1/instances?model=android-activity&state=foreground")
         #expect(empty.status == 200 && (empty.json["items"] as? [Any])?.isEmpty == true)

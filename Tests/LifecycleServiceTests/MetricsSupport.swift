@@ -61,6 +61,16 @@ struct Scrape {
     }
 }
 
+/// The Python with the tests' PyPI packages: `LIFECYCLED_TEST_PYTHON` (which `make test`
+/// sets to its virtual environment's), else that environment's when `make test` has made it
+/// (for `swift test` run by hand), else `python3` on the PATH.
+let testPython: String = {
+    if let python = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_PYTHON"], !python.isEmpty { return python }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let venv = root.appendingPathComponent(".build/venv/bin/python").path
+    return FileManager.default.isExecutableFile(atPath: venv) ? venv : "python3"
+}()
+
 /// One `python3 Tests/metrics/parse.py --serve` for the whole test run, fed one exposition at
 /// a time. Not a process per scrape: each child's end sends the test process a SIGCHLD,
 /// which interrupts the poll() or timed recv() some other test's thread is in.
@@ -87,7 +97,7 @@ final class ExpositionParser: Sendable {
             else { throw HTTPClientError(description: "socketpair failed: \(String(cString: strerror(errno)))") }
             process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", root.appendingPathComponent("metrics/parse.py").path, "--serve"]
+            process.arguments = [testPython, root.appendingPathComponent("metrics/parse.py").path, "--serve"]
             let childInput = FileHandle(fileDescriptor: input[1], closeOnDealloc: true)
             let childOutput = FileHandle(fileDescriptor: output[1], closeOnDealloc: true)
             process.standardInput = childInput
@@ -124,7 +134,7 @@ final class ExpositionParser: Sendable {
                 var chunk = [UInt8](repeating: 0, count: 65536)
                 let count = Glibc.read(output, &chunk, chunk.count)
                 if count < 0, errno == EINTR { continue }
-                guard count > 0 else { throw HTTPClientError(description: "parse.py ended (is prometheus_client installed? make deps)") }
+                guard count > 0 else { throw HTTPClientError(description: "parse.py ended (is prometheus_client installed in \(testPython)? make test-deps)") }
                 buffer += chunk[..<count]
             }
         }

@@ -68,9 +68,12 @@ final class LifecycledProcess {
     private let errors = PipeCollector()
     private let output = PipeCollector()
 
-    init(arguments: [String], environment: [String: String] = [:], port: UInt16 = 0) throws {
+    /// `executable`: another copy of lifecycled (one installed elsewhere); `directory`: the
+    /// working directory to start it in, else the tests' own.
+    init(arguments: [String], environment: [String: String] = [:], port: UInt16 = 0, executable: String = lifecycledPath, directory: String? = nil) throws {
         self.port = port
-        process.executableURL = URL(fileURLWithPath: lifecycledPath)
+        process.executableURL = URL(fileURLWithPath: executable)
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
@@ -90,11 +93,17 @@ final class LifecycledProcess {
 
     /// Starts a server on a free port and waits until it answers.
     /// `port`: a given one (to start again where a stopped server listened), else a free one.
-    static func serving(dataDirectory: String, extra: [String] = [], port: UInt16? = nil, pollMicroseconds: UInt32 = 20_000) throws -> LifecycledProcess {
+    static func serving(
+        dataDirectory: String, extra: [String] = [], port: UInt16? = nil, pollMicroseconds: UInt32 = 20_000, executable: String = lifecycledPath,
+        directory: String? = nil
+    ) throws -> LifecycledProcess {
         let port = port ?? freePort()
         var environment: [String: String] = [:]
         if let url = try TestStore.databaseURL(for: dataDirectory) { environment["LIFECYCLED_DATABASE_URL"] = url }
-        let server = try LifecycledProcess(arguments: ["--port", String(port), "--data-dir", dataDirectory] + extra, environment: environment, port: port)
+        let server = try LifecycledProcess(
+            arguments: ["--port", String(port), "--data-dir", dataDirectory] + extra, environment: environment, port: port, executable: executable,
+            directory: directory
+        )
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let c = try? HTTPConnection(port: port), (try? c.request("GET", "/healthz"))?.status == 200 { return server }

@@ -79,7 +79,7 @@ struct RecordInstanceTests {
         let unexpected = try c.event("my-iphone", #"{"event": "didFinishLaunching"}"#)
         #expect(unexpected.status == 409)
         #expect((unexpected.json["record"] as? [String: Any])?["instance"] as? String == "my-iphone")
-        let launch = try c.request("POST", "/v1/instances/my-iphone/launches")
+        let launch = try c.request("POST", "/v1/instances/my-iphone/relaunches")
         #expect(launch.status == 200 && launch.json["instance"] as? String == "my-iphone")
         let history = try c.fullHistory("my-iphone")
         #expect(history.count == 4 && history.allSatisfy { $0["instance"] as? String == "my-iphone" })

@@ -38,7 +38,7 @@ struct ReplayAndRenderTests {
         #expect(replay.status == 409 && replay.header("content-type") == "application/problem+json")
         #expect(replay.header("location") == nil)
         #expect(replay.json["instance"] as? String == id)
-        #expect(replay.json["type"] as? String == "https://lifecycled.dev/problems/created-instance-deleted")
+        #expect(replay.json["type"] as? String == "/problems/created-instance-deleted")
         #expect(replay.json["detail"] as? String
             == "instance \"\(id)\", created by the first request with Idempotency-Key \"gone-1\", has since been deleted; nothing was created")
         #expect(try c.request("GET", "/v1/instances/\(id)").status == 404)
@@ -73,7 +73,7 @@ struct ReplayAndRenderTests {
         do {
             let database = try Database(path: server.dataDirectory + "/" + SQLiteStore.fileName)
             let record = try #require(try database.prepare("SELECT body FROM records WHERE instance = 'a' AND version = 1").first { $0.blob(0) })
-            let problem = Array(#"{"type":"https://lifecycled.dev/problems/unexpected-event","title":"Unexpected Event","status":409,"detail":"\"willConnectToWindow\" is not expected in state \"initializing\"; it was recorded and counted","record":"#.utf8)
+            let problem = Array(#"{"type":"/problems/unexpected-event","title":"Unexpected Event","status":409,"detail":"\"willConnectToWindow\" is not expected in state \"initializing\"; it was recorded and counted","record":"#.utf8)
                 + record + Array("}".utf8)
             // As version 2 answered, apart from the newline that now ends every body.
             #expect(unexpected.body == problem + [UInt8(ascii: "\n")], "answered as version 2 answered")

@@ -35,7 +35,7 @@ struct ResponseNewlineTests {
         try send("event replayed", "POST", "/v1/instances/a/events", json: #"{"event": "didFinishLaunching"}"#, headers: [("Idempotency-Key", "k-2")])
         try send("unexpected 409", "POST", "/v1/instances/a/events", json: #"{"event": "didBecomeActive"}"#)
         try send("action", "POST", "/v1/instances/a/actions", json: #"{"action": "openURL", "url": "https://example.com"}"#)
-        try send("relaunch", "POST", "/v1/instances/a/launches", json: "{}")
+        try send("relaunch", "POST", "/v1/instances/a/relaunches", json: "{}")
         try send("history", "GET", "/v1/instances/a/history")
         try send("empty history", "GET", "/v1/instances/\(try #require(answers[5].1.json["id"] as? String))/history")
         try send("404", "GET", "/v1/nope")

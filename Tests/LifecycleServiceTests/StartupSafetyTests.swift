@@ -77,7 +77,7 @@ struct StartupSafetyTests {
         let c = try HTTPConnection(port: server.port)
         for i in 0..<10 {
             try c.makeInstance("app-\(i)")
-            for _ in 0..<150 { #expect(try c.request("POST", "/v1/instances/app-\(i)/launches").status == 200) }
+            for _ in 0..<150 { #expect(try c.request("POST", "/v1/instances/app-\(i)/relaunches").status == 200) }
         }
         server.signal(SIGTERM)
         #expect(server.finish().status == 0)

@@ -28,7 +28,7 @@ struct StreamEndpointTests {
         try c.makeInstance("phone", events: coldStart)
         let events = stream.next(4)
         #expect(stream.retry == 2000)
-        #expect(events.map(\.type) == ["instance.created", "record", "record", "record"])
+        #expect(events.map(\.type) == ["created", "record", "record", "record"])
         #expect(events[0].json["kind"] as? String == "created" && events[0].json["instance"] as? String == "phone")
         let history = try c.request("GET", "/v1/instances/phone/history").json["items"] as? [[String: Any]] ?? []
         let historyBytes = try history.map { String(decoding: try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]), as: UTF8.self) }
@@ -61,11 +61,11 @@ struct StreamEndpointTests {
         _ = try c.event("c", #"{"event": "didFinishLaunching"}"#)
 
         #expect(unexpected.next(timeout: 10)?.json["instance"] as? String == "c")
-        #expect(android.next(2).map { "\($0.type ?? "") \($0.json["instance"] ?? "")" } == ["instance.created b", "record b"])
+        #expect(android.next(2).map { "\($0.type ?? "") \($0.json["instance"] ?? "")" } == ["created b", "record b"])
         #expect(pair.next(5).map { "\($0.type ?? "") \($0.json["instance"] ?? "")" } == [
-            "instance.created a", "record a", "instance.created c", "record c", "record c",
+            "created a", "record a", "created c", "record c", "record c",
         ])
-        #expect(perInstance.next(3).map(\.type) == ["instance.created", "record", "record"])
+        #expect(perInstance.next(3).map(\.type) == ["created", "record", "record"])
         // Nothing else arrived on the filtered streams.
         _ = try c.event("a", #"{"event": "willConnectToWindow", "window": "w"}"#)
         _ = try c.event("c", #"{"event": "willConnectToWindow", "window": "w"}"#)
@@ -148,7 +148,7 @@ struct StreamEndpointTests {
         try c.makeInstance("x", events: coldStart)
         let before = try EventStreamClient(port: server.port, path: "/v1/instances/x/stream?lastEventId=0")
         let firstFour = before.next(4)
-        #expect(firstFour.map(\.type) == ["instance.created", "record", "record", "record"])
+        #expect(firstFour.map(\.type) == ["created", "record", "record", "record"])
         try server.restart()
         c = try server.connect()
         let records = try Self.cycle(c, "x", 2)

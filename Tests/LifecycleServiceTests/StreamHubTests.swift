@@ -213,7 +213,7 @@ struct StreamHubTests {
         try everything.read(through: last)
         #expect(everything.records.map { $0.id! } == Array(1...last))
         #expect(everything.records.allSatisfy { $0.data == stored[$0.id!] })
-        #expect(everything.records.first?.type == "instance.created")
+        #expect(everything.records.first?.type == "created")
         #expect(hub.replayPagesRead > 0, "the ring is empty after a restart: the store served it")
 
         // Live after the replay, with no gap: the next record follows.
@@ -222,7 +222,7 @@ struct StreamHubTests {
         try everything.read(through: next)
         try onlyD.read(through: next)
         #expect(everything.records.map { $0.id! } == Array(1...next))
-        #expect(onlyD.records.map(\.type) == ["instance.created", "record", "record"])
+        #expect(onlyD.records.map(\.type) == ["created", "record", "record"])
         #expect(onlyD.records.allSatisfy { $0.json["instance"] as? String == "d" })
     }
 
@@ -256,13 +256,13 @@ struct StreamHubTests {
         }
         #expect(try c.event("b", #"{"event": "willConnectToWindow", "window": "main"}"#).status == 200)
         #expect(try c.event("b", #"{"event": "willEnterForeground"}"#).status == 200, "ignored in connected")
-        #expect(try c.request("POST", "/v1/instances/a/launches").status == 200)
+        #expect(try c.request("POST", "/v1/instances/a/relaunches").status == 200)
         #expect(try c.request("DELETE", "/v1/instances/b").status == 204)
         let end = hub.lastSequence
 
         try all.read(through: end)
         #expect(all.records.map { $0.id! } == Array(1...end))
-        #expect(Set(all.records.map { $0.type! }) == ["instance.created", "record", "action", "launch", "instance.deleted"])
+        #expect(Set(all.records.map { $0.type! }) == ["created", "record", "action", "relaunch", "deleted"])
         // Each record with its model (from its instance's creation), as the filters see it.
         var models: [String: String] = [:]
         let described: [(id: Int64, fields: [String: Any])] = all.records.map { event in
@@ -401,7 +401,7 @@ struct StreamHubTests {
         #expect(try c.request("DELETE", "/v1/instances/x").status == 204)
         try reader.read(through: 3)
         let records = reader.records
-        #expect(records.map(\.type) == ["instance.created", "record", "instance.deleted"])
+        #expect(records.map(\.type) == ["created", "record", "deleted"])
         #expect(records.map { $0.id! } == [1, 2, 3])
         #expect(records[0].data?.hasPrefix(#"{"sequence":1,"instance":"x","version":0,"kind":"created","model":"ios-app","state":"initializing","time":""#) == true)
         #expect(records[1].data?.hasPrefix(#"{"sequence":2,"instance":"x","version":1,"kind":"event","event":"didFinishLaunching","#) == true)
@@ -428,7 +428,7 @@ struct StreamHubTests {
         let c = try server.connect()
         try c.makeInstance("nobody")
         try idle.read(through: hub.lastSequence)
-        #expect(idle.records.map(\.type) == ["instance.created"])
+        #expect(idle.records.map(\.type) == ["created"])
     }
 
     @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back", TestStore.sqliteFileOnly)
@@ -458,7 +458,7 @@ struct StreamHubTests {
         let records = reader.records
         #expect(records.map { $0.id! } == Array((start + 1)...end), "each committed number once, in order")
         #expect(records.map { $0.json["instance"] as? String } == ["h0", "fresh", "h1", "h2"])
-        #expect(records.map(\.type) == ["record", "instance.created", "record", "instance.deleted"])
+        #expect(records.map(\.type) == ["record", "created", "record", "deleted"])
         let acknowledged = answers.compactMap { $0.json["sequence"] as? Int }.map(Int64.init)
         #expect(Set(acknowledged).isSubset(of: Set(records.map { $0.id! })))
     }
@@ -475,6 +475,21 @@ struct StreamHubTests {
         let again = try hub.subscribe(filter: RecordFilter(), lastEventID: nil)
         #expect(hub.subscriberCount == 3)
         for subscription in open.dropFirst() + [again] { subscription.finish() }
+        #expect(hub.subscriberCount == 0)
+    }
+
+    @Test("past the per-client limit (--max-connections-per-client) a client's subscription is refused, until one of its own ends; other clients are not")
+    func perClientLimit() throws {
+        let server = try TestServer { $0.maxConnectionsPerClient = 2 }
+        let hub = server.service!.hub
+        let open = try (0..<2).map { _ in try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }
+        #expect(throws: StreamHub.Refusal.tooManyForClient(limit: 2)) { try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }
+        let other = try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.8")
+        other.finish()
+        #expect(throws: StreamHub.Refusal.tooManyForClient(limit: 2)) { try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }
+        open[0].finish()
+        let again = try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7")
+        for subscription in [open[1], again] { subscription.finish() }
         #expect(hub.subscriberCount == 0)
     }
 }

@@ -13,7 +13,7 @@ struct StreamEvent: Equatable, CustomStringConvertible {
     var retry: Int?
 
     /// A record: it has an id, a type and data.
-    var isRecord: Bool { id != nil && data != nil && ["record", "action", "launch", "instance.created", "instance.deleted"].contains(type ?? "") }
+    var isRecord: Bool { id != nil && data != nil && ["record", "action", "relaunch", "created", "deleted"].contains(type ?? "") }
 
     /// The data as a JSON object.
     var json: [String: Any] {

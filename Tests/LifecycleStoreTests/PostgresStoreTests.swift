@@ -330,4 +330,79 @@ struct PostgresStoreTests {
         try writer.relaunch(in: store)
         #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 2)
     }
+    @Test("PostgreSQL hung (every process SIGSTOPped, its sockets held): a write and a read each fail within their bound; a COMMIT given up is reported as of unknown outcome, and commits once the server goes on; the store works on")
+    func hang() throws {
+        let cluster = try PostgresCluster.start()
+        var isFrozen = false
+        defer {
+            if isFrozen {
+                do {
+                    try cluster.thaw()
+                } catch {
+                    Issue.record("cannot let the test PostgreSQL go on: \(error)")
+                }
+            }
+            cluster.remove()
+        }
+        let store = try PostgresStore(url: try cluster.makeDatabase(), options: .init(timeout: .seconds(1), readTimeout: .milliseconds(300)))
+        defer { store.close() }
+        var writer = InstanceWriter(id: "x")
+        try writer.create(in: store)
+        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.isEmpty, "the read connection is up")
+
+        // The server stops after the transaction's reads and before its statements and COMMIT go.
+        let record = try writer.machine.apply(.relaunch, at: t0)
+        writer.instance.state = writer.machine.snapshot
+        let writing = ContinuousClock.now
+        let given = #expect(throws: StoreError.self) {
+            try store.write { [instance = writer.instance] (t) throws(StoreError) in
+                _ = try t.instance("x")
+                _ = try t.append(record, instanceID: "x", encode: encodeRecord)
+                try t.update(instance)
+                do {
+                    try cluster.freeze()
+                    isFrozen = true
+                } catch {
+                    Issue.record("cannot stop the test PostgreSQL: \(error)")
+                }
+            }
+        }
+        #expect(
+            given.map { $0.isUnreachable && $0.isOutcomeUnknown && $0.message.contains("no answer within 1000 ms") } == true, "\(given?.message ?? "")"
+        )
+        #expect(ContinuousClock.now - writing < .milliseconds(1500), "the write failed after \(ContinuousClock.now - writing)")
+        #expect(isFrozen)
+        // Reads: on the connection that is up (the statement), then on a new one (connecting).
+        for attempt in ["statement", "connecting"] {
+            let reading = ContinuousClock.now
+            let failure = #expect(throws: StoreError.self, "\(attempt)") { _ = try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)) }
+            #expect(failure?.message.contains("no answer within 300 ms") == true, "\(attempt): \(failure?.message ?? "")")
+            #expect(ContinuousClock.now - reading < .milliseconds(800), "\(attempt): the read failed after \(ContinuousClock.now - reading)")
+        }
+        // A write that finds no connection: it connects within its bound, and fails there.
+        let second = ContinuousClock.now
+        #expect(throws: StoreError.self) { try store.write { _ in } }
+        #expect(ContinuousClock.now - second < .milliseconds(1500))
+
+        try cluster.thaw()
+        isFrozen = false
+        // What the server had received before it stopped, COMMIT included, takes effect.
+        #expect(eventually {
+            do {
+                return try store.latestSequence() == 2
+            } catch {
+                return false
+            }
+        }, "the COMMIT given up committed once the server went on")
+        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 1)
+        #expect(eventually {
+            do {
+                try writer.relaunch(in: store)
+                return true
+            } catch {
+                return false
+            }
+        }, "the store writes again")
+        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 2)
+    }
 }

@@ -321,6 +321,35 @@ struct ConnectionMachineTests {
         }
     }
 
+    @Test("the peer closing ends a stream at its next read, resuming it if suspended; once completed, a late report does nothing")
+    func streamPeerClosed() throws {
+        var suspended = try #require(Self.streaming())
+        _ = suspended.streamWillRead()
+        _ = suspended.streamWaits()
+        guard case .resumeToEnd = suspended.peerClosed(), case .none = suspended.peerClosed(), case .none = suspended.streamWoken(),
+              case .end = suspended.streamWillRead() else {
+            Issue.record("a suspended stream whose peer closed must be resumed once, to end")
+            return
+        }
+        var reading = try #require(Self.streaming())
+        _ = reading.streamWillRead()
+        guard case .end = reading.peerClosed(), case .end = reading.streamWaits() else {
+            Issue.record("a stream whose peer closed during its read must end, not suspend")
+            return
+        }
+        guard case .release = reading.completed(now: 0), case .none = reading.peerClosed() else {
+            Issue.record("a report after the stream completed acted")
+            return
+        }
+        // Without a stream libmicrohttpd reads the connection, and finds the close itself.
+        var plain = Self.machine()
+        _ = plain.receivedHeaders(Self.head(method: "GET"), admit: { true })
+        guard case .none = plain.peerClosed(), case .handle = plain.receivedEnd(isStopping: { false }) else {
+            Issue.record("a peer's close touched a request without a stream")
+            return
+        }
+    }
+
     @Test("giving up on connections before libmicrohttpd stops: suspended ones are resumed, and none is suspended or resumed after")
     func abandon() throws {
         var deferred = Self.machine()

@@ -83,6 +83,40 @@ public final class PostgresCluster: Sendable {
         _ = try Self.runScript("start", directory)
     }
 
+    /// Stops every process of the server with SIGSTOP: a server that hangs (stopped, swapping,
+    /// stuck on a disk) with its sockets open, so that its clients' connections stay up and
+    /// the kernel goes on taking what they send and new connections to its socket, but
+    /// nothing answers. ``thaw()`` lets it go on.
+    public func freeze() throws {
+        for pid in try processes() { kill(pid, SIGSTOP) }
+    }
+
+    /// Lets the processes ``freeze()`` stopped go on (SIGCONT).
+    public func thaw() throws {
+        for pid in try processes() { kill(pid, SIGCONT) }
+    }
+
+    /// The postmaster (the first line of its `postmaster.pid`) and every process it started.
+    private func processes() throws -> [pid_t] {
+        guard let directory else { throw Failure(description: "the server LIFECYCLED_TEST_DATABASE_URL names is not the tests' to stop") }
+        let file = directory + "/data/postmaster.pid"
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        guard let first = text.split(separator: "\n").first, let postmaster = pid_t(first.trimmingCharacters(in: .whitespaces)) else {
+            throw Failure(description: "\(file) names no pid: \(text)")
+        }
+        var found = [postmaster]
+        for entry in try FileManager.default.contentsOfDirectory(atPath: "/proc") {
+            // A process gone since the listing has no stat to read, and is none of the server's.
+            guard let pid = pid_t(entry), let stat = FileManager.default.contents(atPath: "/proc/\(entry)/stat") else { continue }
+            let text = String(decoding: stat, as: UTF8.self)
+            // pid (command) state ppid ...: the command may hold spaces and parentheses, the fields after its last ")" do not.
+            guard let end = text.lastIndex(of: ")") else { continue }
+            let fields = text[text.index(after: end)...].split(separator: " ")
+            if fields.count > 1, pid_t(fields[1]) == postmaster { found.append(pid) }
+        }
+        return found
+    }
+
     /// Starts PgBouncer in transaction mode before this cluster (two server connections per
     /// database, which its clients share).
     public func startPgBouncer() throws {

@@ -44,7 +44,7 @@ close_inherited() {
 case $command in
 start)
     close_inherited
-    [ -x "$BIN/initdb" ] || { echo "PostgreSQL 15 is not installed ($BIN/initdb is missing): run make deps (postgresql-15)" >&2; exit 1; }
+    [ -x "$BIN/initdb" ] || { echo "PostgreSQL 15 is not installed ($BIN/initdb is missing): run make test-deps (postgresql-15)" >&2; exit 1; }
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"
     if [ ! -s "$dir/data/PG_VERSION" ]; then
@@ -65,7 +65,7 @@ start)
     ;;
 bouncer)
     close_inherited
-    command -v pgbouncer >/dev/null || { echo "PgBouncer is not installed: run make deps (pgbouncer)" >&2; exit 1; }
+    command -v pgbouncer >/dev/null || { echo "PgBouncer is not installed: run make test-deps (pgbouncer)" >&2; exit 1; }
     cat >"$dir/pgbouncer.ini" <<INI
 [databases]
 * = host=$dir port=$PORT

@@ -9,7 +9,7 @@
 const EventSource = require(process.env.EVENTSOURCE_MODULE || '/usr/share/nodejs/eventsource');
 
 const [url, count, timeoutSeconds] = [process.argv[2], Number(process.argv[3]), Number(process.argv[4] || 60)];
-const types = ['record', 'action', 'launch', 'instance.created', 'instance.deleted', 'overflow', 'gap'];
+const types = ['record', 'action', 'relaunch', 'created', 'deleted', 'overflow', 'gap'];
 const source = new EventSource(url);
 let received = 0;
 

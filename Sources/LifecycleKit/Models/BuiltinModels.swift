@@ -1,7 +1,7 @@
 /// The built-in models, kept as JSON so they go through the same loader as any
 /// user model and double as examples of the file format.
 enum BuiltinModels {
-    /// DESIGN.md §1, row for row.
+    /// The iOS lifecycle of DuckDuckGo's AppStateMachine, row for row (README.md, "The built-in models").
     static let iosApp = #"""
     {
       "name": "ios-app",
@@ -21,7 +21,7 @@ enum BuiltinModels {
           {"name": "setupError", "type": "string"}
         ]},
         {"name": "willConnectToWindow", "parameters": [
-          {"name": "window", "type": "string", "required": true}
+          {"name": "window", "type": "string", "required": true, "minLength": 1}
         ], "effects": ["markSceneConnected"]},
         {"name": "didBecomeActive"},
         {"name": "willResignActive"},
@@ -29,9 +29,9 @@ enum BuiltinModels {
         {"name": "didEnterBackground"}
       ],
       "actions": [
-        {"name": "openURL", "parameters": [{"name": "url", "type": "string", "required": true}]},
-        {"name": "handleShortcutItem", "parameters": [{"name": "type", "type": "string", "required": true}]},
-        {"name": "handleUserActivity", "parameters": [{"name": "activityType", "type": "string", "required": true}]}
+        {"name": "openURL", "parameters": [{"name": "url", "type": "string", "required": true, "minLength": 1}]},
+        {"name": "handleShortcutItem", "parameters": [{"name": "type", "type": "string", "required": true, "minLength": 1}]},
+        {"name": "handleUserActivity", "parameters": [{"name": "activityType", "type": "string", "required": true, "minLength": 1}]}
       ],
       "transitions": [
         {"from": "initializing", "event": "didFinishLaunching",

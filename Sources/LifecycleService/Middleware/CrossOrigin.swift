@@ -13,7 +13,7 @@ struct CrossOrigin: Middleware {
     let origins: [String]
 
     static let methods = "GET, HEAD, POST, PUT, DELETE"
-    static let requestHeaders = "Authorization, Content-Type, If-Match, Idempotency-Key, Last-Event-ID, X-Request-ID"
+    static let requestHeaders = "Authorization, Content-Type, If-Match, If-None-Match, Idempotency-Key, Last-Event-ID, X-Request-ID"
     static let exposedHeaders = "ETag, Location, Retry-After, X-Request-ID"
     /// Seconds a browser may keep a preflight's answer.
     static let maxAge = "600"

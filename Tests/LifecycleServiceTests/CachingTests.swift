@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+@testable import LifecycleService
+
+/// Conditional GETs and `Cache-Control` on the real service over loopback (issue 21, item 9).
+@Suite("Caching")
+struct CachingTests {
+    @Test("GET /v1/instances/{id}: If-None-Match naming its ETag (strong, weak, in a list, or *) is 304 without a body, until the instance moves on")
+    func instanceRevalidates() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("app", events: coldStart)
+        let first = try c.request("GET", "/v1/instances/app")
+        let etag = try #require(first.header("etag"))
+        #expect(first.status == 200 && first.header("cache-control") == "no-cache")
+        for tags in [etag, "W/\(etag)", "\"0\", \(etag)", "*"] {
+            for method in ["GET", "HEAD"] {
+                let again = try c.request(method, "/v1/instances/app", headers: [("If-None-Match", tags)])
+                #expect(again.status == 304 && again.body.isEmpty, "\(method) \(tags)")
+                #expect(again.header("etag") == etag && again.header("cache-control") == "no-cache", "\(method) \(tags)")
+                #expect(again.header("content-type") == nil, "\(method) \(tags)")
+            }
+        }
+        // The connection is still in step: the 304s sent no body.
+        let other = try c.request("GET", "/v1/instances/app", headers: [("If-None-Match", "\"0\"")])
+        #expect(other.status == 200 && other.body == first.body)
+        // A new version is a new tag: the old one is answered in full.
+        #expect(try c.event("app", #"{"event": "didEnterBackground"}"#).status == 200)
+        let moved = try c.request("GET", "/v1/instances/app", headers: [("If-None-Match", etag)])
+        #expect(moved.status == 200 && moved.header("etag") != etag && moved.json["state"] as? String == "background")
+        // A write is not a read: If-None-Match does not make it a 304.
+        let write = try c.request("PUT", "/v1/instances/app", json: "{}", headers: [("If-None-Match", "*")])
+        #expect(write.status == 200)
+    }
+
+    @Test("every API answer says whether it may be kept: no-cache with an ETag, no-store without; files and streams keep their own")
+    func everyAnswerHasCacheControl() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("app", events: coldStart)
+        let router = API(registry: server.service!.registry, staticFiles: nil, metrics: server.service!.metrics).makeRouter()
+        var answers: [(String, HTTPResponse)] = []
+        // Every route (streams apart: they never end), then the answers no route gives.
+        for (method, pattern) in router.routeList where !pattern.hasSuffix("/stream") {
+            let path = pattern.replacingOccurrences(of: "{model}", with: "ios-app").replacingOccurrences(of: "{id}", with: "app")
+                .replacingOccurrences(of: "{name}", with: "cold-start")
+            let response = method == "GET" || method == "DELETE" ? try c.request(method, path) : try c.request(method, path, json: "{}")
+            answers.append(("\(method) \(path)", response))
+        }
+        for (method, path) in [("GET", "/v1/nothing"), ("PATCH", "/v1/instances"), ("GET", "/v1/instances?limit=0"), ("GET", "/v1/instances/app")] {
+            answers.append(("\(method) \(path)", try c.request(method, path)))
+        }
+        #expect(answers.count >= 20)
+        for (what, response) in answers {
+            #expect(response.header("cache-control") == (response.header("etag") == nil ? "no-store" : "no-cache"), "\(what): \(response.status)")
+        }
+        // The dashboard's files and the streams chose theirs.
+        #expect(try c.request("GET", "/").header("cache-control") == "no-cache")
+        #expect(try c.request("GET", "/missing.js").header("cache-control") == "no-store")
+    }
+
+    @Test("refusals before any handler (a missing token, a spent rate budget) are not kept either")
+    func refusalsAreNotKept() throws {
+        let server = try TestServer {
+            $0.token = "s3cret.T0ken_for-tests~"
+            $0.protectReads = true
+            $0.rateLimit = 1
+            $0.rateBurst = 1
+        }
+        let c = try server.connect()
+        let refused = try c.request("GET", "/v1/instances")
+        #expect(refused.status == 401 && refused.header("cache-control") == "no-store")
+        let limited = try c.request("GET", "/v1/instances")
+        #expect(limited.status == 429 && limited.header("cache-control") == "no-store")
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import LifecycleService
+
+/// A stream's client that goes away is noticed at once, not at the stream's next write:
+/// its connection and its subscription are freed while the stream is idle.
+@Suite("streams whose client closed", .serialized)
+struct StreamPeerCloseTests {
+    /// Another client than the streams' (127.0.0.1), outside their per-client limit.
+    static func otherClient(_ server: TestServer) throws -> HTTPConnection {
+        try HTTPConnection(port: server.port, source: "127.0.0.2")
+    }
+
+    /// `lifecycled_stream_subscribers` as `GET /metrics` answers it now, to another client.
+    static func subscriberGauge(_ server: TestServer) throws -> Int? {
+        let text = try otherClient(server).request("GET", "/metrics").text
+        let line = text.split(separator: "\n").first { $0.hasPrefix("lifecycled_stream_subscribers ") }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") }
+    }
+
+    @Test("a client's whole per-client cap of idle streams closes: within a second the gauge is 0 and as many new streams are accepted")
+    func closedStreamsFreeTheCap() throws {
+        let cap = 8
+        // No heartbeat within the test: nothing writes to the idle streams.
+        let server = try TestServer {
+            $0.heartbeat = 60
+            $0.maxConnectionsPerClient = cap
+        }
+        var streams = try (0..<cap).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream") }
+        #expect(streams.allSatisfy { $0.status == 200 })
+        #expect(eventually(within: 5) { server.service!.hub.subscriberCount == cap })
+        // Half shut down (FIN), half closed with the stream's first bytes unread (RST).
+        for stream in streams.prefix(cap / 2) { stream.disconnect() }
+        streams = []
+
+        #expect(eventually(within: 1) { (try? Self.subscriberGauge(server)) == 0 }, "the subscriber gauge went back to 0")
+        var again: [EventStreamClient] = []
+        for index in 0..<cap {
+            let accepted = eventually(within: 1) {
+                guard let stream = try? EventStreamClient(port: server.port, path: "/v1/stream", headTimeout: 1), stream.status == 200 else { return false }
+                again.append(stream)
+                return true
+            }
+            #expect(accepted, "new stream \(index + 1) of \(cap) accepted")
+        }
+        #expect(again.count == cap)
+        // The new streams are live.
+        try Self.otherClient(server).makeInstance("after")
+        for stream in again { #expect(stream.next(timeout: 10)?.type == "instance.created") }
+    }
+
+    @Test("a stream's client that sends bytes but keeps its side open is not taken for gone")
+    func bytesAreNotAClose() throws {
+        let server = try TestServer { $0.heartbeat = 60 }
+        let stream = try EventStreamClient(port: server.port, path: "/v1/stream")
+        #expect(stream.status == 200)
+        // A pipelined request, which waits behind the stream.
+        stream.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        try server.connect().makeInstance("still")
+        #expect(stream.next(timeout: 10)?.type == "instance.created")
+        #expect(!stream.hasEnded && !stream.wasCut)
+    }
+}

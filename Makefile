@@ -115,6 +115,7 @@ client-test: test-deps
 browser-test: deps browser-deps
 	$(SWIFT) build --product lifecycled
 	timeout 900 $(BROWSER_PYTHON) Tests/browser/run.py
+	timeout 300 $(BROWSER_PYTHON) Tests/browser/csrf.py
 
 # The Dockerfile built with podman and its image run (Tests/container/run.sh): base-image
 # stand-ins where the official ones cannot be pulled, health check, a stop and a restart.

@@ -70,6 +70,9 @@ public struct Configuration: Sendable {
     public var maxInstances = 1_000_000
     /// Origins whose pages may call the API from a browser (CORS); none by default.
     public var corsOrigins: [String] = []
+    /// Names (lowercased, no port) requests may call the service by in `Host`, besides IP
+    /// addresses and `localhost`; `*`: any. See ``allowedHostNames``.
+    public var allowedHosts: [String] = []
     /// The bearer token writes need (and, with ``protectReads``, reads); `nil`: none, unless
     /// ``tokenFile`` names one.
     public var token: String?
@@ -100,6 +103,20 @@ public struct Configuration: Sendable {
               components.user == nil
         else { return false }
         return true
+    }
+
+    /// A name `--allowed-host` takes: a host name as `Host` carries it, without a port.
+    static func isHostName(_ text: String) -> Bool {
+        guard let host = HostName(text) else { return false }
+        return !host.name.isEmpty && !text.contains(":") && !host.isAddress
+    }
+
+    /// The names ``AllowedHosts`` holds `Host` to, or `nil` for any name: bound to loopback,
+    /// only ``allowedHosts`` (a page of another site could otherwise reach the service by
+    /// rebinding its name to 127.0.0.1); bound beyond it, any unless names are given.
+    var allowedHostNames: Set<String>? {
+        guard !allowedHosts.contains("*"), !allowedHosts.isEmpty || isLoopback(host) else { return nil }
+        return Set(allowedHosts)
     }
 
     /// One row of the configuration table: flag, variable, what it sets.
@@ -257,6 +274,15 @@ public struct Configuration: Sendable {
             let origins = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             guard !origins.isEmpty, origins.allSatisfy(Self.isOrigin) else { return false }
             c.corsOrigins = origins
+            return true
+        },
+        Option(
+            flag: "--allowed-host", variable: "LIFECYCLED_ALLOWED_HOSTS", placeholder: "NAMES",
+            help: "comma-separated host names (or *) requests may call the service by in Host, besides IP addresses and localhost; others get 421 (default: only those on a loopback --host, any otherwise)"
+        ) { c, v in
+            let names = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard !names.isEmpty, names.allSatisfy({ $0 == "*" || isHostName($0) }) else { return false }
+            c.allowedHosts = names.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 }
             return true
         },
         .integer("--max-instances", "LIFECYCLED_MAX_INSTANCES", help: "instances at once; creates past it are refused with 507 (default 1000000)", in: 1...Int.max) { $0.maxInstances = $1 },

@@ -131,16 +131,20 @@ public final class Service: Sendable {
     }
 
     /// What runs around the router for every request, outermost first: the id and the log
-    /// line cover everything inside, refusals included; CORS answers preflights before any
-    /// check that a browser's preflight could not pass; the rate limit comes before
-    /// authentication so that guessing tokens is limited too. Metrics are outside both, so
-    /// that refusals are counted, and outside the 304s ``Caching`` makes of 200s, so that
-    /// those are counted and logged as 304.
+    /// line cover everything inside, refusals included; a request by a name the service does
+    /// not answer to, and a write from another site's page, are refused before anything else
+    /// looks at them; CORS answers preflights before any check that a browser's preflight
+    /// could not pass; the rate limit comes before authentication so that guessing tokens is
+    /// limited too; the body's type is checked last, for a client that may write. Metrics
+    /// are outside all of them, so that refusals are counted, and outside the 304s
+    /// ``Caching`` makes of 200s, so that those are counted and logged as 304.
     static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics?) -> [any Middleware] {
         var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders(), Caching()]
-        if !configuration.corsOrigins.isEmpty { middlewares.append(CrossOrigin(origins: configuration.corsOrigins)) }
+        if let names = configuration.allowedHostNames { middlewares.append(AllowedHosts(names: names)) }
+        middlewares.append(CrossOrigin(origins: configuration.corsOrigins))
         if let policy = configuration.rateLimitPolicy { middlewares.append(RateLimit(limiter: RateLimiter(policy: policy))) }
         if let token { middlewares.append(Authentication(token: token, protectsReads: configuration.protectReads)) }
+        middlewares.append(JSONBodies())
         return middlewares
     }
 

@@ -181,8 +181,7 @@ struct ConnectionMachine {
             let length = head.headers.first(where: { $0.name == "content-length" }).flatMap { Int($0.value) } ?? 0
             if let refusal = screen(&request) {
                 // Framing was checked above: no Transfer-Encoding and no Content-Length means no body.
-                let hasBody = length > 0 || head.headers.contains { $0.name == "transfer-encoding" }
-                guard hasBody else {
+                guard request.hasBody else {
                     state = .discarding(since: since, .final(refusal))
                     return .readBody
                 }
@@ -307,7 +306,7 @@ struct ConnectionMachine {
     /// read: the server's pass that ends streams may already have looked at this connection.
     private mutating func answer(_ response: Response, isStopping: () -> Bool) {
         switch response.body {
-        case .bytes: state = .answered
+        case .bytes, .omitted: state = .answered
         case .stream: state = isStopping() ? .streamEnding : .streaming
         }
     }
@@ -521,7 +520,21 @@ struct ConnectionMachine {
                 detail: "the request line and header fields are larger than \(limits.maxHeaderSize) bytes"
             )
         }
-        return framingProblem(head, maxBodySize: limits.maxBodySize)
+        return hostProblem(head) ?? framingProblem(head, maxBodySize: limits.maxBodySize)
+    }
+
+    /// RFC 9112 §3.2: an HTTP/1.1 request names its host, a request names it at most once,
+    /// and as `host[:port]`. (libmicrohttpd 0.9.75 only logs a missing one.)
+    static func hostProblem(_ head: RequestHead) -> Problem? {
+        var host: String?
+        for (name, value) in head.headers where name == "host" {
+            guard host == nil else { return Problem(status: 400, title: "Bad Request", detail: "the request has more than one Host header field") }
+            host = value
+        }
+        guard let host else {
+            return head.version == "HTTP/1.1" ? Problem(status: 400, title: "Bad Request", detail: "an HTTP/1.1 request needs a Host header field") : nil
+        }
+        return HostName(host) == nil ? Problem(status: 400, title: "Bad Request", detail: "Host must be host[:port]") : nil
     }
 
     /// Message framing by RFC 9112 §6: a request whose body length is ambiguous is refused

@@ -413,9 +413,10 @@ enum LibraryMessages {
 
 extension Response {
     /// The whole response as bytes, announcing that the connection closes: for the few
-    /// answers sent past libmicrohttpd, all problems held in memory (a stream has no place here).
+    /// answers sent past libmicrohttpd, problems held in memory and the heads of HEAD answers
+    /// (``Response/Body/omitted``, sent without a length); a stream has no place here.
     func closingMessage() -> [UInt8] {
-        let body = body.bytes ?? []
+        let body = body.bytes
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
@@ -425,7 +426,7 @@ extension Response {
         for (name, value) in headers where name.lowercased() != "connection" && name.lowercased() != "content-length" {
             head += "\(name): \(value)\r\n"
         }
-        head += "Connection: close\r\nContent-Length: \(body.count)\r\n\r\n"
-        return Array(head.utf8) + body
+        head += "Connection: close\r\n" + (body.map { "Content-Length: \($0.count)\r\n" } ?? "") + "\r\n"
+        return Array(head.utf8) + (body ?? [])
     }
 }

@@ -60,6 +60,28 @@ public struct Request: Sendable {
         query.first { $0.name == name }?.value
     }
 
+    /// Whether the method only reads (RFC 9110 §9.2.1: GET, HEAD, OPTIONS, TRACE); any other
+    /// may change something.
+    public var isSafe: Bool {
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "TRACE": true
+        default: false
+        }
+    }
+
+    /// Whether a body follows the head, as its framing says (a `Content-Length` above 0, or
+    /// `Transfer-Encoding`): known before the body is read. The server has refused any
+    /// request whose framing is ambiguous before a handler or middleware sees it.
+    public var hasBody: Bool {
+        headers.contains { header in
+            switch header.name {
+            case "transfer-encoding": true
+            case "content-length": (Int(header.value) ?? 0) > 0
+            default: false
+            }
+        }
+    }
+
     /// The media type of the body, without parameters, lowercased.
     public var mediaType: String? {
         guard let value = header("content-type") else { return nil }

@@ -13,6 +13,9 @@ public struct Response: Sendable {
         /// Bytes written over time (a chunked body for HTTP/1.1 clients); the connection
         /// holds no thread while the stream has nothing to send.
         case stream(any ResponseStream)
+        /// None, and no length announced: the answer to a HEAD request whose GET would be
+        /// streamed (see ``Response/forHEAD()``).
+        case omitted
 
         /// The bytes of a body held in memory; `nil` for a stream.
         public var bytes: [UInt8]? {
@@ -33,6 +36,18 @@ public struct Response: Sendable {
         self.status = status
         self.headers = headers
         self.body = .stream(stream)
+    }
+
+    /// This response as the answer to a HEAD request, which has no body (RFC 9110 §9.3.2): a
+    /// streamed body is finished before it starts. (A body held in memory stays, since
+    /// libmicrohttpd sends its length for a HEAD request, and not the body itself.)
+    public func forHEAD() -> Response {
+        guard case .stream(let stream) = body else { return self }
+        stream.start(waker: StreamWaker {})
+        stream.finish()
+        var answer = self
+        answer.body = .omitted
+        return answer
     }
 
     /// A JSON body encoded from a value.

@@ -142,8 +142,14 @@ public struct Router: Sendable {
     }
 
     /// Routes a request and runs (or, for a deferred handler, prepares) its handler. A path
-    /// served under other methods only is 405 with `Allow`; an unmatched one goes to the fallback.
+    /// served under other methods only is 405 with `Allow`; an unmatched one goes to the
+    /// fallback. HEAD is answered as GET would be, without the body (``Response/forHEAD()``).
     public func reply(to request: Request) -> Reply {
+        let reply = route(request)
+        return request.method == "HEAD" ? reply.map(()) { _, response in response.forHEAD() } : reply
+    }
+
+    private func route(_ request: Request) -> Reply {
         if let index = request.endpoint, routes.indices.contains(index) { return run(routes[index], request) }
         switch destination(of: request) {
         case .route(let index, let parameters):

@@ -369,6 +369,14 @@ public final class HTTPServer: @unchecked Sendable {
         case .stream(let stream):
             guard let hangUps else { return .NO }
             created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, hangUps: hangUps, logger: logger)
+        case .omitted:
+            // libmicrohttpd 0.9.75 follows the head of any HEAD answer of unknown length with
+            // a chunked body's last chunk (`0\r\n\r\n`), which the client reads as the start
+            // of the next response; and a length it would announce must be the GET's. So this
+            // head goes out past libmicrohttpd and the socket is shut down: libmicrohttpd's
+            // own (empty) answer then fails to send, and it closes the connection.
+            context.answerAndShutDown(response)
+            created = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
         }
         guard let created else { return .NO }
         defer { MHD_destroy_response(created) }

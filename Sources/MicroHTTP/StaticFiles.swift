@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The path arrives already percent-decoded, so `%2e%2e` is `..` by now; any `.`
 /// or `..` segment is refused, and the resolved file (symlinks followed) must
-/// still lie inside the root.
+/// still lie inside the root. `/` is `index.html`; no other folder is served.
 public struct StaticFiles: Sendable {
     public let root: String
 
@@ -21,6 +21,9 @@ public struct StaticFiles: Sendable {
             return .methodNotAllowed(request, allow: "GET, HEAD")
         }
         let notFound = Response.notFound(request)
+        // A file's path has no trailing slash: `/index.html/` names a folder, which is not
+        // served (as a page, it would load its scripts from `/index.html/js/...`).
+        guard request.path == "/" || !request.path.hasSuffix("/") else { return notFound }
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true)
         guard !segments.contains(where: { $0 == "." || $0 == ".." || $0.contains("\0") || $0.contains("\\") }) else {
             return notFound

@@ -67,6 +67,8 @@ struct BrowserHeadersTests {
             ("Origin", "https://evil.example"), ("Access-Control-Request-Method", "POST"),
         ])
         #expect(strangerPreflight.status == 403 && strangerPreflight.header("access-control-allow-origin") == nil)
+        // It says only that the origin is not allowed, not which ones are.
+        #expect(strangerPreflight.json["detail"] as? String == "origin https://evil.example is not allowed")
         #expect(strangerPreflight.header("content-type") == "application/problem+json")
     }
 

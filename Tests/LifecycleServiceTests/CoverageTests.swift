@@ -305,7 +305,7 @@ struct ConformanceTests {
         }
         #expect(try c.conformance("ios-app", atLimit).json["steps"] as? [Any] != nil, "the limit itself is accepted")
         #expect(try c.conformance("windows-95", #"{"steps": []}"#).status == 404)
-        #expect(try c.request("POST", "/v1/models/ios-app/conformance", body: Array(#"{"steps": []}"#.utf8), contentType: "text/plain").status == 415)
+        #expect(try server.connect().request("POST", "/v1/models/ios-app/conformance", body: Array(#"{"steps": []}"#.utf8), contentType: "text/plain").status == 415)
         #expect(try c.request("POST", "/v1/models/ios-app/conformance", body: [], contentType: nil).status == 400)
 
         // Checks and scenario runs are computations: nothing reached the store or the counters.

@@ -7,7 +7,7 @@ import Testing
 /// has changed and the server still answers a valid request.
 @Suite("raw sockets")
 struct RawSocketTests {
-    static let smuggled = "DELETE /v1/instances/victim HTTP/1.1\r\nHost: x\r\n\r\n"
+    static let smuggled = "DELETE /v1/instances/victim HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
     /// A server with one instance, `victim`, that no test may change.
     static func server(_ configure: (inout Configuration) -> Void = { _ in }) throws -> (TestServer, [UInt8]) {
@@ -58,7 +58,7 @@ struct RawSocketTests {
     ])
     func smugglingVariants(framing: String, status: Int) throws {
         let (server, victim) = try Self.server()
-        let request = "POST /v1/instances HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\(framing)\r\n\r\n0\r\n\r\n\(Self.smuggled)"
+        let request = "POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\(framing)\r\n\r\n0\r\n\r\n\(Self.smuggled)"
         let (responses, isClosed) = try Self.exchange(server, Array(request.utf8))
         #expect(responses.map(\.status) == [status])
         #expect(responses.first?.header("content-type") == "application/problem+json")
@@ -69,15 +69,15 @@ struct RawSocketTests {
     @Test("Transfer-Encoding in an HTTP/1.0 request is refused; chunked with spaces is fine")
     func transferEncodingEdges() throws {
         let (server, victim) = try Self.server()
-        let old = try Self.exchange(server, Array("POST /v1/instances HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".utf8))
+        let old = try Self.exchange(server, Array("POST /v1/instances HTTP/1.0\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".utf8))
         #expect(old.responses.map(\.status) == [400] && old.isClosed)
         try Self.expectUnharmed(server, victim)
 
         let raw = try RawSocket(port: server.port)
-        raw.send("PUT /v1/instances/spaced HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding:  Chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        raw.send("PUT /v1/instances/spaced HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding:  Chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
         #expect(try raw.readResponse().status == 201)
         // A trailing space made libmicrohttpd read the body to the end of the connection.
-        let spaced = try Self.exchange(server, Array("PUT /v1/instances/spaced HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked \r\n\r\n0\r\n\r\n".utf8))
+        let spaced = try Self.exchange(server, Array("PUT /v1/instances/spaced HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked \r\n\r\n0\r\n\r\n".utf8))
         #expect(spaced.responses.map(\.status) == [400] && spaced.isClosed)
     }
 
@@ -87,7 +87,7 @@ struct RawSocketTests {
         // request line that thread parsed last.
         let (server, victim) = try Self.server { $0.threads = 1 }
         let slow = try RawSocket(port: server.port)
-        slow.send("POST /v1/instances HTTP/1.1\r\nHost: x\r\n")
+        slow.send("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         let other = try RawSocket(port: server.port)
         #expect(other.exchangeHealth() == 200)
         slow.send("Content-Length: 2, 2\r\n\r\n{}")
@@ -104,11 +104,11 @@ struct RawSocketTests {
         let raw = try RawSocket(port: server.port)
         let event = #"{"event": "didFinishLaunching"}"#
         raw.send(
-            "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "PUT /v1/instances/piped HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
-                + "POST /v1/instances/piped/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(event.utf8.count)\r\n\r\n\(event)"
-                + "GET /v1/instances/piped HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n"
+            "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                + "PUT /v1/instances/piped HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+                + "POST /v1/instances/piped/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(event.utf8.count)\r\n\r\n\(event)"
+                + "GET /v1/instances/piped HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                + "GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         )
         #expect(try raw.readResponse().status == 200)
         #expect(try raw.readResponse().status == 201)
@@ -125,9 +125,9 @@ struct RawSocketTests {
         let (server, victim) = try Self.server { $0.requestTimeout = 1 }
         let pieces = [
             "PUT /v1/instances/half",
-            "PUT /v1/instances/half HTTP/1.1\r\nHost: x\r\nContent-Le",
-            "PUT /v1/instances/half HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"model\":",
-            "PUT /v1/instances/half HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"mod",
+            "PUT /v1/instances/half HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le",
+            "PUT /v1/instances/half HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"model\":",
+            "PUT /v1/instances/half HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"mod",
         ]
         for piece in pieces {
             let raw = try RawSocket(port: server.port)
@@ -147,7 +147,7 @@ struct RawSocketTests {
         let (server, victim) = try Self.server()
         // The framing is sound, so the connection stays usable: a request after it is answered.
         let raw = try RawSocket(port: server.port)
-        raw.send("DELETE \(target) HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        raw.send("DELETE \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         let refused = try raw.readResponse()
         #expect(refused.status == 400 && refused.header("content-type") == "application/problem+json")
         #expect(try raw.readResponse().status == 200)
@@ -159,7 +159,7 @@ struct RawSocketTests {
         let (server, victim) = try Self.server()
         for bytes: [UInt8] in [[0xFF], [0xC3, 0xA9], [0x01], [0x7F]] {
             let raw = try RawSocket(port: server.port)
-            raw.send(Array("DELETE /v1/instances/victim".utf8) + bytes + Array(" HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            raw.send(Array("DELETE /v1/instances/victim".utf8) + bytes + Array(" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
             #expect(try raw.readResponse().status == 400, "\(bytes)")
         }
         let c = try server.connect()
@@ -194,7 +194,7 @@ struct RawSocketTests {
 
         // A header a tenth of a second, for ever: closed once the request deadline passes.
         let headers = try RawSocket(port: server.port)
-        headers.send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        headers.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         var isCut = false
         for line in 0..<200 where !isCut {
             headers.send("X-Slow-\(line): y\r\n")
@@ -204,7 +204,7 @@ struct RawSocketTests {
 
         // A body a byte at a time: answered 408, then closed.
         let body = try RawSocket(port: server.port)
-        body.send("PUT /v1/instances/slow HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        body.send("PUT /v1/instances/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
         var isClosed = false
         for _ in 0..<200 where !isClosed {
             body.send(" ")
@@ -216,7 +216,7 @@ struct RawSocketTests {
 
         // Idle after a request: the next request's deadline runs from the response.
         let idle = try RawSocket(port: server.port)
-        idle.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        idle.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(try idle.readResponse().status == 200)
         #expect(idle.waitForClose(within: 10))
         #expect(idle.readAll(within: 0).isEmpty, "an idle connection is closed without an answer")
@@ -237,7 +237,7 @@ struct RawSocketTests {
             let source = sources[index % sources.count]
             sockets.append((source, try RawSocket(port: server.port, from: source)))
         }
-        for (_, socket) in sockets { socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") }
+        for (_, socket) in sockets { socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") }
         var served: [String: Int] = [:]
         var refused = 0
         for (source, socket) in sockets {
@@ -262,7 +262,7 @@ struct RawSocketTests {
 extension RawSocket {
     /// The status of `GET /healthz` on this connection, or nil if refused.
     func exchangeHealth() -> Int? {
-        send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         return try? readResponse(within: 5).status
     }
 }

@@ -44,7 +44,7 @@ struct ResponseNewlineTests {
         try send("400 stream", "GET", "/v1/stream?model=nope")
         try send("412", "POST", "/v1/instances/a/events", json: #"{"event": "didFinishLaunching"}"#, headers: [("If-Match", "\"99\"")])
         answers.append(("413", try server.connect().request("POST", "/v1/instances/a/events", json: #"{"event": "\#(String(repeating: "x", count: 2000))"}"#)))
-        answers.append(("415", try c.request("POST", "/v1/instances/a/events", body: Array("event".utf8), contentType: "text/plain")))
+        answers.append(("415", try server.connect().request("POST", "/v1/instances/a/events", body: Array("event".utf8), contentType: "text/plain")))
         try send("422", "POST", "/v1/instances/a/events", json: #"{"event": "didFinishLaunchin"}"#)
         try send("delete 204", "DELETE", "/v1/instances/a")
         // A refusal made by the connection, before any handler: a target over 8 KiB.

@@ -119,13 +119,17 @@ struct StreamingServerTests {
         #expect(eventually { stream.finishes == 1 })
     }
 
-    @Test("HEAD on a stream sends the head only, and finishes the stream")
+    @Test("HEAD on a stream sends the head only (no chunk, no length) and closes, and finishes the stream")
     func head() throws {
         let fixture = try StreamServer()
         let client = try StreamClient(port: fixture.port)
         client.send("HEAD /stream?n=1 HTTP/1.1\r\nHost: test\r\n\r\n")
-        #expect(client.read { $0.response != nil })
+        #expect(client.read { $0.isClosed })
         #expect(client.response?.status == 200)
+        // Nothing after the head: libmicrohttpd's `0\r\n\r\n` was read as the next response's start.
+        let text = String(decoding: client.received, as: UTF8.self)
+        #expect(text.hasSuffix("\r\n\r\n") && text.components(separatedBy: "\r\n\r\n").count == 2, "\(text)")
+        #expect(client.response?.header("transfer-encoding") == nil && client.response?.header("content-length") == nil)
         let stream = try fixture.streams.waitFor(1)
         #expect(eventually { stream.finishes == 1 })
         #expect(stream.starts == 1)

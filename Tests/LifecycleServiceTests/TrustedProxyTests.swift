@@ -70,7 +70,7 @@ struct TrustedProxyTests {
             return true
         })
         try server.connect().makeInstance("proxied")
-        for stream in first + other { #expect(stream.next(timeout: 10)?.type == "instance.created") }
+        for stream in first + other { #expect(stream.next(timeout: 10)?.type == "created") }
 
         let limited = try TestServer {
             $0.trustedProxies = TrustedProxies(["127.0.0.1"])!

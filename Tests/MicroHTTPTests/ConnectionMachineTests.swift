@@ -8,8 +8,12 @@ struct ConnectionMachineTests {
     static let second: UInt64 = 1_000_000_000
     static let limits = RequestLimits(maxBodySize: 10, maxTargetSize: 20, maxHeaderSize: 100, requestTimeout: 5 * second)
 
-    static func head(_ headers: [(String, String)] = [], method: String = "POST", version: String = "HTTP/1.1", size: Int = 50) -> RequestHead {
-        RequestHead(method: method, version: version, headers: headers.map { (name: $0.0, value: $0.1) }, headerSize: size)
+    /// A head with these fields, and `Host` unless they name it (or `host` is `nil`).
+    static func head(
+        _ headers: [(String, String)] = [], method: String = "POST", version: String = "HTTP/1.1", size: Int = 50, host: String? = "example.test"
+    ) -> RequestHead {
+        let fields = headers.contains { $0.0 == "host" } || host == nil ? headers : [("host", host!)] + headers
+        return RequestHead(method: method, version: version, headers: fields.map { (name: $0.0, value: $0.1) }, headerSize: size)
     }
 
     static func feed(_ machine: inout ConnectionMachine, _ text: String) {
@@ -169,6 +173,10 @@ struct ConnectionMachineTests {
         (head([("transfer-encoding", "chunked"), ("content-length", "3")]), "/ok", true, 400),
         (head([("transfer-encoding", "br")]), "/ok", true, 501),
         (head([("transfer-encoding", "chunked")], version: "HTTP/1.0"), "/ok", true, 400),
+        (head(method: "GET", host: nil), "/ok", true, 400),
+        (head([("host", "a.test"), ("host", "b.test")], method: "GET"), "/ok", true, 400),
+        (head(method: "GET", host: "a b"), "/ok", true, 400),
+        (head(method: "GET", host: "[::1"), "/ok", true, 400),
     ])
     func refusals(head: RequestHead, target: String, isAdmitted: Bool, status: Int) {
         var machine = Self.machine(target: target)

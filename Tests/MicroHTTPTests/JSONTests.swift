@@ -133,7 +133,7 @@ struct JSONEncoderTests {
     @Test("a problem carries its members and extensions")
     func problem() throws {
         let problem = Problem(status: 409, title: "Conflict", detail: "d", extensions: ["record": JSONFragment(["k": 1])])
-        #expect(String(decoding: Response.problem(problem).body.bytes ?? [], as: UTF8.self) == #"{"type":"about:blank","title":"Conflict","status":409,"detail":"d","record":{"k":1}}"# + "\n")
+        #expect(String(decoding: Response.problem(problem).body.bytes ?? [], as: UTF8.self) == #"{"type":"/problems/conflict","title":"Conflict","status":409,"detail":"d","record":{"k":1}}"# + "\n")
     }
 }
 

@@ -680,7 +680,7 @@ class Dashboard(DashboardCase):
         """A launch left incomplete by a relaunch with a scene connected (counted when the next launch starts)."""
         for step in COLD_START[:2]:
             self.api.event(instance, step)
-        self.api.ok("POST", f"/v1/instances/{instance}/launches", expect=(200,))
+        self.api.ok("POST", f"/v1/instances/{instance}/relaunches", expect=(200,))
         self.api.event(instance, COLD_START[0])
 
     def list_ids(self):

@@ -18,6 +18,9 @@ struct AccessLog: Middleware {
             case .bytes(let bytes):
                 line.write(bytes: bytes.count)
                 return response
+            case .omitted:
+                line.write(bytes: 0)
+                return response
             case .stream(let stream):
                 var logged = response
                 logged.body = .stream(LoggedStream(stream, line: line))

@@ -19,6 +19,8 @@ echo "== WAL under sustained writes"
 bash Benchmarks/wal-bench.sh
 echo "== event streams: 10,000 subscribers, lifecycled beside nginx+nchan"
 bash Benchmarks/sse-bench.sh .build/release/lifecycled
+echo "== history pages of large records, clients not reading: before (c1cc58a) and after the byte bound"
+bash Benchmarks/page-bytes-bench.sh
 echo "== replicas on PostgreSQL: events/s with 1, 2 and 3 replicas beside SQLite, SSE across replicas"
 bash Benchmarks/replica-bench.sh
 
@@ -43,8 +45,9 @@ bash Benchmarks/replica-bench.sh
   cat Benchmarks/.startup-results.md
   cat Benchmarks/.wal-results.md
   cat Benchmarks/.sse-results.md
+  cat Benchmarks/.pages-results.md
   cat Benchmarks/.replica-results.md
 } >Benchmarks/RESULTS.md
 rm -f Benchmarks/.http-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md \
-  Benchmarks/.wal-results.md Benchmarks/.sse-results.md Benchmarks/.replica-results.md
+  Benchmarks/.wal-results.md Benchmarks/.sse-results.md Benchmarks/.pages-results.md Benchmarks/.replica-results.md
 echo "wrote Benchmarks/RESULTS.md"

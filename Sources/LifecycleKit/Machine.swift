@@ -172,6 +172,9 @@ public struct Machine: Sendable {
             guard definition.type.accepts(value) else {
                 throw .wrongParameterType(input: input, parameter: name, expected: definition.type, got: value.typeName)
             }
+            if case .string(let text) = value, text.unicodeScalars.count > ParameterType.maxStringLength {
+                throw .parameterTooLong(input: input, parameter: name, length: text.unicodeScalars.count, limit: ParameterType.maxStringLength)
+            }
             if let minLength = definition.minLength, case .string(let text) = value, text.unicodeScalars.count < minLength {
                 throw .parameterTooShort(input: input, parameter: name, minLength: minLength)
             }

@@ -129,6 +129,9 @@ public final class Model: Sendable {
     public static func rowID(_ index: Int) -> String { "r\(index + 1)" }
 
     private static func checkParameters(_ parameters: [ParameterDefinition], owner: String) throws(ModelError) {
+        guard parameters.count <= ParameterType.maxParametersPerInput else {
+            throw .tooManyParameters(owner: owner, count: parameters.count, limit: ParameterType.maxParametersPerInput)
+        }
         var seen: Set<String> = []
         for p in parameters {
             guard seen.insert(p.name).inserted else { throw .duplicateParameter(owner: owner, parameter: p.name) }

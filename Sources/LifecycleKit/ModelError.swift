@@ -6,6 +6,7 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case duplicateEvent(String)
     case duplicateAction(String)
     case duplicateParameter(owner: String, parameter: String)
+    case tooManyParameters(owner: String, count: Int, limit: Int)
     case noInitialState
     case multipleInitialStates([String])
     case badParameterType(parameter: String, type: String)
@@ -36,6 +37,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
             "action \"\(a)\" is declared more than once"
         case .duplicateParameter(let owner, let p):
             "\"\(owner)\" declares parameter \"\(p)\" more than once"
+        case .tooManyParameters(let owner, let count, let limit):
+            "\"\(owner)\" declares \(count) parameters; an event or action may declare at most \(limit)"
         case .noInitialState:
             "no state has kind \"initial\""
         case .multipleInitialStates(let names):
@@ -79,6 +82,8 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownParameter(input: String, parameter: String)
     case missingParameter(input: String, parameter: String)
     case wrongParameterType(input: String, parameter: String, expected: ParameterType, got: String)
+    /// A string value longer than ``ParameterType/maxStringLength``.
+    case parameterTooLong(input: String, parameter: String, length: Int, limit: Int)
     /// A string shorter than the parameter's `minLength` (an empty window name, say).
     case parameterTooShort(input: String, parameter: String, minLength: Int)
 
@@ -94,6 +99,8 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
             "\"\(i)\" requires parameter \"\(p)\""
         case .wrongParameterType(let i, let p, let expected, let got):
             "parameter \"\(p)\" of \"\(i)\" must be \(expected.rawValue), got \(got)"
+        case .parameterTooLong(let i, let p, let length, let limit):
+            "parameter \"\(p)\" of \"\(i)\" is \(length) characters long; a string parameter holds at most \(limit)"
         case .parameterTooShort(let i, let p, let minLength):
             minLength == 1
                 ? "parameter \"\(p)\" of \"\(i)\" must not be empty"

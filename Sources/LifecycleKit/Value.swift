@@ -56,6 +56,14 @@ public enum Value: Sendable, Hashable, Codable, CustomStringConvertible {
 public enum ParameterType: String, Sendable, Codable, CaseIterable {
     case string, boolean, integer, number
 
+    /// The longest string value an input may carry, in characters (Unicode scalars, as JSON
+    /// Schema's `maxLength` counts them, so `openapi.yaml` can state it exactly). With at most
+    /// ``maxParametersPerInput`` parameters, it bounds a record (which may repeat an input's
+    /// parameters as the action it replaced), and so what pages and streams of records weigh.
+    public static let maxStringLength = 8192
+    /// The most parameters an event or action may declare, and so an input carry.
+    public static let maxParametersPerInput = 32
+
     /// Whether `value` is acceptable for this type; an integer is a valid number. Infinity
     /// and NaN are not numbers here: a record holding one could not be written as JSON.
     public func accepts(_ value: Value) -> Bool {

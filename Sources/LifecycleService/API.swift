@@ -16,6 +16,8 @@ struct API: Sendable {
     var readsNeedToken = false
     /// Where the graphs' drawing is logged.
     var logger = Logger()
+    /// Bytes of records one history page holds at most (`--page-bytes`).
+    var pageBytes = PageLimit.defaultBytes
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
@@ -241,7 +243,9 @@ struct API: Sendable {
         try request.checkQuery(allowing: ["after", "limit"])
         let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
-        let page = try answering(try registry.history(of: request.parameters["id"] ?? "", after: after, limit: limit))
+        // A page ends early at `pageBytes`, with the same continuation: what a client that does
+        // not read holds on the server is one page per connection, whatever its records weigh.
+        let page = try answering(try registry.history(of: request.parameters["id"] ?? "", after: after, limit: PageLimit(records: limit, bytes: pageBytes)))
         // Records are stored as JSON; the page is assembled around them without re-encoding.
         var json = JSONBuffer(capacity: 64 + page.records.reduce(0) { $0 + $1.count + 1 })
         json.raw("{\"items\":[")

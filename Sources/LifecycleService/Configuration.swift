@@ -59,6 +59,10 @@ public struct Configuration: Sendable {
     public var streamBuffer = 256 * 1024
     /// Bytes of recent records kept in memory, so that a resume within them reads no SQLite.
     public var streamRing = 16 * 1024 * 1024
+    /// Bytes of records one history page or one replay step of a stream holds at most (a
+    /// single bigger record still goes alone): the most a client that does not read pins per
+    /// connection. A history page that stops early says where to continue, as any page does.
+    public var pageBytes = PageLimit.defaultBytes
     /// Streams open at once; past it a stream is refused (503).
     public var maxSubscribers = 20_000
     /// Instances there may be at once; a create past it is refused (507). Every instance is
@@ -261,6 +265,11 @@ public struct Configuration: Sendable {
         ) { $0.heartbeat = $1 },
         .integer("--stream-buffer", "LIFECYCLED_STREAM_BUFFER", placeholder: "BYTES", help: "how far a live stream may fall behind before it is closed with event: overflow (default 262144 = 256 KiB; at least 4096)", in: 4096...Int.max) { $0.streamBuffer = $1 },
         .integer("--stream-ring", "LIFECYCLED_STREAM_RING", placeholder: "BYTES", help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)", in: 65536...Int.max) { $0.streamRing = $1 },
+        .integer(
+            "--page-bytes", "LIFECYCLED_PAGE_BYTES", placeholder: "BYTES",
+            help: "bytes of records a history page or a stream's replay step holds at most; a page that stops early gives nextAfter (default 4194304 = 4 MiB; at least 65536)",
+            in: 65536...Int.max
+        ) { $0.pageBytes = $1 },
         Option(flag: "--cors-origin", variable: "LIFECYCLED_CORS_ORIGIN", placeholder: "ORIGINS", help: "comma-separated origins (https://host[:port]) whose pages may call the API, or *; CORS is off without it") { c, v in
             let origins = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             guard !origins.isEmpty, origins.allSatisfy(Self.isOrigin) else { return false }
@@ -355,6 +364,7 @@ public struct Configuration: Sendable {
         settings.heartbeat = .milliseconds(Int64((heartbeat * 1000).rounded()))
         settings.subscriberBuffer = streamBuffer
         settings.ringBytes = streamRing
+        settings.pageBytes = pageBytes
         settings.maxSubscribers = maxSubscribers
         settings.maxSubscribersPerClient = maxConnectionsPerClient
         return settings

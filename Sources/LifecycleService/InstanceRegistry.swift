@@ -297,7 +297,7 @@ final class InstanceRegistry: @unchecked Sendable {
     /// Instances read by all list pages so far.
     var instancesReadByLists: Int { listReads.load(ordering: .relaxed) }
 
-    func history(of id: String, after: Int64, limit: Int) throws(Refusal) -> HistoryPage {
+    func history(of id: String, after: Int64, limit: PageLimit) throws(Refusal) -> HistoryPage {
         _ = try instance(id)
         do {
             return try store.history(instanceID: id, after: after, limit: limit)
@@ -415,7 +415,9 @@ final class InstanceRegistry: @unchecked Sendable {
         var touched: Set<String> = []
         var position = cacheThrough
         while position < target {
-            let page = try store.replay(after: position, through: target, filter: RecordFilter(), limit: Self.catchUpPageSize)
+            let page = try store.replay(
+                after: position, through: target, filter: RecordFilter(), limit: PageLimit(records: Self.catchUpPageSize, bytes: hub.settings.pageBytes)
+            )
             let published = hub.lastSequence
             hub.publish(page.records.filter { $0.sequence > published }.map {
                 PublishedRecord(sequence: $0.sequence, kind: $0.kind, instance: $0.instance, model: $0.model, outcome: $0.outcome, json: $0.json)

@@ -65,7 +65,7 @@ public final class Service: Sendable {
         metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: store.databaseFile) }
         let router = API(
             registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope),
-            readsNeedToken: token != nil && configuration.protectReads, logger: logger
+            readsNeedToken: token != nil && configuration.protectReads, logger: logger, pageBytes: configuration.pageBytes
         ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(

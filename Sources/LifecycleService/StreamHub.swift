@@ -47,8 +47,11 @@ struct StreamSettings: Sendable {
     var maxSubscribersPerClient = 256
     /// The `retry:` a stream opens with: how long a client waits before reconnecting.
     var retryMilliseconds = 2000
-    /// Records a replay reads from the store at a time.
+    /// Records a replay reads from the store at a time, at most.
     var replayPageSize = 256
+    /// Bytes of records a replay reads from the store at a time, at most (one record if it
+    /// is bigger): what a stream that does not read holds (``Configuration/pageBytes``).
+    var pageBytes = PageLimit.defaultBytes
 }
 
 /// Fans committed records out to stream subscriptions.
@@ -213,7 +216,7 @@ final class StreamHub: Sendable {
 
     /// The store's bounds for a notice, read after a page or on their own.
     func storeBounds(through newest: Int64) throws(StoreError) -> ReplayPage {
-        try store.replay(after: newest, through: newest, filter: RecordFilter(), limit: 1)
+        try store.replay(after: newest, through: newest, filter: RecordFilter(), limit: PageLimit(records: 1))
     }
 
     /// Takes frames from the ring for subscription `id` at `cursor`, at most `room` bytes of

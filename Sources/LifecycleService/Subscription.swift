@@ -159,7 +159,9 @@ struct SubscriptionReader {
         case .store(let through):
             let page: ReplayPage
             do {
-                page = try hub.store.replay(after: after, through: through, filter: filter, limit: hub.settings.replayPageSize)
+                page = try hub.store.replay(
+                    after: after, through: through, filter: filter, limit: PageLimit(records: hub.settings.replayPageSize, bytes: hub.settings.pageBytes)
+                )
             } catch {
                 // The stream ends; the client reconnects with its last event id and tries again.
                 hub.logger.error("stream replay failed", ["after": String(after), "error": error.message])

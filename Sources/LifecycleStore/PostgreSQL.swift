@@ -421,6 +421,9 @@ final class QueryResult {
     }
 
     /// The raw bytes of a value (a `bytea`'s content); empty for NULL.
+    /// The size of a value, without copying it.
+    func byteCount(_ row: Int, _ column: Int) -> Int { Int(PQgetlength(handle, Int32(row), Int32(column))) }
+
     func bytes(_ row: Int, _ column: Int) -> [UInt8] {
         let count = Int(PQgetlength(handle, Int32(row), Int32(column)))
         guard count > 0, let pointer = PQgetvalue(handle, Int32(row), Int32(column)) else { return [] }

@@ -804,39 +804,42 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         }
     }
 
-    public func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage {
+    public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { (connection) throws(PostgreSQLError) in
             // One statement, so the page and its oldest record agree. A page's records have
             // versions above 0, so without an oldest record there is no page either. A client
             // pages with the last sequence number it saw, which belongs to this instance: the
-            // range starts right after that record's version.
+            // range starts right after that record's version. One row more than the page holds
+            // says whether more follow; the result, which libpq holds whole, stops at the first
+            // row past the page's bytes (`before`: the bytes of the rows ahead of it), or at the
+            // second when the first alone is bigger than they are.
             let found = try connection.execute(
                 """
                 WITH oldest AS (
                   SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY version LIMIT 1
                 ), page AS (
-                  SELECT seq, version, body FROM records
+                  SELECT seq, version, body, row_number() OVER (ORDER BY version) AS n,
+                    sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
+                  FROM records
                   WHERE instance = $1
                     AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
                     AND seq > $2
                   ORDER BY version LIMIT $3
                 )
-                SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON true ORDER BY page.version
+                SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
                 """,
-                [.text(instanceID), .integer(after), .integer(Int64(limit) + 1)]
+                [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]
             )
             var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+            var fill = PageFill(limit)
             for row in 0..<found.rowCount {
                 page.oldestRetainedVersion = found.integer(row, 0)
                 page.oldestRetainedSequence = found.integer(row, 1)
-                guard !found.isNull(row, 2) else { continue }
-                guard page.records.count < limit else {
-                    page.hasMore = true
-                    continue
-                }
+                guard !found.isNull(row, 2), fill.admits(size: found.byteCount(row, 3)) else { continue }
                 page.records.append(found.bytes(row, 3))
                 page.lastSequence = found.integer(row, 2)
             }
+            page.hasMore = fill.turnedAway
             return page
         }
     }
@@ -860,11 +863,11 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
         }
     }
 
-    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: Int) throws(StoreError) -> ReplayPage {
+    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
         // As on SQLite: without an instance filter a page examines a bounded range of
         // sequence numbers, so a rare filter costs a bounded scan per page.
         let upper = filter.instances == nil ? min(through, after + SQLiteStore.replayScanRows) : through
-        var parameters: [Connection.Parameter] = [.integer(after), .integer(upper), .integer(Int64(max(1, limit)))]
+        var parameters: [Connection.Parameter] = [.integer(after), .integer(upper), .integer(Int64(limit.records)), .integer(Int64(limit.bytes))]
         var recordConditions = ""
         var tombstoneConditions = ""
         if let instances = filter.instances {
@@ -891,24 +894,30 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
                 FROM tombstones WHERE seq > $1 AND seq <= $2\(tombstoneConditions)
                 """
         }
-        // One statement, so the page and its bounds agree.
+        // One statement, so the page and its bounds agree. As for history, the result stops
+        // at the first row past the page's bytes.
         let sql = """
-            WITH page AS (\(page) ORDER BY 1 LIMIT $3),
+            WITH rows AS (\(page) ORDER BY 1 LIMIT $3),
+            page AS (
+              SELECT *, row_number() OVER (ORDER BY seq) AS n, sum(octet_length(body)) OVER (ORDER BY seq) - octet_length(body) AS before
+              FROM rows
+            ),
             bounds AS (
               SELECT (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,
                 (SELECT min(seq) FROM records) AS oldest_record, (SELECT min(seq) FROM tombstones) AS oldest_tombstone
             )
             SELECT bounds.dropped_through, bounds.oldest_record, bounds.oldest_tombstone,
               page.seq, page.kind, page.body, page.instance, page.outcome, page.model
-            FROM bounds LEFT JOIN page ON true ORDER BY page.seq
+            FROM bounds LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.seq
             """
         return try read("cannot replay records after \(after)") { (connection) throws(PostgreSQLError) in
             let found = try connection.execute(sql, parameters)
             var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+            var fill = PageFill(limit)
             for row in 0..<found.rowCount {
                 page.droppedThrough = found.integer(row, 0)
                 page.oldestKept = [1, 2].compactMap { found.isNull(row, $0) ? nil : found.integer(row, $0) }.min()
-                guard !found.isNull(row, 3) else { continue }
+                guard !found.isNull(row, 3), fill.admits(size: found.byteCount(row, 5)) else { continue }
                 let sequence = found.integer(row, 3)
                 guard let kind = RecordKind(rawValue: found.integer(row, 4)) else {
                     throw PostgreSQLError(
@@ -930,7 +939,7 @@ public final class PostgresStore: InstanceStore, @unchecked Sendable {
                     model: try found.text(row, 8, named: "the model of record \(sequence)"), outcome: outcome, json: found.bytes(row, 5)
                 ))
             }
-            if page.records.count >= limit, let last = page.records.last { page.coveredThrough = last.sequence }
+            if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
             return page
         }
     }

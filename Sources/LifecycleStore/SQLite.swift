@@ -221,6 +221,9 @@ struct Row {
         return text
     }
 
+    /// The size of a blob or text column, without reading it.
+    func byteCount(_ column: Int32) -> Int { Int(sqlite3_column_bytes(handle, column)) }
+
     func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(handle, column))
         guard count > 0, let pointer = sqlite3_column_blob(handle, column) else { return [] }

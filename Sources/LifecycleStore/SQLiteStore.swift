@@ -635,19 +635,19 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         walBound.checkpointed(finished: finished, walBytes: bytes)
     }
 
-    public func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage {
+    public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { () throws(SQLiteError) in
             var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+            var fill = PageFill(limit)
             // One snapshot for both reads, so the page and its oldest record agree.
             try reader.transaction("BEGIN") { () throws(SQLiteError) in
-                try selectHistory.forEachRow([.text(instanceID), .integer(after), .integer(Int64(limit) + 1)]) { row in
-                    guard page.records.count < limit else {
-                        page.hasMore = true
-                        return
-                    }
+                // One row more than the page holds says whether more follow; rows turned away are not read.
+                try selectHistory.forEachRow([.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
+                    guard fill.admits(size: row.byteCount(1)) else { return }
                     page.records.append(row.blob(1))
                     page.lastSequence = row.integer(0)
                 }
+                page.hasMore = fill.turnedAway
                 if let oldest = try selectOldestRetained.first([.text(instanceID)], { (version: $0.integer(0), sequence: $0.integer(1)) }) {
                     page.oldestRetainedVersion = oldest.version
                     page.oldestRetainedSequence = oldest.sequence
@@ -677,11 +677,11 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
     /// matching a rare filter costs a bounded scan, and the replay goes on from where it stopped.
     static let replayScanRows: Int64 = 8192
 
-    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: Int) throws(StoreError) -> ReplayPage {
+    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
         // Without an instance filter the scan is a range of rowids: bound it. With one, the
         // (instance, version) index finds the instances' records, however far apart.
         let upper = filter.instances == nil ? min(through, after + Self.replayScanRows) : through
-        var bindings: [Statement.Binding] = [.integer(after), .integer(upper), .integer(Int64(max(1, limit)))]
+        var bindings: [Statement.Binding] = [.integer(after), .integer(upper), .integer(Int64(limit.records))]
         var recordConditions = ""
         var tombstoneConditions = ""
         if let instances = filter.instances {
@@ -711,9 +711,11 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
         return try read("cannot replay records after \(after)") { () throws(SQLiteError) in
             let select = try reader.prepare(sql)
             var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+            var fill = PageFill(limit)
             // One snapshot for the page and its bounds, so they agree.
             try reader.transaction("BEGIN") { () throws(SQLiteError) in
                 try select.forEachRow(bindings) { (row) throws(SQLiteError) in
+                    guard fill.admits(size: row.byteCount(2)) else { return }
                     let sequence = row.integer(0)
                     guard let kind = RecordKind(rawValue: row.integer(1)) else {
                         throw SQLiteError(code: SQLITE_CORRUPT, message: "record \(sequence) has kind \(row.integer(1)), which no lifecycled writes")
@@ -735,7 +737,7 @@ public final class SQLiteStore: InstanceStore, @unchecked Sendable {
                     page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
                 }
             }
-            if page.records.count >= limit, let last = page.records.last { page.coveredThrough = last.sequence }
+            if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
             return page
         }
     }

@@ -127,6 +127,54 @@ public struct ReplayedRecord: Sendable, Equatable {
     }
 }
 
+/// How much one page of records read at once may hold: at most `records` of them, and at most
+/// `bytes` bytes of their JSON unless its one record alone is bigger (so every record can be
+/// read). What a client that does not read can pin is thus a page per connection.
+public struct PageLimit: Sendable, Equatable {
+    /// The default of `--page-bytes`: a page of 1000 typical records (about 0.4 KiB each)
+    /// is far below it, one of records with an 8192-character url (about 16 KiB, the url
+    /// repeated as the action it replaced) holds about 250.
+    public static let defaultBytes = 4 * 1024 * 1024
+
+    /// The most records on a page (at least 1).
+    public var records: Int
+    /// The most bytes of records' JSON on a page of more than one record.
+    public var bytes: Int
+
+    /// At most `records` records (1 if fewer is asked) and `bytes` bytes of them.
+    public init(records: Int, bytes: Int = PageLimit.defaultBytes) {
+        self.records = max(1, records)
+        self.bytes = bytes
+    }
+}
+
+/// A page being filled from rows in order, within its ``PageLimit``: both stores page by it.
+struct PageFill {
+    let limit: PageLimit
+    private var count = 0
+    private var bytes = 0
+    /// Whether a row was turned away: the page ends before it, and more follow.
+    private(set) var turnedAway = false
+
+    init(_ limit: PageLimit) {
+        self.limit = limit
+    }
+
+    /// Whether the page can take no more: a row was turned away, or it holds `limit.records`.
+    var isFull: Bool { turnedAway || count >= limit.records }
+
+    /// Takes a record of `size` bytes if the page has room for it; once it has not, no later one.
+    mutating func admits(size: Int) -> Bool {
+        guard !turnedAway, count < limit.records, count == 0 || bytes + size <= limit.bytes else {
+            turnedAway = true
+            return false
+        }
+        count += 1
+        bytes += size
+        return true
+    }
+}
+
 /// One page of a replay of all instances' records, in sequence order.
 public struct ReplayPage: Sendable {
     /// The matching records, oldest first.
@@ -307,14 +355,14 @@ public protocol InstanceStore: AnyObject, Sendable {
     func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void)
     /// Runs `body` in one transaction. Writes are serialised.
     func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
-    /// Committed records of one instance with sequence numbers after `after`, oldest first:
-    /// applied inputs only (its creation record is not history).
-    func history(instanceID: String, after: Int64, limit: Int) throws(StoreError) -> HistoryPage
+    /// Committed records of one instance with sequence numbers after `after`, oldest first,
+    /// as many as `limit` allows: applied inputs only (its creation record is not history).
+    func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage
     /// Committed records of every instance, and deletion records, with sequence numbers in
-    /// `after...through` (excluding `after`) that pass `filter`, in sequence order, at most
-    /// `limit` of them. Records of a deleted instance went with it; only its deletion record
+    /// `after...through` (excluding `after`) that pass `filter`, in sequence order, as many as
+    /// `limit` allows. Records of a deleted instance went with it; only its deletion record
     /// is replayed.
-    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: Int) throws(StoreError) -> ReplayPage
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage
     /// The committed coverage counters of every model (see ``StoreTransaction/addCoverage(_:)``).
     func loadCoverage() throws(StoreError) -> CoverageCounts
     /// Waits for the check of the stored data begun at opening, and throws if it failed:

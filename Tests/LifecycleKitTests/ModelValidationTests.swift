@@ -142,6 +142,25 @@ struct ModelValidationTests {
         #expect(validationError { $0.events[0].parameters.append($0.events[0].parameters[0]) } == .duplicateParameter(owner: "push", parameter: "force"))
     }
 
+    @Test("an event or action declares at most 32 parameters, and a string parameter holds at most 8192 characters")
+    func parameterBounds() throws {
+        let many = (1...33).map { ParameterDefinition(name: "p\($0)", type: .string) }
+        let error = validationError { $0.events[1].parameters = many }
+        #expect(error == .tooManyParameters(owner: "pull", count: 33, limit: 32))
+        #expect(error?.description == "\"pull\" declares 33 parameters; an event or action may declare at most 32")
+        #expect(validationError { $0.events[1].parameters = Array(many.prefix(32)) } == nil)
+
+        var definition = sampleDefinition()
+        definition.events[1].parameters = [ParameterDefinition(name: "note", type: .string)]
+        var machine = Machine(model: try Model(definition: definition))
+        // Characters, as JSON Schema's maxLength counts them: "é" as e and a combining accent is two.
+        let tooLong = String(repeating: "e\u{301}", count: 4096) + "x"
+        #expect(throws: InputError.parameterTooLong(input: "pull", parameter: "note", length: 8193, limit: 8192)) {
+            try machine.apply(event: "pull", parameters: ["note": .string(tooLong)], at: t0)
+        }
+        #expect(try machine.apply(event: "pull", parameters: ["note": .string(String(repeating: "€", count: 8192))], at: t0).version == 1)
+    }
+
     @Test("unknown effect and malformed files")
     func malformed() {
         let effect = """

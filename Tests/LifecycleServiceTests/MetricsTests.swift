@@ -179,8 +179,8 @@ struct MetricsTests {
         let stuck = try EventStreamClient(port: server.port, path: "/v1/stream", receiveBuffer: 4096)
         #expect(try c.scrape().value("lifecycled_stream_subscribers_dropped_total") == 0)
         // Far more than the socket buffers and the stream's budget hold (as StreamEndpointTests.overflow).
-        let url = "https://example.com/" + String(repeating: "a", count: 30_000)
-        for _ in 0..<400 {
+        let url = "https://example.com/" + String(repeating: "a", count: 8000)
+        for _ in 0..<800 {
             #expect(try c.request("POST", "/v1/instances/o/actions", json: #"{"action": "openURL", "url": "\#(url)"}"#).status == 200)
         }
         var last: StreamEvent?

@@ -188,10 +188,10 @@ struct StreamEndpointTests {
         try c.makeInstance("o", events: coldStart)
         let stuck = try EventStreamClient(port: server.port, path: "/v1/stream", receiveBuffer: 4096)
         // Far more than the socket buffers (megabytes on loopback) and the stream's budget hold:
-        // 400 actions of 30 KB each.
-        let url = "https://example.com/" + String(repeating: "a", count: 30_000)
+        // 800 actions of 16 KB each (an 8 KB url, repeated as the action it replaced).
+        let url = "https://example.com/" + String(repeating: "a", count: 8000)
         var answered: [Int64] = []
-        for _ in 0..<400 {
+        for _ in 0..<800 {
             let record = try c.request("POST", "/v1/instances/o/actions", json: #"{"action": "openURL", "url": "\#(url)"}"#).json
             answered.append(Int64(record["sequence"] as! Int))
         }

@@ -11,7 +11,7 @@ func storedRecords(_ store: any InstanceStore, through last: Int64) throws -> [I
     var records: [Int64: String] = [:]
     var after: Int64 = 0
     while after < last {
-        let page = try store.replay(after: after, through: last, filter: RecordFilter(), limit: 1000)
+        let page = try store.replay(after: after, through: last, filter: RecordFilter(), limit: PageLimit(records: 1000))
         for record in page.records { records[record.sequence] = String(decoding: record.json, as: UTF8.self) }
         after = page.coveredThrough
     }
@@ -49,7 +49,7 @@ struct StreamHubTests {
         #expect(resumed.records.isEmpty)
         #expect(!resumed.events.contains { $0.type == "reset" }, "a committed resume point is no reset")
 
-        let page = try store.replay(after: 1, through: last, filter: RecordFilter(), limit: 100)
+        let page = try store.replay(after: 1, through: last, filter: RecordFilter(), limit: PageLimit(records: 100))
         hub.publish(page.records.map {
             PublishedRecord(sequence: $0.sequence, kind: $0.kind, instance: $0.instance, model: $0.model, outcome: $0.outcome, json: $0.json)
         })

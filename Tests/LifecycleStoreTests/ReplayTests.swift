@@ -8,7 +8,7 @@ func replayAll(_ store: any InstanceStore, after: Int64 = 0, through: Int64, fil
     var records: [ReplayedRecord] = []
     var position = after
     while position < through {
-        let page = try store.replay(after: position, through: through, filter: filter, limit: limit)
+        let page = try store.replay(after: position, through: through, filter: filter, limit: PageLimit(records: limit))
         #expect(page.coveredThrough > position, "each page moves on")
         records += page.records
         position = page.coveredThrough
@@ -39,7 +39,7 @@ struct ReplayTests {
             }
             #expect(deleted == 9)
 
-            let all = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: 100)
+            let all = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: PageLimit(records: 100))
             #expect(all.records.map(\.sequence) == [4, 5, 6, 9], "b's records went with it; its deletion stays")
             #expect(all.records.map(\.kind) == [.relaunch, .relaunch, .relaunch, .deleted])
             #expect(all.droppedThrough == 3 && all.oldestKept == 4 && all.coveredThrough == 9)
@@ -47,9 +47,9 @@ struct ReplayTests {
             #expect(String(decoding: all.records[3].json, as: UTF8.self) == #"{"sequence":9,"instance":"b","version":0,"kind":"deleted"}"#)
 
             #expect(try replayAll(store, through: 9, limit: 2).map(\.sequence) == [4, 5, 6, 9])
-            let first = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: 2)
+            let first = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: PageLimit(records: 2))
             #expect(first.records.map(\.sequence) == [4, 5] && first.coveredThrough == 5)
-            #expect(try store.replay(after: 0, through: 5, filter: RecordFilter(), limit: 100).records.map(\.sequence) == [4, 5])
+            #expect(try store.replay(after: 0, through: 5, filter: RecordFilter(), limit: PageLimit(records: 100)).records.map(\.sequence) == [4, 5])
             #expect(try replayAll(store, through: 9, filter: RecordFilter(model: "android-activity")).map(\.sequence) == [9])
             #expect(try replayAll(store, through: 9, filter: RecordFilter(model: "ios-app")).map(\.sequence) == [4, 5, 6])
             #expect(try replayAll(store, through: 9, filter: RecordFilter(instances: ["b", "nobody"])).map(\.sequence) == [9])
@@ -61,7 +61,7 @@ struct ReplayTests {
         // Expired, the deletion record goes, and the floor follows; its number is still never reused.
         let store = try place.open(historyLimit: 3, tombstoneLifetime: 0)
         defer { store.close() }
-        let page = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: 100)
+        let page = try store.replay(after: 0, through: 9, filter: RecordFilter(), limit: PageLimit(records: 100))
         #expect(page.records.map(\.sequence) == [4, 5, 6])
         #expect(page.droppedThrough == 9 && page.oldestKept == 4)
         #expect(store.lastSequence == 9)
@@ -103,21 +103,84 @@ struct ReplayTests {
         let expected = bodies.map { row in
             row.body.replacingOccurrences(of: #"{"sequence":\#(row.seq),"#, with: #"{"sequence":\#(row.seq),"instance":"\#(row.instance)","#)
         }
-        let history = try store.history(instanceID: "a", after: 0, limit: 10)
+        let history = try store.history(instanceID: "a", after: 0, limit: PageLimit(records: 10))
         #expect(history.records.map { String(decoding: $0, as: UTF8.self) } == [expected[0], expected[2], expected[3]])
         #expect(history.oldestRetainedVersion == 1)
-        let replayed = try store.replay(after: 0, through: 4, filter: RecordFilter(), limit: 10)
+        let replayed = try store.replay(after: 0, through: 4, filter: RecordFilter(), limit: PageLimit(records: 10))
         #expect(replayed.records.map { String(decoding: $0.json, as: UTF8.self) } == expected)
         #expect(replayed.records.map(\.kind) == [.event, .action, .relaunch, .event])
         #expect(replayed.droppedThrough == 0 && replayed.oldestKept == 1)
-        #expect(try store.replay(after: 0, through: 4, filter: RecordFilter(outcomes: [.unexpected]), limit: 10).records.map(\.sequence) == [4])
-        #expect(try store.replay(after: 0, through: 4, filter: RecordFilter(outcomes: [.stayed]), limit: 10).records.map(\.sequence) == [2])
+        #expect(try store.replay(after: 0, through: 4, filter: RecordFilter(outcomes: [.unexpected]), limit: PageLimit(records: 10)).records.map(\.sequence) == [4])
+        #expect(try store.replay(after: 0, through: 4, filter: RecordFilter(outcomes: [.stayed]), limit: PageLimit(records: 10)).records.map(\.sequence) == [2])
         #expect(try store.integrityCheck() == "ok")
 
         // New records continue the numbering, in the new shape.
         let relaunch = Record(version: 2, kind: .relaunch, name: "relaunch", from: "initializing", to: "initializing", outcome: .stayed, time: t0)
         let written = try store.write { (t) throws(StoreError) in try t.append(relaunch, instanceID: "b", encode: encodeRecord) }
         #expect(written.sequence == 5)
-        #expect(try store.replay(after: 4, through: 5, filter: RecordFilter(), limit: 10).records.map(\.kind) == [.relaunch])
+        #expect(try store.replay(after: 4, through: 5, filter: RecordFilter(), limit: PageLimit(records: 10)).records.map(\.kind) == [.relaunch])
+    }
+
+    @Test("history and replay pages stop at their byte bound (a bigger record goes alone) and say where to continue: every record once, in order", arguments: Backend.allCases)
+    func pagesBoundedInBytes(backend: Backend) throws {
+        let bound = 10_000
+        // Pages fill exactly (4000 + 6000), end before a record that does not fit, hold a record
+        // bigger than the bound alone and still say more follow after it.
+        let sizes = [4000, 6000, 1000, 12_000, 3000, 7000, 5000, 10_000, 10_000, 400, 400, 400]
+        let store = try StorePlace(backend).open()
+        defer { store.close() }
+        var writer = InstanceWriter(id: "big")
+        try writer.create(in: store)
+        var sequences: [Int64] = []
+        for size in sizes {
+            let record = try writer.machine.apply(.relaunch, at: t0)
+            writer.instance.state = writer.machine.snapshot
+            let written = try store.write { [instance = writer.instance] (t) throws(StoreError) in
+                let written = try t.append(record, instanceID: instance.id) { record in
+                    // The record's JSON with a member that brings it to `size` bytes.
+                    let json = encodeRecord(record).dropLast()
+                    return Array(json) + Array(#","pad":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: size - json.count - 10) + Array(#""}"#.utf8)
+                }
+                try t.update(instance)
+                return written
+            }
+            #expect(written.recordJSON.count == sizes[sequences.count])
+            sequences.append(written.sequence)
+        }
+        let limit = PageLimit(records: 1000, bytes: bound)
+        /// Whether `page` holds what it must: within the bound (or one record), and not ending
+        /// before a record that would have fit.
+        func isFilled(_ page: [Int], next: Int?) -> Bool {
+            let bytes = page.reduce(0, +)
+            return !page.isEmpty && (bytes <= bound || page.count == 1) && next.map { bytes + $0 > bound } ?? true
+        }
+
+        var history: [[Int]] = []
+        var after: Int64 = 0
+        while true {
+            let page = try store.history(instanceID: "big", after: after, limit: limit)
+            history.append(page.records.map(\.count))
+            guard page.hasMore, let last = page.lastSequence else { break }
+            #expect(history.count < sizes.count, "each page moves on")
+            after = last
+        }
+        #expect(history.flatMap { $0 } == sizes, "every record once, in order")
+        for (index, page) in history.enumerated() {
+            #expect(isFilled(page, next: history.indices.contains(index + 1) ? history[index + 1].first : nil), "page \(index): \(page)")
+        }
+        #expect(history == [[4000, 6000], [1000], [12_000], [3000, 7000], [5000], [10_000], [10_000], [400, 400, 400]])
+
+        var replayed: [[Int]] = []
+        var replayedSequences: [Int64] = []
+        var position: Int64 = 1  // after the creation record
+        while position < store.lastSequence {
+            let page = try store.replay(after: position, through: store.lastSequence, filter: RecordFilter(), limit: limit)
+            #expect(page.coveredThrough > position, "each page moves on")
+            replayed.append(page.records.map(\.json.count))
+            replayedSequences += page.records.map(\.sequence)
+            position = page.coveredThrough
+        }
+        #expect(replayedSequences == sequences, "every record once, in order")
+        #expect(replayed == history, "a replay pages as history does")
     }
 }

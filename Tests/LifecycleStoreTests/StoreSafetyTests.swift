@@ -65,7 +65,7 @@ struct StoreSafetyTests {
         #expect(store.lastSequence == 3001, "the creation record, then 3000 relaunches")
         #expect(largest > 0, "the writes went through the WAL")
         #expect(largest <= bound, "the WAL reached \(largest) bytes; its bound is \(bound)")
-        #expect(try store.history(instanceID: "busy", after: 2991, limit: 100).records.count == 10)
+        #expect(try store.history(instanceID: "busy", after: 2991, limit: PageLimit(records: 100)).records.count == 10)
         store.close()
         #expect(fileSize(wal) == 0, "a clean stop empties the WAL")
     }
@@ -115,7 +115,7 @@ struct StoreSafetyTests {
             let reports = Reports()
             let store = try SQLiteStore(directory: folder.path, options: .init(acceptDataLoss: true), report: reports.handler)
             #expect(store.lastSequence == 6, "numbers handed out are never handed out again")
-            #expect(try store.replay(after: 0, through: 6, filter: RecordFilter(), limit: 10).droppedThrough == 6, "replays are told records up to 6 may be gone")
+            #expect(try store.replay(after: 0, through: 6, filter: RecordFilter(), limit: PageLimit(records: 10)).droppedThrough == 6, "replays are told records up to 6 may be gone")
             store.close()
             // Accepted once: the marker agrees with the database now.
             #expect(try SQLiteStore(directory: folder.path).lastSequence == 6)

@@ -359,9 +359,10 @@ public final class HTTPServer: @unchecked Sendable {
         } else if message.hasPrefix(LibraryMessages.perClientLimit) {
             refusals.record(1, reason: "max-connections-per-client", limit: String(configuration.maxConnectionsPerClient))
         } else if LibraryMessages.isAboutOneClient(message) {
-            logger.debug("libmicrohttpd", ["message": message])
+            // It may quote what a client sent (a request line, a header): clipped like any such value.
+            logger.debug("libmicrohttpd", ["message": Logger.clipped(message)])
         } else {
-            logger.warning("libmicrohttpd", ["message": message])
+            logger.warning("libmicrohttpd", ["message": Logger.clipped(message)])
         }
     }
 

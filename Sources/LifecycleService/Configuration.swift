@@ -74,6 +74,8 @@ public struct Configuration: Sendable {
     /// test rig posting lifecycle events sends, low enough that one runaway client cannot
     /// take the whole server.
     static let defaultRateLimit = 100.0
+    /// The slowest rate `--rate-limit` takes (other than 0): one request per 1,000 s.
+    static let minimumRateLimit = 0.001
 
     public init() {}
 
@@ -238,11 +240,15 @@ public struct Configuration: Sendable {
             "--protect-reads", "LIFECYCLED_PROTECT_READS",
             help: "the token is needed for reads, streams and /metrics too; /healthz and the dashboard's files stay open"
         ) { $0.protectReads = $1 },
-        .decimal(
-            "--rate-limit", "LIFECYCLED_RATE_LIMIT",
-            help: "requests per second per client address, answered 429 beyond it (fractions allowed; 0: no limit; default: 100 for clients beyond loopback, none for loopback; when set, it applies to loopback too)",
-            in: 0...1_000_000
-        ) { $0.rateLimit = $1 },
+        Option(
+            flag: "--rate-limit", variable: "LIFECYCLED_RATE_LIMIT", placeholder: "N",
+            help: "requests per second per client address, answered 429 beyond it (\(minimumRateLimit) to 1000000, fractions allowed; 0: no limit; default: 100 for clients beyond loopback, none for loopback; when set, it applies to loopback too)"
+        ) { c, v in
+            // A slower rate would tell a client to retry after more than a quarter of an hour.
+            guard let rate = Double(v), rate == 0 || (minimumRateLimit...1_000_000).contains(rate) else { return false }
+            c.rateLimit = rate
+            return true
+        },
         .integer("--rate-burst", "LIFECYCLED_RATE_BURST", help: "requests a client may send at once before --rate-limit applies (default: twice the rate)", in: 1...1_000_000) { $0.rateBurst = $1 },
         Option(
             flag: "--metrics", variable: "LIFECYCLED_METRICS", placeholder: "on|off",

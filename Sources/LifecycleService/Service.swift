@@ -65,7 +65,8 @@ public final class Service: Sendable {
         let requestMetrics = configuration.metrics ? RequestMetrics() : nil
         metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: store.databaseFile) }
         let router = API(
-            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope), logger: logger
+            registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope), logger: logger,
+            graphLimits: ModelGraphs.Limits(maxElements: configuration.graphMaxSize, wait: configuration.graphWait)
         ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(

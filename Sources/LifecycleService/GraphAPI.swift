@@ -75,6 +75,9 @@ final class ModelGraphs: Sendable {
         for (name, model) in models {
             let states = model.definition.states.count, rows = model.definition.transitions.count
             if states + rows > limits.maxElements {
+                logger.warning("graph not drawn: model too large", [
+                    "model": name, "states": String(states), "rows": String(rows), "limit": String(limits.maxElements),
+                ])
                 drawings[name] = .done(.failure(.unprocessable(
                     "model \"\(name)\" is too large to draw: \(states) states and \(rows) rows, more than \(limits.maxElements) in all (--graph-max-size); graph.dot has its graph"
                 )))

@@ -160,6 +160,7 @@ struct GraphTests {
         #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/healthz").status == 200)
         #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
         #expect(try c.request("GET", "/v1/models/huge/graph.dot").status == 200)
+        #expect(server.waitForLogLine(containing: ["level=warning", "msg=\"graph not drawn: model too large\"", "model=huge states=400 rows=3635 limit=150"]) != nil)
     }
 
     @Test("a drawing that outlasts --graph-wait is 503 with Retry-After, at once from then on, while /healthz and other graphs answer on the one HTTP thread; its result is kept")

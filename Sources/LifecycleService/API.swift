@@ -18,6 +18,8 @@ struct API: Sendable {
     var logger = Logger()
     /// Bytes of records one history page holds at most (`--page-bytes`).
     var pageBytes = PageLimit.defaultBytes
+    /// What bounds the graphs' drawing.
+    var graphLimits = ModelGraphs.Limits()
 
     /// Every route of the API, with static files for everything else.
     func makeRouter() -> Router {
@@ -27,9 +29,10 @@ struct API: Sendable {
         router.get("/problems/{kind}", ProblemPages.respond)
         router.get("/v1/models") { _ in listModels() }
         router.get("/v1/models/{model}", read(model))
-        let graphs = ModelGraphs(models: registry.models, logger: logger)
+        let graphs = ModelGraphs(models: registry.models, limits: graphLimits, logger: logger)
         router.get("/v1/models/{model}/graph.dot", read(graphs.dot))
-        router.get("/v1/models/{model}/graph.svg", read(graphs.svg))
+        // Answered when its drawing, on a queue of its own, is done or has taken too long.
+        router.addDeferred("GET", "/v1/models/{model}/graph.svg", graphs.svg)
         router.get("/v1/models/{model}/coverage", read(coverage))
         // Computations on fresh machines, not writes: answered on the HTTP thread, like reads.
         router.add("POST", "/v1/models/{model}/conformance", read(checkConformance))

@@ -87,11 +87,17 @@ public struct Configuration: Sendable {
     public var rateBurst: Int?
     /// `GET /metrics` and the request counters behind it.
     public var metrics = true
+    /// States plus rows of the largest model `graph.svg` draws; a larger one is 422.
+    public var graphMaxSize = ModelGraphs.Limits().maxElements
+    /// Seconds a `graph.svg` request waits for its drawing before it is answered 503.
+    public var graphWait = ModelGraphs.Limits().wait
 
     /// The rate clients beyond loopback get when none is set: far above what an app or a
     /// test rig posting lifecycle events sends, low enough that one runaway client cannot
     /// take the whole server.
     static let defaultRateLimit = 100.0
+    /// The slowest rate `--rate-limit` takes (other than 0): one request per 1,000 s.
+    static let minimumRateLimit = 0.001
 
     public init() {}
 
@@ -306,12 +312,26 @@ public struct Configuration: Sendable {
             "--protect-reads", "LIFECYCLED_PROTECT_READS",
             help: "the token is needed for reads, streams and /metrics too; /healthz and the dashboard's files stay open"
         ) { $0.protectReads = $1 },
-        .decimal(
-            "--rate-limit", "LIFECYCLED_RATE_LIMIT",
-            help: "requests per second per client address, answered 429 beyond it (fractions allowed; 0: no limit; default: 100 for clients beyond loopback, none for loopback; when set, it applies to loopback too)",
-            in: 0...1_000_000
-        ) { $0.rateLimit = $1 },
+        Option(
+            flag: "--rate-limit", variable: "LIFECYCLED_RATE_LIMIT", placeholder: "N",
+            help: "requests per second per client address, answered 429 beyond it (\(minimumRateLimit) to 1000000, fractions allowed; 0: no limit; default: 100 for clients beyond loopback, none for loopback; when set, it applies to loopback too)"
+        ) { c, v in
+            // A slower rate would tell a client to retry after more than a quarter of an hour.
+            guard let rate = Double(v), rate == 0 || (minimumRateLimit...1_000_000).contains(rate) else { return false }
+            c.rateLimit = rate
+            return true
+        },
         .integer("--rate-burst", "LIFECYCLED_RATE_BURST", help: "requests a client may send at once before --rate-limit applies (default: twice the rate)", in: 1...1_000_000) { $0.rateBurst = $1 },
+        .integer(
+            "--graph-max-size", "LIFECYCLED_GRAPH_MAX_SIZE",
+            help: "states plus rows of the largest model whose graph.svg is drawn; a larger one is answered 422 (default 150: Graphviz's layout time grows far faster than the graph)",
+            in: 1...10_000
+        ) { $0.graphMaxSize = $1 },
+        .decimal(
+            "--graph-wait", "LIFECYCLED_GRAPH_WAIT", placeholder: "SECONDS",
+            help: "seconds a graph.svg request waits for its drawing, which runs on a thread of its own, before it is answered 503 with Retry-After (default 2; fractions allowed)",
+            in: 0.01...60
+        ) { $0.graphWait = $1 },
         Option(
             flag: "--metrics", variable: "LIFECYCLED_METRICS", placeholder: "on|off",
             help: "on (default): GET /metrics in Prometheus's text format, and the request counters behind it; off: neither (GET /metrics is 404)"

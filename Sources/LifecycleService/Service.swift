@@ -65,7 +65,8 @@ public final class Service: Sendable {
         metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: store.databaseFile) }
         let router = API(
             registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope),
-            readsNeedToken: token != nil && configuration.protectReads, logger: logger, pageBytes: configuration.pageBytes
+            readsNeedToken: token != nil && configuration.protectReads, logger: logger, pageBytes: configuration.pageBytes,
+            graphLimits: ModelGraphs.Limits(maxElements: configuration.graphMaxSize, wait: configuration.graphWait)
         ).makeRouter()
         server = HTTPServer(
             configuration: ServerConfiguration(

@@ -59,7 +59,7 @@ public struct Logger: Sendable {
     /// A value as logfmt writes it: bare when it can be, else quoted with `\` escapes, so
     /// a value never breaks the line or forges another key.
     static func logfmtValue(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0.value <= 0x20 || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value == 0x7F }
+        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0.value <= 0x20 || $0 == "\"" || $0 == "=" || $0 == "\\" || isEscaped($0) }
         return needsQuotes ? jsonString(value) : value
     }
 
@@ -73,12 +73,45 @@ public struct Logger: Sendable {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            case _ where isEscaped(scalar):
+                for unit in String(scalar).utf16 {
+                    let hex = String(unit, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                }
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out + "\""
+    }
+
+    /// Written as `\u` escapes: controls (C0, DEL, C1), which a terminal acts on, and the
+    /// invisible format characters and separators (bidi overrides and isolates, U+200E/F,
+    /// zero-widths, U+2028/9), which make a line read otherwise than it is.
+    static func isEscaped(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.value < 0x80 { return scalar.value < 0x20 || scalar.value == 0x7F }
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate: return true
+        default: return false
+        }
+    }
+
+    /// Longest a value a client sent is written (``clipped(_:)``).
+    public static let maxClientValueBytes = 256
+
+    /// `value` as a log line takes what a client sent: at most ``maxClientValueBytes`` of it
+    /// (whole characters), then a marker with the full length, so one request cannot write a
+    /// line of any size.
+    public static func clipped(_ value: String) -> String {
+        let bytes = value.utf8.count
+        guard bytes > maxClientValueBytes else { return value }
+        var kept = String.UnicodeScalarView()
+        var length = 0
+        for scalar in value.unicodeScalars {
+            length += UTF8.width(scalar)
+            guard length <= maxClientValueBytes else { break }
+            kept.append(scalar)
+        }
+        return String(kept) + "…[\(bytes) bytes]"
     }
 
     public func debug(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, message, fields) }

@@ -401,9 +401,10 @@ public final class HTTPServer: @unchecked Sendable {
                 "body": answered ? "problem+json" : "libmicrohttpd html",
             ])
         } else if LibraryMessages.isAboutOneClient(message) {
-            logger.debug("libmicrohttpd", ["message": message])
+            // It may quote what a client sent (a request line, a header): clipped like any such value.
+            logger.debug("libmicrohttpd", ["message": Logger.clipped(message)])
         } else {
-            logger.warning("libmicrohttpd", ["message": message])
+            logger.warning("libmicrohttpd", ["message": Logger.clipped(message)])
         }
     }
 

@@ -138,7 +138,103 @@ struct GraphTests {
         #expect(["edge-r1", "edge-r2", "edge-r3"].map { svg.group($0)?.text } == [[#"go "now" [mode == "x&y"]"#], [#"go "now""#], [#"go "now""#]])
     }
 
+    @Test("a model too large to draw is 422 at once, every time, while /healthz and a built-in's graph answer")
+    func tooLargeToDraw() throws {
+        let models = TemporaryDirectory()
+        // The size that drew for over 4 minutes at 930 MB on one HTTP thread (issue 22).
+        try generatedModel(name: "huge", states: 400, rows: 3_635).write(toFile: models.path + "/huge.json", atomically: true, encoding: .utf8)
+        // A process of its own, which is killed if a drawing holds it (a drawing cannot be stopped).
+        let server = try LifecycledProcess.serving(dataDirectory: models.path + "/data", extra: ["--models-dir", models.path, "--threads", "2"])
+        defer { server.signal(SIGTERM); server.finish(within: 10) }
+        let c = try HTTPConnection(port: server.port, timeout: 5)
+        var bodies: [[UInt8]] = []
+        for _ in 0..<2 {
+            let started = Date()
+            let refused = try c.request("GET", "/v1/models/huge/graph.svg")
+            #expect(Date().timeIntervalSince(started) < 1, "answered at once")
+            #expect(refused.status == 422 && refused.header("content-type") == "application/problem+json")
+            #expect(refused.json["detail"] as? String == "model \"huge\" is too large to draw: 400 states and 3635 rows, more than 150 in all (--graph-max-size); graph.dot has its graph")
+            bodies.append(refused.body)
+        }
+        #expect(bodies[0] == bodies[1])
+        #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/healthz").status == 200)
+        #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
+        #expect(try c.request("GET", "/v1/models/huge/graph.dot").status == 200)
+        #expect(server.waitForLogLine(containing: ["level=warning", "msg=\"graph not drawn: model too large\"", "model=huge states=400 rows=3635 limit=150"]) != nil)
+    }
+
+    @Test("a drawing that outlasts --graph-wait is 503 with Retry-After, at once from then on, while /healthz and other graphs answer on the one HTTP thread; its result is kept")
+    func slowDrawing() throws {
+        let models = TemporaryDirectory()
+        // Within --graph-max-size, and seconds of Graphviz's layout (0.5 s for 30 states and 80 rows).
+        try generatedModel(name: "tangle", states: 50, rows: 135).write(toFile: models.path + "/tangle.json", atomically: true, encoding: .utf8)
+        // A process of its own, whose Graphviz (one drawing at a time per process) no other test waits for.
+        let server = try LifecycledProcess.serving(
+            dataDirectory: models.path + "/data", extra: ["--models-dir", models.path, "--threads", "1", "--graph-max-size", "200", "--graph-wait", "0.3"]
+        )
+        defer { server.signal(SIGTERM); server.finish() }
+        let wait = 0.3
+        let c = try HTTPConnection(port: server.port)
+        // The built-in models are drawn at start; the first drawing loads Graphviz's plugins.
+        for model in ["ios-app", "android-activity"] {
+            let drawn = try poll(within: 30) { try c.request("GET", "/v1/models/\(model)/graph.svg") }
+            #expect(drawn?.status == 200, "\(model)")
+        }
+
+        var started = Date()
+        let first = try c.request("GET", "/v1/models/tangle/graph.svg")
+        let waited = Date().timeIntervalSince(started)
+        #expect(first.status == 503 && first.header("retry-after") == "1" && first.header("content-type") == "application/problem+json")
+        #expect(first.json["detail"] as? String == "the graph of model \"tangle\" is still being drawn; retry in 1 s")
+        #expect(waited >= wait && waited < wait + 2, "\(waited) s")
+        // The one HTTP thread is free while Graphviz draws.
+        started = Date()
+        #expect(try HTTPConnection(port: server.port).request("GET", "/healthz").status == 200)
+        #expect(try HTTPConnection(port: server.port).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
+        #expect(Date().timeIntervalSince(started) < 1)
+        // The drawing has outlasted the wait: the next request does not wait again.
+        started = Date()
+        let again = try c.request("GET", "/v1/models/tangle/graph.svg")
+        #expect(again.status == 503 && again.body == first.body && Date().timeIntervalSince(started) < wait, "\(again.status)")
+
+        let drawn = try #require(try poll(within: 120) { try c.request("GET", "/v1/models/tangle/graph.svg") })
+        #expect(drawn.status == 200)
+        let svg = try SVGContents.parse(drawn.body)
+        #expect(svg.groups("state-").count == 50 && svg.groups("edge-").count == 135)
+        #expect(try c.request("GET", "/v1/models/tangle/graph.svg").body == drawn.body)
+        #expect(server.waitForLogLine(containing: ["msg=\"graph drawn\"", "model=tangle"]) != nil)
+    }
+
+    /// The first response that is not 503, asking every 50 ms for up to `seconds`.
+    private func poll(within seconds: Double, _ request: () throws -> HTTPResponse) throws -> HTTPResponse? {
+        let deadline = Date().addingTimeInterval(seconds)
+        repeat {
+            let response = try request()
+            if response.status != 503 { return response }
+            usleep(50_000)
+        } while Date() < deadline
+        return nil
+    }
+
     private func json(_ text: String) -> String {
         String(decoding: try! JSONEncoder().encode(text), as: UTF8.self)
     }
+}
+
+/// A model file of `states` states and `rows` rows, the same each time: a ring through
+/// every state on the first event, then rows to pseudo-random states on the next events,
+/// which Graphviz lays out at its slowest (edges across the whole graph).
+func generatedModel(name: String, states: Int, rows: Int) -> String {
+    var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+    func next(_ bound: Int) -> Int {
+        seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return Int((seed >> 33) % UInt64(bound))
+    }
+    let stateList = (0..<states).map { #"{"name": "s\#($0)", "kind": "\#($0 == 0 ? "initial" : "permanent")"}"# }
+    let events = (0..<(rows + states - 1) / states).map { #"{"name": "e\#($0)"}"# }
+    let transitions = (0..<rows).map { row in
+        let from = row % states, pass = row / states
+        return #"{"from": "s\#(from)", "event": "e\#(pass)", "to": "s\#(pass == 0 ? (from + 1) % states : next(states))"}"#
+    }
+    return #"{"name": "\#(name)", "states": [\#(stateList.joined(separator: ", "))], "events": [\#(events.joined(separator: ", "))], "transitions": [\#(transitions.joined(separator: ",\n"))]}"#
 }

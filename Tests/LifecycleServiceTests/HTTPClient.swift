@@ -32,8 +32,8 @@ final class HTTPConnection {
     private var buffer: [UInt8] = []
 
     /// `source`: the local address to connect from (another loopback address, such as
-    /// 127.0.0.2, to be another client); any when `nil`.
-    init(port: UInt16, host: String = "127.0.0.1", source: String? = nil) throws {
+    /// 127.0.0.2, to be another client); any when `nil`. `timeout`: seconds a read waits.
+    init(port: UInt16, host: String = "127.0.0.1", source: String? = nil, timeout seconds: Int = 30) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPClientError(description: "socket failed") }
         if let source {
@@ -49,7 +49,7 @@ final class HTTPConnection {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         inet_pton(AF_INET, host, &address.sin_addr)
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var on: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import LifecycleService
+import MicroHTTP
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {
@@ -37,6 +38,36 @@ struct RateLimitTests {
         #expect(slow.take(for: "::1") == .refused(retryAfter: 2))
         clock.advance(seconds: 1.5)
         #expect(slow.take(for: "::1") == .admitted)
+    }
+
+    @Test("a rate under 0.001 is refused at start (exit 2); Retry-After stays a whole number of seconds, at most a day, whatever the rate")
+    func tinyRates() throws {
+        for value in ["1e-20", "0.0009", "-1", "nan", "inf", "1e7"] {
+            #expect(throws: Configuration.ParseError.badValue("--rate-limit", value)) { try Configuration.parse(arguments: ["--rate-limit", value], environment: [:]) }
+        }
+        #expect(throws: Configuration.ParseError.badValue("LIFECYCLED_RATE_LIMIT", "1e-20")) {
+            try Configuration.parse(arguments: [], environment: ["LIFECYCLED_RATE_LIMIT": "1e-20"])
+        }
+        #expect(try Configuration.parse(arguments: ["--rate-limit", "0.001"], environment: [:]).rateLimitPolicy?.rate == 0.001)
+        #expect(try Configuration.parse(arguments: ["--rate-limit", "0"], environment: [:]).rateLimitPolicy == nil)
+        #expect(Configuration.usage.contains("0.001 to 1000000"))
+
+        // The slowest rate taken: a refused client waits 1000 s.
+        let clock = ManualClock()
+        let slowest = RateLimiter(policy: RateLimitPolicy(rate: Configuration.minimumRateLimit, burst: 1, exemptsLoopback: false), clock: clock.read)
+        #expect(slowest.take(for: "10.0.0.1") == .admitted)
+        #expect(slowest.take(for: "10.0.0.1") == .refused(retryAfter: 1000))
+        // A policy made without the flag's check: clamped, not a crash converting 1e20 to Int.
+        let tiny = RateLimit(limiter: RateLimiter(policy: RateLimitPolicy(rate: 1e-20, burst: 1, exemptsLoopback: false), clock: clock.read))
+        let head = Request(method: "GET", path: "/healthz", clientAddress: "10.0.0.2")
+        #expect(tiny.admit(head) == nil)
+        let refusal = try #require(tiny.admit(head))
+        #expect(refusal.status == 429 && refusal.headers.first { $0.0 == "Retry-After" }?.1 == "86400")
+
+        let data = TemporaryDirectory()
+        let run = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path, "--rate-limit", "1e-20"]).finish(within: 10)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("invalid value \"1e-20\" for --rate-limit"), "\(run.stderr)")
     }
 
     @Test("by default loopback clients are not limited; a rate that was asked for limits them too")

@@ -81,6 +81,11 @@ struct RequestLogTests {
     @Test("a value never breaks a logfmt line or forges a key", arguments: [
         ("plain", "plain"), ("", "\"\""), ("two words", "\"two words\""), ("a=b", "\"a=b\""),
         ("line\nbreak", "\"line\\nbreak\""), ("say \"hi\"", "\"say \\\"hi\\\"\""), ("back\\slash", "\"back\\\\slash\""), ("bell\u{7}", "\"bell\\u0007\""),
+        // What a terminal or viewer would act on or hide: C1 controls, bidi overrides and
+        // isolates, marks, zero-widths, separators, a format character past the BMP.
+        ("csi\u{9B}2J", "\"csi\\u009b2J\""), ("abc\u{202E}fed", "\"abc\\u202efed\""), ("\u{2066}x\u{2069}", "\"\\u2066x\\u2069\""),
+        ("l\u{200E}r\u{200F}", "\"l\\u200er\\u200f\""), ("zero\u{200B}width\u{FEFF}", "\"zero\\u200bwidth\\ufeff\""),
+        ("para\u{2029}", "\"para\\u2029\""), ("tag\u{E0041}", "\"tag\\udb40\\udc41\""), ("naïve✓日本", "naïve✓日本"),
     ])
     func logfmtValues(value: String, written: String) {
         #expect(Logger.logfmtValue(value) == written)
@@ -89,5 +94,34 @@ struct RequestLogTests {
         let json = Logger(format: .json).line(.info, "m", [("k", value)], time: Date(timeIntervalSince1970: 0))
         let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: String]
         #expect(object?["k"] == value)
+    }
+
+    @Test("a value a client sent is clipped to 256 bytes of whole characters, with a marker giving its length")
+    func clippedValues() {
+        #expect(Logger.clipped("short") == "short")
+        let exact = String(repeating: "a", count: Logger.maxClientValueBytes)
+        #expect(Logger.clipped(exact) == exact)
+        #expect(Logger.clipped(exact + "b") == exact + "…[257 bytes]")
+        // A character is never cut in two: 85 three-byte characters fit in 256 bytes, not 86.
+        #expect(Logger.clipped(String(repeating: "日", count: 100)) == String(repeating: "日", count: 85) + "…[300 bytes]")
+    }
+
+    @Test("a client's method is logged as the metrics name it (other past the usual ones), however long or odd, a 431's too")
+    func clientMethods() throws {
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        defer { server.signal(SIGTERM); server.finish() }
+        let long = String(repeating: "M", count: 31_000)
+        for (n, method) in ["BREW", "GET\u{202E}TEG", String(repeating: "M", count: 5_000), long].enumerated() {
+            let raw = try RawSocket(port: server.port)
+            raw.send("\(method) /healthz HTTP/1.1\r\nHost: x\r\nX-Request-ID: method-\(n)\r\n\r\n")
+            let response = try raw.readResponse()
+            let line = try #require(server.waitForLogLine(containing: ["msg=request", "request_id=method-\(n) "]), "\(server.standardErrorSoFar.suffix(2000))")
+            #expect(line.contains(" method=other route=") && line.contains(" status=\(response.status) "), "\(line.prefix(300))")
+            #expect(line.utf8.count < 400, "\(line.utf8.count) bytes")
+            if method == long { #expect(response.status == 431) }
+        }
+        let everything = server.standardErrorSoFar
+        #expect(!everything.unicodeScalars.contains("\u{202E}") && !everything.contains(String(repeating: "M", count: 300)))
     }
 }

@@ -2,9 +2,10 @@ import Foundation
 import MicroHTTP
 import Synchronization
 
-/// One line per request at info, when its answer is complete: method, route template (not
-/// the path, which may carry ids or a token), status, duration, body bytes, request id and
-/// client. A streamed answer is logged when the stream ends, with what it sent.
+/// One line per request at info, when its answer is complete: method (a method of
+/// ``RequestMetrics``'s list, else `other`, so a client cannot write its own text), route
+/// template (not the path, which may carry ids or a token), status, duration, body bytes,
+/// request id and client. A streamed answer is logged when the stream ends, with what it sent.
 struct AccessLog: Middleware {
     let logger: Logger
 
@@ -39,7 +40,7 @@ struct AccessLog: Middleware {
         func write(bytes: Int) {
             let micros = (DispatchTime.now().uptimeNanoseconds - started) / 1000
             logger.log(.info, "request", fields: [
-                ("method", request.method), ("route", request.route ?? Pipeline.refusedTemplate), ("status", String(status)),
+                ("method", RequestMetrics.methodName(request.method)), ("route", request.route ?? Pipeline.refusedTemplate), ("status", String(status)),
                 ("duration_ms", String(format: "%.3f", Double(micros) / 1000)), ("bytes", String(bytes)),
                 ("request_id", request.id), ("client", request.clientAddress),
             ])

@@ -85,6 +85,9 @@ final class RequestMetrics: Middleware {
         UInt8(methods.firstIndex(of: method) ?? methods.count - 1)
     }
 
+    /// A method as labels and log lines name it: itself if it is one of ``methods``, else `other`.
+    static func methodName(_ method: String) -> String { methods[Int(index(of: method))] }
+
     func reply(to request: Request, next: Responder) -> Reply {
         let started = DispatchTime.now().uptimeNanoseconds
         let key = Key(method: Self.index(of: request.method), route: request.route ?? Pipeline.refusedTemplate)

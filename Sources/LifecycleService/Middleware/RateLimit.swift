@@ -18,7 +18,7 @@ struct RateLimit: Middleware {
     func admit(_ head: Request) -> Response? {
         guard case .refused(let retryAfter) = limiter.take(for: head.clientAddress) else { return nil }
         let policy = limiter.policy
-        let rate = policy.rate.rounded() == policy.rate ? String(Int(policy.rate)) : String(policy.rate)
+        let rate = policy.rate.rounded() == policy.rate && policy.rate < 1e15 ? String(Int(policy.rate)) : String(policy.rate)
         return .problem(
             Problem(
                 status: 429, title: "Too Many Requests",
@@ -39,9 +39,13 @@ struct RateLimit: Middleware {
 final class RateLimiter: Sendable {
     enum Decision: Equatable {
         case admitted
-        /// Whole seconds until a request would be admitted again, at least 1.
+        /// Whole seconds until a request would be admitted again, 1 to ``maxRetryAfter``.
         case refused(retryAfter: Int)
     }
+
+    /// The longest `Retry-After` sent, a day: what any policy the service runs with stays
+    /// under (`--rate-limit` is at least 0.001), and a bound for one built otherwise.
+    static let maxRetryAfter = 86_400
 
     let policy: RateLimitPolicy
     let capacity: Int
@@ -97,7 +101,9 @@ struct TokenBucket: Sendable {
             tokens -= 1
             return .admitted
         }
-        return .refused(retryAfter: max(1, Int(((1 - tokens) / policy.rate).rounded(.up))))
+        // Clamped while still a Double: a tiny rate must not make an Int out of 1e20 seconds.
+        let wait = ((1 - tokens) / policy.rate).rounded(.up)
+        return .refused(retryAfter: wait.isFinite ? Int(min(max(wait, 1), Double(RateLimiter.maxRetryAfter))) : RateLimiter.maxRetryAfter)
     }
 
     /// Refilled to the brim: the same as a new bucket, so it can be forgotten.

@@ -22,12 +22,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from lifecycled import start_server  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(ROOT, "openapi.yaml")
 CONFIG = os.path.join(ROOT, "Tests", "client", "generator.yaml")
-STARTED = re.compile(r"lifecycled started\"? address=127\.0\.0\.1:(\d+)")
 # What openapi-python-client prints for each piece of the spec it had to leave out.
 GENERATOR_TROUBLE = re.compile(r"WARNING|Unable to|Cannot parse|Failure to process|will be omitted|has resulted in the removal")
 
@@ -59,27 +60,6 @@ def generate(folder):
     log("generated lifecycled_client with no warning")
     sys.path.insert(0, folder)
     return importlib.import_module("lifecycled_client")
-
-
-def start_server(binary, data_dir, log_path):
-    """Starts lifecycled on port 0 and returns (process, port) once its start line is logged."""
-    log_file = open(log_path, "wb")
-    process = subprocess.Popen(
-        [binary, "--host", "127.0.0.1", "--port", "0", "--data-dir", data_dir,
-         "--public-dir", os.path.join(ROOT, "Public")],
-        stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with open(log_path, "rb") as f:
-            match = STARTED.search(f.read().decode("utf-8", "replace"))
-        if match:
-            return process, int(match.group(1))
-        if process.poll() is not None:
-            fail(f"lifecycled exited with {process.returncode} before starting:\n{open(log_path).read()}")
-        time.sleep(0.05)
-    process.kill()
-    fail("lifecycled did not log its start line within 30 s")
 
 
 def expect(response, status, parsed_type):
@@ -207,7 +187,7 @@ def main():
         data_dir = os.path.join(work, "data")
         os.mkdir(data_dir)
         log_path = os.path.join(work, "server.log")
-        process, port = start_server(args.server, data_dir, log_path)
+        process, port = start_server(args.server, data_dir, log_path, "client")
         try:
             walk_through(client_module, f"http://127.0.0.1:{port}")
         finally:

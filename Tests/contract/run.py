@@ -26,35 +26,16 @@ import urllib.request
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from lifecycled import start_server  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(ROOT, "openapi.yaml")
 CONFIG = os.path.join(ROOT, "Tests", "contract", "schemathesis.toml")
-STARTED = re.compile(r"lifecycled started\"? address=127\.0\.0\.1:(\d+)")
 
 
 def log(message):
     print(f"contract: {message}", flush=True)
-
-
-def start_server(binary, data_dir, log_path):
-    """Starts lifecycled on port 0 and returns (process, port) once its start line is logged."""
-    log_file = open(log_path, "wb")
-    process = subprocess.Popen(
-        [binary, "--host", "127.0.0.1", "--port", "0", "--data-dir", data_dir,
-         "--public-dir", os.path.join(ROOT, "Public")],
-        stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with open(log_path, "rb") as f:
-            match = STARTED.search(f.read().decode("utf-8", "replace"))
-        if match:
-            return process, int(match.group(1))
-        if process.poll() is not None:
-            raise SystemExit(f"contract: lifecycled exited with {process.returncode} before starting:\n{open(log_path).read()}")
-        time.sleep(0.05)
-    process.kill()
-    raise SystemExit("contract: lifecycled did not log its start line within 30 s")
 
 
 def get_json(url):
@@ -171,7 +152,7 @@ def main():
     began = time.monotonic()
     work = tempfile.mkdtemp(prefix="lifecycled-contract-")
     server_log = os.path.join(work, "server.log")
-    process, port = start_server(args.server, os.path.join(work, "data"), server_log)
+    process, port = start_server(args.server, os.path.join(work, "data"), server_log, "contract")
     base = f"http://127.0.0.1:{port}"
     failed = []
     try:

@@ -16,7 +16,7 @@ struct API: Sendable {
     var readsNeedToken = false
     /// Where the graphs' drawing is logged.
     var logger = Logger()
-    /// Bytes of records one history page holds at most (`--page-bytes`).
+    /// Bytes of records one history page, or of instances one list page, holds at most (`--page-bytes`).
     var pageBytes = PageLimit.defaultBytes
     /// What bounds the graphs' drawing.
     var graphLimits = ModelGraphs.Limits()
@@ -183,7 +183,25 @@ struct API: Sendable {
         }
         try checkModelFilter(filter.model)
         let page = registry.list(filter, after: request.query("cursor"), limit: limit)
-        return .json(Page(items: page.items.map(InstanceView.init), nextCursor: page.hasMore ? page.items.last?.id : nil))
+        // A page ends early at `pageBytes`, as a history page does, and its cursor says where to
+        // continue: a buffered action's parameters can make each instance 8 KiB or more.
+        var fill = PageFill(PageLimit(records: limit, bytes: pageBytes))
+        var json = JSONBuffer(capacity: 64)
+        json.raw("{\"items\":[")
+        var last: String?
+        for instance in page.items {
+            // Without the newline that ends the instance's JSON as a body of its own.
+            let item = try answering(try registry.render(instance)).dropLast()
+            guard fill.admits(size: item.count) else { break }
+            if last != nil { json.byte(UInt8(ascii: ",")) }
+            json.bytes += item
+            last = instance.id
+        }
+        json.raw("],\"nextCursor\":")
+        if page.hasMore || fill.turnedAway, let last { json.string(last) } else { json.raw("null") }
+        json.byte(UInt8(ascii: "}"))
+        json.byte(JSON.newline)
+        return Response(status: 200, headers: [("Content-Type", "application/json")], body: json.bytes)
     }
 
     /// Refuses a `model` filter that names no loaded model (a typo would match nothing).

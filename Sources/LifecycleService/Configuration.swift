@@ -59,9 +59,10 @@ public struct Configuration: Sendable {
     public var streamBuffer = 256 * 1024
     /// Bytes of recent records kept in memory, so that a resume within them reads no SQLite.
     public var streamRing = 16 * 1024 * 1024
-    /// Bytes of records one history page or one replay step of a stream holds at most (a
-    /// single bigger record still goes alone): the most a client that does not read pins per
-    /// connection. A history page that stops early says where to continue, as any page does.
+    /// Bytes of records one history page or one replay step of a stream holds at most, and of
+    /// instances one instance list page (a single bigger one still goes alone): the most a
+    /// client that does not read pins per connection. A page that stops early says where to
+    /// continue, as any page does.
     public var pageBytes = PageLimit.defaultBytes
     /// Streams open at once; past it a stream is refused (503).
     public var maxSubscribers = 20_000
@@ -273,7 +274,7 @@ public struct Configuration: Sendable {
         .integer("--stream-ring", "LIFECYCLED_STREAM_RING", placeholder: "BYTES", help: "recent records kept in memory for resuming streams (default 16777216 = 16 MiB; at least 65536)", in: 65536...Int.max) { $0.streamRing = $1 },
         .integer(
             "--page-bytes", "LIFECYCLED_PAGE_BYTES", placeholder: "BYTES",
-            help: "bytes of records a history page or a stream's replay step holds at most; a page that stops early gives nextAfter (default 4194304 = 4 MiB; at least 65536)",
+            help: "bytes of records a history page or a stream's replay step holds at most, and of instances an instance list page; a page that stops early gives nextAfter or nextCursor (default 4194304 = 4 MiB; at least 65536)",
             in: 65536...Int.max
         ) { $0.pageBytes = $1 },
         Option(flag: "--cors-origin", variable: "LIFECYCLED_CORS_ORIGIN", placeholder: "ORIGINS", help: "comma-separated origins (https://host[:port]) whose pages may call the API, or *; CORS is off without it") { c, v in

@@ -85,17 +85,3 @@ struct ModelView: Encodable {
         transitions = d.transitions.enumerated().map { Row(id: Model.rowID($0.offset), row: $0.element) }
     }
 }
-
-/// A page of a list.
-struct Page<Item: Encodable>: Encodable {
-    var items: [Item]
-    var nextCursor: String?
-
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(items, forKey: .items)
-        try c.encode(nextCursor, forKey: .nextCursor)
-    }
-
-    enum CodingKeys: String, CodingKey { case items, nextCursor }
-}

@@ -148,23 +148,26 @@ public struct PageLimit: Sendable, Equatable {
     }
 }
 
-/// A page being filled from rows in order, within its ``PageLimit``: both stores page by it.
-struct PageFill {
-    let limit: PageLimit
+/// A page being filled from rows in order, within its ``PageLimit``: both stores page by it,
+/// and so does the instance list.
+public struct PageFill {
+    /// What the page holds at most.
+    public let limit: PageLimit
     private var count = 0
     private var bytes = 0
     /// Whether a row was turned away: the page ends before it, and more follow.
-    private(set) var turnedAway = false
+    public private(set) var turnedAway = false
 
-    init(_ limit: PageLimit) {
+    /// An empty page within `limit`.
+    public init(_ limit: PageLimit) {
         self.limit = limit
     }
 
     /// Whether the page can take no more: a row was turned away, or it holds `limit.records`.
-    var isFull: Bool { turnedAway || count >= limit.records }
+    public var isFull: Bool { turnedAway || count >= limit.records }
 
     /// Takes a record of `size` bytes if the page has room for it; once it has not, no later one.
-    mutating func admits(size: Int) -> Bool {
+    public mutating func admits(size: Int) -> Bool {
         guard !turnedAway, count < limit.records, count == 0 || bytes + size <= limit.bytes else {
             turnedAway = true
             return false

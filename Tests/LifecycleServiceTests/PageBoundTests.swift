@@ -73,6 +73,36 @@ struct PageBoundTests {
         #expect(read >= (fromStore + 65535) / 65536 && read >= 5, "no page held more than 64 KiB of records (\(read) pages for \(fromStore) bytes)")
     }
 
+    @Test("an instance list page of instances with large buffered actions stops at --page-bytes and gives nextCursor; following it lists every instance once, in id order")
+    func listPageStopsAtItsBytes() throws {
+        let server = try TestServer { $0.pageBytes = 65536 }
+        let c = try server.connect()
+        // 40 instances, each holding an action of an 8000-byte url buffered (an instance that
+        // has not launched buffers it): about 8 KiB each, about 330 KiB in all.
+        let ids = (0..<40).map { "big-\(1000 + $0)" }
+        for id in ids {
+            #expect(try c.makeInstance(id).status == 201)
+            _ = try postLargeActions(c, id, count: 1, urlBytes: 8000)
+        }
+
+        let first = try c.request("GET", "/v1/instances?limit=1000")
+        #expect(first.status == 200)
+        let items = first.json["items"] as? [[String: Any]] ?? []
+        #expect(items.allSatisfy { ((($0["bufferedAction"] as? [String: Any])?["parameters"] as? [String: Any])?["url"] as? String)?.count == 8000 }, "each holds its buffered url")
+        #expect(items.count >= 2 && items.count < ids.count, "it ends early, at its bytes (\(items.count) instances)")
+        #expect(first.body.count <= 65536 + 1024, "the page holds at most 64 KiB of instances, with its envelope (\(first.body.count) bytes)")
+        #expect(first.json["nextCursor"] as? String == items.last?["id"] as? String && items.last != nil, "and says where to continue")
+
+        var listed: [String] = []
+        var cursor: String?
+        repeat {
+            let page = try c.request("GET", "/v1/instances?limit=1000" + (cursor.map { "&cursor=\($0)" } ?? "")).json
+            listed += (page["items"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+            cursor = page["nextCursor"] as? String
+        } while cursor != nil && listed.count <= ids.count
+        #expect(listed == ids, "every instance once, in id order")
+    }
+
     @Test("a string parameter longer than 8192 characters gets a 422 problem and stores nothing; 8192 are taken")
     func parameterTooLong() throws {
         let server = try TestServer()

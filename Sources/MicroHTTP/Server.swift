@@ -211,7 +211,8 @@ public final class HTTPServer: @unchecked Sendable {
         // and a header block it refuses itself then (a bad Content-Length) crashes the process:
         // its `MHD_queue_response` queues nothing once stopping, and it builds the head of that
         // response from a null pointer. So no connection may be left when it is told to stop:
-        // each is shut down (whatever its client sent before is still read) and closed first.
+        // each is shut down and, as libmicrohttpd may still read what its client had sent,
+        // waited for until libmicrohttpd has closed it.
         let closing = DispatchTime.now() + Self.closeSeconds
         while connections.shutDownAll() > 0, DispatchTime.now() < closing { usleep(5_000) }
         let open = connections.count
@@ -221,8 +222,9 @@ public final class HTTPServer: @unchecked Sendable {
         hangUps?.stop()
     }
 
-    /// Longest `stop()` waits for the connections to close once their drain is over.
-    static let closeSeconds = 5.0
+    /// Longest `stop()` waits for the connections to close once their drain is over: they
+    /// close at once unless a handler still holds one (then the daemon waits for it anyway).
+    static let closeSeconds = 1.0
 
     // MARK: callbacks (on the daemon's threads unless noted)
 

@@ -198,6 +198,16 @@ final class ConnectionTable: Sendable {
         }
     }
 
+    /// Shuts down every open connection, so that its client can send nothing more and
+    /// libmicrohttpd closes it; returns how many are open. Under the table's lock, as
+    /// ``cutLateRequests(now:gate:)``.
+    func shutDownAll() -> Int {
+        open.withLock { open in
+            for context in open.contexts.values { shutdown(context.descriptor, Int32(SHUT_RDWR)) }
+            return open.contexts.count
+        }
+    }
+
     /// Shuts down every connection whose request is late (answering 408 when its headers
     /// were in); returns how many. Done under the table's lock, so no socket can be closed
     /// (and its number reused) by libmicrohttpd meanwhile.

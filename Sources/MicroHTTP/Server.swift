@@ -181,7 +181,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Stops accepting connections and requests, ends every open stream (each client sees
     /// the clean end of its body), lets requests in flight and the ending streams finish (up
-    /// to `drainSeconds`), then stops the daemon's threads.
+    /// to `drainSeconds`), closes every connection (up to ``closeSeconds`` more: a handler
+    /// still running holds its connection), then stops the daemon's threads.
     ///
     /// libmicrohttpd must not stop with a suspended connection (it aborts the process), and
     /// no connection may be resumed once it has stopped (its memory is freed). So, before
@@ -206,10 +207,24 @@ public final class HTTPServer: @unchecked Sendable {
         sweeper?.stop()
         let abandoned = connections.all.reduce(0) { $0 + ($1.abandon(gate: gate) ? 1 : 0) }
         if abandoned > 0 { logger.error("stopping with requests unfinished", ["count": String(abandoned)]) }
+        // libmicrohttpd 0.9.75 goes on reading connections until its threads notice the stop,
+        // and a header block it refuses itself then (a bad Content-Length) crashes the process:
+        // its `MHD_queue_response` queues nothing once stopping, and it builds the head of that
+        // response from a null pointer. So no connection may be left when it is told to stop:
+        // each is shut down and, as libmicrohttpd may still read what its client had sent,
+        // waited for until libmicrohttpd has closed it.
+        let closing = DispatchTime.now() + Self.closeSeconds
+        while connections.shutDownAll() > 0, DispatchTime.now() < closing { usleep(5_000) }
+        let open = connections.count
+        if open > 0 { logger.error("stopping with connections still open", ["count": String(open)]) }
         MHD_stop_daemon(running)
         // Every stream is finished (unwatched) by now.
         hangUps?.stop()
     }
+
+    /// Longest `stop()` waits for the connections to close once their drain is over: they
+    /// close at once unless a handler still holds one (then the daemon waits for it anyway).
+    static let closeSeconds = 1.0
 
     // MARK: callbacks (on the daemon's threads unless noted)
 

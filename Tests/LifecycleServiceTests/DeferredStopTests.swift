@@ -4,8 +4,9 @@ import Synchronization
 import Testing
 
 /// Stopping the server while a deferred reply is pending (the registry's committer answers
-/// posts this way). libmicrohttpd aborts the process if it is stopped with a suspended
-/// connection, and a resume after it stopped touches freed memory; either crashes this run.
+/// posts this way), or while a connection is still being read. libmicrohttpd aborts the
+/// process if it is stopped with a suspended connection, and a resume after it stopped
+/// touches freed memory; either crashes this run (as does the refusal in the last test).
 @Suite("stop with deferred replies pending", .serialized)
 struct DeferredStopTests {
     final class Replies: Sendable {
@@ -60,5 +61,54 @@ struct DeferredStopTests {
             for respond in all { respond(.text("late")) }
             for client in clients { #expect(client.waitForClose(within: 10), "round \(round)") }
         }
+    }
+
+    /// libmicrohttpd 0.9.75 answers a header block it refuses itself (a bad Content-Length)
+    /// with `MHD_queue_response`, which queues nothing once the daemon is stopping, and then
+    /// builds that response's head from a null pointer. It reads connections until its
+    /// thread notices the stop, so the daemon must have no connection left when it is told to.
+    @Test("stop() while the daemon thread is busy and a refused header block waits to be read: no crash, every client closed")
+    func refusalWhileStopping() throws {
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        var router = Router()
+        router.get("/hold") { _ in
+            entered.signal()
+            release.wait()
+            return .text("released")
+        }
+        router.get("/plain") { _ in .text("plain") }
+        let routes = router
+        // One daemon thread: every connection is read by the thread the handler holds.
+        let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 1), logger: Logger(level: .error), pipeline: Pipeline(router: routes))
+        try server.start()
+        // Both open and answered once, so the daemon has them before its thread is held.
+        let busy = try RawSocket(port: server.port)
+        let refused = try RawSocket(port: server.port)
+        for client in [busy, refused] {
+            client.send("GET /plain HTTP/1.1\r\nHost: test\r\n\r\n")
+            #expect(try client.readResponse().status == 200)
+        }
+        let holder = try RawSocket(port: server.port)
+        holder.send("GET /hold HTTP/1.1\r\nHost: test\r\n\r\n")
+        try #require(entered.wait(timeout: .now() + 10) == .success)
+        // While the thread is held both arrive, so its next pass reads them in this order:
+        // `busy` holds the thread again, and the refused header block waits behind it.
+        busy.send("GET /hold HTTP/1.1\r\nHost: test\r\n\r\n")
+        refused.send("POST /plain HTTP/1.1\r\nHost: test\r\nContent-Length: -1\r\n\r\n")
+        release.signal()
+        try #require(entered.wait(timeout: .now() + 10) == .success)
+
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            server.stop(drainSeconds: 0)
+            stopped.signal()
+        }
+        // Long enough for stop() to pass its (zero) drain and reach the daemon; then the held
+        // request returns and the thread goes on to the refused header block.
+        Thread.sleep(forTimeInterval: 0.3)
+        release.signal()
+        #expect(stopped.wait(timeout: .now() + 20) == .success)
+        for client in [holder, busy, refused] { #expect(client.waitForClose(within: 10)) }
     }
 }

@@ -89,7 +89,7 @@ test: test-deps
 # The API, durability and stream suites again, each server on a fresh database of a real
 # PostgreSQL that the tests start themselves (Tests/postgres/cluster.sh) instead of SQLite.
 # Failed-batch tests (SQLite triggers) are SQLite's alone.
-POSTGRES_SUITES = APITests|DurabilityTests|CrashTests|StreamEndpointTests|StreamHubTests|StreamProcessTests|ConcurrencyTests|InstanceLimitTests|CoverageTests|ReplayAndRenderTests|IfMatchTests
+POSTGRES_SUITES = APITests|DurabilityTests|CrashTests|StreamEndpointTests|StreamHubTests|StreamProcessTests|ConcurrencyTests|InstanceLimitTests|CoverageTests|ReplayAndRenderTests|IfMatchTests|CachingTests|PageBoundTests|StreamPeerCloseTests|TrustedProxyTests
 postgres-test: test-deps
 	$(SWIFT) build --build-tests
 	LIFECYCLED_TEST_STORE=postgres timeout 900 $(SWIFT) test --filter '$(POSTGRES_SUITES)'

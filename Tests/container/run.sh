@@ -227,8 +227,11 @@ provide_base "$BUILD_BASE" build_swift_stand_in
 
 # --- the build -----------------------------------------------------------------------------
 
+# The source label names where the image was built from: the clone's origin, as a release
+# build names the repository (the Dockerfile names none by default).
 build_options=(--isolation chroot --format docker --pull=never -t "$IMAGE"
-    --build-arg "VERSION=$(git describe --always --dirty 2>/dev/null || echo dev)")
+    --build-arg "VERSION=$(git describe --always --dirty 2>/dev/null || echo dev)"
+    --build-arg "SOURCE=$(git remote get-url origin 2>/dev/null || echo "file://$PWD")")
 if [ "$(label "$BUILD_BASE" "$STAND_IN")" = true ]; then
     build_options+=(-v "$TOOLCHAIN:$TOOLCHAIN:ro")
 fi

@@ -101,7 +101,7 @@ final class ModelGraphs: Sendable {
     func svg(_ request: Request, respond: @escaping @Sendable (Response) -> Void) {
         let name = request.parameters["model"] ?? ""
         guard dots[name] != nil else { return respond(.problem(.notFound("no model \"\(name)\""))) }
-        let waiter: Waiter = { [wait = limits.wait] result in respond(Self.answer(result, wait: wait, to: request)) }
+        let waiter: Waiter = { [wait = limits.wait] result in respond(Self.answer(result, wait: wait)) }
         enum Next { case answer(Result<Document, Problem>), wait(ticket: Int, draw: Bool) }
         let now = DispatchTime.now().uptimeNanoseconds
         let next = state.withLock { state -> Next in
@@ -179,7 +179,7 @@ final class ModelGraphs: Sendable {
 
     private static func retryAfter(_ wait: Double) -> Int { max(1, Int(wait.rounded(.up))) }
 
-    private static func answer(_ result: Result<Document, Problem>, wait: Double, to request: Request) -> Response {
+    private static func answer(_ result: Result<Document, Problem>, wait: Double) -> Response {
         switch result {
         case .success(let svg): answer(svg, contentType: "image/svg+xml")
         case .failure(let problem) where problem.status == 503: .problem(problem, headers: [("Retry-After", String(retryAfter(wait)))])

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import LifecycleKit
 
-/// One row of the ios-app model (README.md, "The built-in models"), written out independently of the model file.
+/// One row of the ios-app model (docs/MODEL.md#the-ios-app-model), written out independently of the model file.
 struct ExpectedRow: CustomStringConvertible, Sendable {
     var from: String
     var event: String

@@ -1,7 +1,7 @@
 /// The built-in models, kept as JSON so they go through the same loader as any
 /// user model and double as examples of the file format.
 enum BuiltinModels {
-    /// The iOS lifecycle of DuckDuckGo's AppStateMachine, row for row (README.md, "The built-in models").
+    /// The iOS lifecycle of DuckDuckGo's AppStateMachine, row for row: its tables are in docs/MODEL.md#the-ios-app-model.
     static let iosApp = #"""
     {
       "name": "ios-app",

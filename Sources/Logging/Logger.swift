@@ -46,7 +46,7 @@ public struct Logger: Sendable {
 
     /// The line as written, newline included.
     func line(_ level: Level, _ message: String, _ fields: [(String, String)], time: Date) -> String {
-        let members = [("time", JSON.formatTime(time)), ("level", "\(level)"), ("msg", message)] + fields
+        let members = [("time", Timestamp.iso8601(time)), ("level", "\(level)"), ("msg", message)] + fields
         switch format {
         case .logfmt:
             return members.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ") + "\n"

@@ -1,42 +1,5 @@
 import Foundation
 
-/// A request handler: a plain function, testable without a socket.
-public typealias Handler = @Sendable (Request) -> Response
-
-/// A handler that answers later, from any thread, by calling `respond` exactly once.
-/// The connection waits (suspended, holding no thread) until it does.
-public typealias DeferredHandler = @Sendable (Request, _ respond: @escaping @Sendable (Response) -> Void) -> Void
-
-/// What routing a request produced: a response now, or work that will respond later.
-public enum Reply: Sendable {
-    case now(Response)
-    case later(@Sendable (_ respond: @escaping @Sendable (Response) -> Void) -> Void)
-
-    /// Waits for the response; for callers without a connection to suspend, such as tests.
-    public func wait() -> Response {
-        switch self {
-        case .now(let response):
-            return response
-        case .later(let start):
-            let done = DispatchSemaphore(value: 0)
-            let box = ResponseBox()
-            start { response in
-                box.set(response)
-                done.signal()
-            }
-            done.wait()
-            return box.get()
-        }
-    }
-}
-
-private final class ResponseBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var response = Response(status: 500)
-    func set(_ r: Response) { lock.withLock { response = r } }
-    func get() -> Response { lock.withLock { response } }
-}
-
 /// Matches method and path to a handler. Paths are `/`-separated literals and
 /// `{name}` captures. An unmatched path is 404 (or the fallback); a matched path
 /// with another method is 405 with `Allow`.

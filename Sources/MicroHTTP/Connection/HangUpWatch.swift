@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Foundation
+import Logging
 import Synchronization
 #if canImport(Glibc)
 import Glibc

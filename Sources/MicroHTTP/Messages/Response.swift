@@ -2,8 +2,11 @@ import Foundation
 
 /// An HTTP response: status, headers and a body, held in memory or written over time.
 public struct Response: Sendable {
+    /// The status code, sent with libmicrohttpd's reason phrase.
     public var status: Int
+    /// Header fields in the order sent; the server adds `Date`, `Content-Length` and the framing.
     public var headers: [(name: String, value: String)]
+    /// What follows the head.
     public var body: Body
 
     /// What follows the headers.
@@ -84,6 +87,7 @@ public struct Response: Sendable {
         )
     }
 
+    /// A text body, UTF-8.
     public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8") -> Response {
         Response(status: status, headers: [("Content-Type", contentType)], body: Array(text.utf8))
     }

@@ -23,6 +23,8 @@ public protocol Middleware: Sendable {
 }
 
 extension Middleware {
+    /// Admits every request.
     public func admit(_ head: Request) -> Response? { nil }
+    /// Passes the request on unchanged.
     public func reply(to request: Request, next: Responder) -> Reply { next(request) }
 }

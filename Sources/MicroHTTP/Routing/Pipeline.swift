@@ -5,6 +5,7 @@ public struct Pipeline: Sendable {
     /// The middlewares around the router, built once rather than per request.
     private let chain: Responder
 
+    /// `middlewares` run outermost first around `router`.
     public init(router: Router, middlewares: [any Middleware] = []) {
         self.router = router
         self.middlewares = middlewares

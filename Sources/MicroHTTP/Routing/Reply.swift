@@ -10,7 +10,9 @@ public typealias DeferredHandler = @Sendable (Request, _ respond: @escaping @Sen
 
 /// What routing a request produced: a response now, or work that will respond later.
 public enum Reply: Sendable {
+    /// The response, made on the daemon thread.
     case now(Response)
+    /// Work to start once the connection is suspended; it calls `respond` once, from any thread.
     case later(@Sendable (_ respond: @escaping @Sendable (Response) -> Void) -> Void)
 
     /// Waits for the response; for callers without a connection to suspend, such as tests.

@@ -27,11 +27,13 @@ public struct Router: Sendable {
         .notFound(request)
     }
 
+    /// A router with no routes: every path goes to ``fallback``.
     public init() {}
 
     /// The order methods are listed in an `Allow` header.
     private static let methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
+    /// Adds a route whose handler answers at once, on the daemon thread.
     public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
         add(method, pattern, target: .now(handler))
     }
@@ -51,6 +53,7 @@ public struct Router: Sendable {
         routes.append(Route(method: method, pattern: pattern, segments: segments, handler: target))
     }
 
+    /// Adds a GET route (which also answers HEAD).
     public mutating func get(_ pattern: String, _ handler: @escaping Handler) { add("GET", pattern, handler) }
 
     /// Every route as (method, pattern), in the order added: for checking the API description.

@@ -4,6 +4,7 @@ import Synchronization
 /// Counts requests in flight, streams included, so `stop()` can wait for them.
 final class RequestGate: Sendable {
     private let isClosedNow = Mutex(false)
+    /// A group, not a count under the mutex: `drain(until:)` waits for it to empty, with a deadline.
     private let group = DispatchGroup()
 
     /// Counts a request, unless the server is stopping.

@@ -5,6 +5,7 @@ import Glibc
 
 /// How a server listens and what it accepts.
 public struct ServerConfiguration: Sendable {
+    /// The IPv4 or IPv6 address to listen on (`127.0.0.1`, `::`); not a name, so nothing is resolved at start.
     public var host: String
     /// 0 picks a free port; read the chosen one from ``HTTPServer/port``.
     public var port: UInt16
@@ -20,7 +21,7 @@ public struct ServerConfiguration: Sendable {
     /// moment the connection is ready for it (accepted, or the previous response sent).
     /// A request that has fully arrived is never cut, however long its answer takes.
     public var requestTimeout: Int
-    /// Open connections in all; `nil` sizes it from the open-file limit (see ``HTTPServer/start()``).
+    /// Open connections in all; `nil` sizes it from the open-file limit (see ``HTTPServer/maxConnections``).
     public var maxConnections: Int?
     /// Open connections from one client address; trusted proxies' are not limited.
     public var maxConnectionsPerClient: Int
@@ -31,6 +32,7 @@ public struct ServerConfiguration: Sendable {
     /// Largest request line and header fields accepted; larger gets 431.
     public var maxHeaderSize: Int
 
+    /// Each setting as described on its property; `threads` is raised to 1 if below.
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
         maxBodySize: Int = 64 * 1024, connectionTimeout: Int = 60, requestTimeout: Int = 30,
@@ -63,6 +65,7 @@ public enum ServerError: Error, Sendable, CustomStringConvertible {
     case socket(operation: String, code: Int32)
     case startFailed
 
+    /// The reason as `lifecycled` prints it before exiting 1.
     public var description: String {
         switch self {
         case .badHost(let host): "cannot listen on \"\(host)\": not an IPv4 or IPv6 address"

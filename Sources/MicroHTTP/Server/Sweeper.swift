@@ -2,6 +2,8 @@ import Foundation
 
 /// A thread running `work` every `interval` seconds until stopped.
 final class Sweeper: Sendable {
+    /// Semaphores, as both are waits: `stopping`'s timeout paces the sweeps, and `stop()` waits on
+    /// `finished` for the last one.
     private let stopping = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
 
@@ -14,6 +16,7 @@ final class Sweeper: Sendable {
         thread.start()
     }
 
+    /// Ends the thread after its current sweep; returns once it has ended.
     func stop() {
         stopping.signal()
         finished.wait()

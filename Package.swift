@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "PostgresSupport", path: "Tests/PostgresSupport"),
 
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
-        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
+        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "Logging"]),
         .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "PostgresSupport"]),
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(

@@ -33,15 +33,17 @@ let package = Package(
 
         // The engine: models, machine, records, scenarios, conformance. No I/O.
         .target(name: "LifecycleKit"),
+        // Structured log lines, for the whole service. No dependencies.
+        .target(name: "Logging"),
         // Swift over libmicrohttpd: server, request, response, router, JSON.
-        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "Logging"]),
         // Durable storage.
         .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "CSQLite", "CLibPQ"]),
         // Graphviz over its C library: DOT to SVG.
         .target(name: "LifecycleGraph", dependencies: ["CGraphviz"]),
         // The API: handlers, instance registry, metrics.
-        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "MicroHTTP", "LifecycleStore", "LifecycleGraph"]),
-        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService"]),
+        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "Logging", "MicroHTTP", "LifecycleStore", "LifecycleGraph"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "Logging"]),
 
         // Benchmarks (make bench), never run by make test.
         .executableTarget(
@@ -54,12 +56,12 @@ let package = Package(
         .target(name: "PostgresSupport", path: "Tests/PostgresSupport"),
 
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
-        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
+        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "Logging"]),
         .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "PostgresSupport"]),
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",
-            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "MicroHTTP", "PostgresSupport"]
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "Logging", "MicroHTTP", "PostgresSupport"]
         ),
     ]
 )

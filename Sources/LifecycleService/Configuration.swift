@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleStore
+import Logging
 import MicroHTTP
 
 /// Everything the service can be told, from flags and `LIFECYCLED_*` environment variables.

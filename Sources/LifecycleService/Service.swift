@@ -1,6 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
+import Logging
 import MicroHTTP
 
 /// Why the service could not start. `lifecycled` prints it and exits 1.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import LifecycleService
+@testable import Logging
 @testable import MicroHTTP
 
 /// Request ids and the one log line per request, on the real executable.

@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleStore
+import Logging
 import MicroHTTP
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MicroHTTP
 import Synchronization
 #if canImport(Glibc)

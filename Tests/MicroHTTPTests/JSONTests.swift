@@ -136,33 +136,3 @@ struct JSONEncoderTests {
         #expect(String(decoding: Response.problem(problem).body.bytes ?? [], as: UTF8.self) == #"{"type":"/problems/conflict","title":"Conflict","status":409,"detail":"d","record":{"k":1}}"# + "\n")
     }
 }
-
-@Suite("router")
-struct RouterTests {
-    @Test("path parameters, 404, 405 with Allow, HEAD as GET, deferred handlers")
-    func routing() {
-        var router = Router()
-        router.get("/v1/things/{id}") { .text("thing \($0.parameters["id"] ?? "")") }
-        router.addDeferred("POST", "/v1/things/{id}") { request, respond in respond(.text("posted \(request.parameters["id"] ?? "")", status: 201)) }
-        #expect(router.respond(to: Request(method: "GET", path: "/v1/things/42")).body.bytes == Array("thing 42".utf8))
-        #expect(router.respond(to: Request(method: "HEAD", path: "/v1/things/42")).status == 200)
-        let posted = router.respond(to: Request(method: "POST", path: "/v1/things/7"))
-        #expect(posted.status == 201 && posted.body.bytes == Array("posted 7".utf8))
-        let wrong = router.respond(to: Request(method: "DELETE", path: "/v1/things/7"))
-        #expect(wrong.status == 405)
-        #expect(wrong.headers.first { $0.name == "Allow" }?.value == "GET, HEAD, POST")
-        #expect(router.respond(to: Request(method: "GET", path: "/v1/things")).status == 404)
-        #expect(router.respond(to: Request(method: "GET", path: "/v1/things/1/2")).status == 404)
-    }
-}
-
-@Suite("time format")
-struct TimeFormatTests {
-    @Test("rounded to the millisecond, UTC, before and after 1970")
-    func times() {
-        #expect(JSON.formatTime(Date(timeIntervalSince1970: 1_700_000_000.123)) == "2023-11-14T22:13:20.123Z")
-        #expect(JSON.formatTime(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
-        #expect(JSON.formatTime(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
-        #expect(JSON.formatTime(Date(timeIntervalSince1970: 1_801_234_567.0996)) == "2027-01-29T14:56:07.100Z")
-    }
-}

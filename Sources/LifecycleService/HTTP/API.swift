@@ -1,6 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
+import Logging
 import MicroHTTP
 
 /// The HTTP API of `openapi.yaml`: plain functions from request to response.

@@ -1,6 +1,7 @@
 import Foundation
 import LifecycleGraph
 import LifecycleKit
+import Logging
 import MicroHTTP
 import Synchronization
 

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LifecycleKit
 import LifecycleStore
+import Logging
 import MicroHTTP
 import Synchronization
 

@@ -49,6 +49,7 @@ public struct TrustedProxies: Sendable, Equatable {
         }
     }
 
+    /// Whether no proxy is trusted: every request's client is its peer.
     public var isEmpty: Bool { ranges.isEmpty }
 
     /// Whether `address` (as ``Request/clientAddress`` spells it) is a trusted proxy's.

@@ -12,9 +12,12 @@ public enum JSONValue: Sendable, Equatable {
 
 /// Why a body is not JSON; `offset` is where parsing stopped.
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What was wrong, such as `unterminated string`.
     public var reason: String
+    /// The byte offset where parsing stopped.
     public var offset: Int
 
+    /// The reason and where, as a problem's detail gives it.
     public var description: String { "\(reason) at byte \(offset)" }
 }
 
@@ -22,6 +25,7 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 /// comments, duplicate member names refused, nesting capped so a hostile body cannot
 /// exhaust the stack.
 public struct JSONParser {
+    /// Deepest nesting of arrays and objects accepted: each level is a frame of the recursive parser.
     public static let maxDepth = 64
 
     private let bytes: [UInt8]
@@ -29,6 +33,7 @@ public struct JSONParser {
 
     private init(_ bytes: [UInt8]) { self.bytes = bytes }
 
+    /// The one JSON value `bytes` hold, with nothing but whitespace around it.
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         var parser = JSONParser(bytes)
         parser.skipWhitespace()

@@ -3,16 +3,20 @@ import Foundation
 /// JSON bytes being written: the one place strings are escaped, numbers spelled and
 /// times formatted, for the streaming encoder and for hand-written hot paths alike.
 public struct JSONBuffer: Sendable {
+    /// What has been written so far.
     public var bytes: [UInt8] = []
 
+    /// Reserves `capacity` bytes, so a typical body is written without growing.
     public init(capacity: Int = 256) {
         bytes.reserveCapacity(capacity)
     }
 
+    /// `text` as it is: for punctuation and literals known to be valid JSON.
     public mutating func raw(_ text: StaticString) {
         bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
+    /// One byte as it is.
     public mutating func byte(_ byte: UInt8) { bytes.append(byte) }
 
     /// A quoted, escaped string.
@@ -52,10 +56,12 @@ public struct JSONBuffer: Sendable {
         bytes.append(UInt8(ascii: ":"))
     }
 
+    /// An integer in decimal.
     public mutating func integer<I: BinaryInteger>(_ value: I) {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    /// `true` or `false`.
     public mutating func bool(_ value: Bool) {
         if value { raw("true") } else { raw("false") }
     }

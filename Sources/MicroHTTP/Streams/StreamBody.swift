@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Foundation
+import Logging
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -21,6 +22,7 @@ import Glibc
 final class HangUpWatch: Sendable {
     private let epoll: Int32
     private let stopping: Int32
+    /// Signalled as the thread ends, which `stop()` waits for.
     private let finished = DispatchSemaphore(value: 0)
     /// The connections watched, by the key their registration carries (a counter, never
     /// reused, so that a report read just before its connection was unwatched finds nothing).

@@ -6,6 +6,7 @@ import Foundation
 /// or `..` segment is refused, and the resolved file (symlinks followed) must
 /// still lie inside the root. `/` is `index.html`; no other folder is served.
 public struct StaticFiles: Sendable {
+    /// The folder served, symlinks resolved.
     public let root: String
 
     /// `nil` when the folder does not exist.
@@ -16,6 +17,7 @@ public struct StaticFiles: Sendable {
         self.root = resolved
     }
 
+    /// The file the path names under ``root``, or 404; only GET and HEAD (405 otherwise).
     public func respond(to request: Request) -> Response {
         guard request.method == "GET" || request.method == "HEAD" else {
             return .methodNotAllowed(request, allow: "GET, HEAD")

@@ -8,14 +8,17 @@ import Foundation
 /// events (start, stop, instance created, unexpected events, store failures) at info or
 /// above; libmicrohttpd's messages about single clients at debug.
 public struct Logger: Sendable {
+    /// How notable a line is; a logger writes its level and above.
     public enum Level: Int, Sendable, Comparable, CaseIterable {
         case debug, info, warning, error
 
+        /// The level `--log-level` names (`debug`, `info`, `warning`, `error`; any case).
         public init?(name: String) {
             guard let level = Self.allCases.first(where: { "\($0)" == name.lowercased() }) else { return nil }
             self = level
         }
 
+        /// Less notable.
         public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
     }
 
@@ -24,16 +27,21 @@ public struct Logger: Sendable {
         case logfmt, json
     }
 
+    /// The least notable level written.
     public var level: Level
+    /// How each line is written.
     public var format: Format
 
+    /// A logger writing `level` and above to standard error.
     public init(level: Level = .info, format: Format = .logfmt) {
         self.level = level
         self.format = format
     }
 
+    /// Whether a line at `level` would be written: to skip assembling one that would not.
     public func isLogging(_ level: Level) -> Bool { level >= self.level }
 
+    /// Writes one line, if `level` is logged: `message`, then `fields` in order.
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
         log(level, message, fields: fields.map { ($0.key, $0.value) })
     }
@@ -46,7 +54,7 @@ public struct Logger: Sendable {
 
     /// The line as written, newline included.
     func line(_ level: Level, _ message: String, _ fields: [(String, String)], time: Date) -> String {
-        let members = [("time", JSON.formatTime(time)), ("level", "\(level)"), ("msg", message)] + fields
+        let members = [("time", Timestamp.iso8601(time)), ("level", "\(level)"), ("msg", message)] + fields
         switch format {
         case .logfmt:
             return members.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ") + "\n"
@@ -114,8 +122,12 @@ public struct Logger: Sendable {
         return String(kept) + "…[\(bytes) bytes]"
     }
 
+    /// A line about one client or request, for finding a fault.
     public func debug(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, message, fields) }
+    /// A line about a notable event: start, stop, each request.
     public func info(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.info, message, fields) }
+    /// A line about something the operator should look at, though the service goes on.
     public func warning(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.warning, message, fields) }
+    /// A line about a failure: something the service meant to do and could not.
     public func error(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.error, message, fields) }
 }

@@ -1,42 +1,5 @@
 import Foundation
 
-/// A request handler: a plain function, testable without a socket.
-public typealias Handler = @Sendable (Request) -> Response
-
-/// A handler that answers later, from any thread, by calling `respond` exactly once.
-/// The connection waits (suspended, holding no thread) until it does.
-public typealias DeferredHandler = @Sendable (Request, _ respond: @escaping @Sendable (Response) -> Void) -> Void
-
-/// What routing a request produced: a response now, or work that will respond later.
-public enum Reply: Sendable {
-    case now(Response)
-    case later(@Sendable (_ respond: @escaping @Sendable (Response) -> Void) -> Void)
-
-    /// Waits for the response; for callers without a connection to suspend, such as tests.
-    public func wait() -> Response {
-        switch self {
-        case .now(let response):
-            return response
-        case .later(let start):
-            let done = DispatchSemaphore(value: 0)
-            let box = ResponseBox()
-            start { response in
-                box.set(response)
-                done.signal()
-            }
-            done.wait()
-            return box.get()
-        }
-    }
-}
-
-private final class ResponseBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var response = Response(status: 500)
-    func set(_ r: Response) { lock.withLock { response = r } }
-    func get() -> Response { lock.withLock { response } }
-}
-
 /// Matches method and path to a handler. Paths are `/`-separated literals and
 /// `{name}` captures. An unmatched path is 404 (or the fallback); a matched path
 /// with another method is 405 with `Allow`.
@@ -64,11 +27,13 @@ public struct Router: Sendable {
         .notFound(request)
     }
 
+    /// A router with no routes: every path goes to ``fallback``.
     public init() {}
 
     /// The order methods are listed in an `Allow` header.
     private static let methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
+    /// Adds a route whose handler answers at once, on the daemon thread.
     public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
         add(method, pattern, target: .now(handler))
     }
@@ -88,6 +53,7 @@ public struct Router: Sendable {
         routes.append(Route(method: method, pattern: pattern, segments: segments, handler: target))
     }
 
+    /// Adds a GET route (which also answers HEAD).
     public mutating func get(_ pattern: String, _ handler: @escaping Handler) { add("GET", pattern, handler) }
 
     /// Every route as (method, pattern), in the order added: for checking the API description.

@@ -2,6 +2,7 @@ import Foundation
 
 /// An HTTP request as handlers see it: no C pointers, body fully read.
 public struct Request: Sendable {
+    /// The method as sent: `GET`, `POST`, …
     public var method: String
     /// The decoded path, without the query string: only `A-Z a-z 0-9 . _ -` and `/`, with
     /// no `.` or `..` segment (the server refuses any other with 400).
@@ -10,6 +11,7 @@ public struct Request: Sendable {
     public var headers: [(name: String, value: String)]
     /// Decoded query arguments, in arrival order.
     public var query: [(name: String, value: String)]
+    /// The whole body, read before the handler runs (at most ``ServerConfiguration/maxBodySize`` bytes).
     public var body: [UInt8]
     /// Values of `{name}` segments of the matched route.
     public var parameters: [String: String] = [:]
@@ -27,6 +29,7 @@ public struct Request: Sendable {
     /// The router's index of the route found at admission (see ``Router/resolve(_:)``).
     var endpoint: Int?
 
+    /// A request as the server builds it, or as a test makes one to call a handler without a socket.
     public init(
         method: String, path: String, headers: [(name: String, value: String)] = [], query: [(name: String, value: String)] = [],
         body: [UInt8] = [], clientAddress: String = ""

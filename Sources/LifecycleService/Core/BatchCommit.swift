@@ -11,14 +11,21 @@ import LifecycleStore
 /// order, one transaction after another) and the writes answered, so an acknowledged write is
 /// always durable and a failed commit changes nothing anyone has seen.
 struct BatchCommitter {
+    /// Where batches commit.
     let store: any InstanceStore
+    /// Where committed instances are published, and the decisions read while it is current.
     let cache: InstanceCache
+    /// Where committed records are published.
     let hub: StreamHub
+    /// Whether the store commits, as the batches find it.
     let health: StorageStatus
+    /// What commits recorded and cost.
     let metrics: CommitMetrics
+    /// The models instances may have, by name.
     let models: [String: Model]
     /// The most instances there may be.
     let maxInstances: Int
+    /// Where notable events go.
     let report: @Sendable (StoreEvent) -> Void
     /// What others committed: read before a transaction's own records are published.
     var catchUp: ReplicaCatchUp

@@ -1,8 +1,10 @@
 /// A write waiting for the committer, with the request it came in and whom to answer.
 struct CommitJob: Sendable {
+    /// What to change.
     var write: InstanceRegistry.Write
     /// Goes into the log lines the write makes; empty for none.
     var requestID: String
+    /// Answers the write, on the committer thread.
     var completion: InstanceRegistry.Completion
 }
 

@@ -4,7 +4,9 @@ import Synchronization
 
 /// Where an instance stands after a commit (or within the transaction being built).
 enum StagedInstance {
+    /// It exists, as this, with this machine.
     case present(StoredInstance, Machine)
+    /// It does not (any more).
     case deleted
 }
 

@@ -14,12 +14,12 @@ import LifecycleStore
 /// On a store no one else writes (the embedded SQLite store) the last sequence is always
 /// ``cacheThrough``: none of this reads anything.
 struct ReplicaCatchUp {
-    let store: any InstanceStore
-    let cache: InstanceCache
-    let hub: StreamHub
-    let health: StorageStatus
-    let models: [String: Model]
-    let report: @Sendable (StoreEvent) -> Void
+    private let store: any InstanceStore
+    private let cache: InstanceCache
+    private let hub: StreamHub
+    private let health: StorageStatus
+    private let models: [String: Model]
+    private let report: @Sendable (StoreEvent) -> Void
     /// The cache holds every commit up to this sequence number, and (unless another process
     /// has written since) nothing later.
     private(set) var cacheThrough: Int64

@@ -51,9 +51,7 @@ struct StreamHubTests {
         #expect(!resumed.events.contains { $0.type == "reset" }, "a committed resume point is no reset")
 
         let page = try store.replay(after: 1, through: last, filter: RecordFilter(), limit: PageLimit(records: 100))
-        hub.publish(page.records.map {
-            PublishedRecord(sequence: $0.sequence, kind: $0.kind, instance: $0.instance, model: $0.model, outcome: $0.outcome, json: $0.json)
-        })
+        hub.publish(page.records)
         let deadline = Date().addingTimeInterval(10)
         while resumed.records.isEmpty, Date() < deadline { resumed.readAvailable() }
         #expect(resumed.records.map(\.id) == [last], "records 2 and 3 are passed over, 4 is sent")

@@ -2,7 +2,7 @@ import LifecycleStore
 
 /// Ids in ascending order, kept in chunks of at most ``chunkCapacity`` so that an insert or a
 /// removal moves one chunk's worth of elements rather than the whole list (a flat sorted array
-/// moved up to every id on each change, which the committer pays for under the registry lock).
+/// moved up to every id on each change, which the committer pays for under the instance cache's lock).
 ///
 /// Chunks are made only by splitting a full one, so there are never more than
 /// (the most ids ever held) / (chunkCapacity / 2) of them; empty ones are dropped.
@@ -139,7 +139,7 @@ struct ListFilter: Hashable, Sendable {
 /// The sorted ids matching each ``ListFilter`` that matches any instance, so a filtered list
 /// page walks only ids that match, however few that is. An instance is in every list whose
 /// filter it passes: four without a counted problem (any or its model, any or its state),
-/// up to sixteen with both. The committer keeps it as it publishes.
+/// up to sixteen with both. The ``InstanceCache`` keeps it, under its lock, as the committer publishes.
 struct InstanceIndex {
     /// What an instance is filed under.
     typealias Facts = (model: String, state: String, hasUnexpected: Bool, hasIncompleteLaunch: Bool)

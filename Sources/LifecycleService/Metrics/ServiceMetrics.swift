@@ -2,11 +2,11 @@ import Foundation
 import MicroHTTP
 
 /// What `GET /metrics` answers, gathered at each scrape from where each number lives: the
-/// request counters (``RequestMetrics``), the committer's (``CommitMetrics``), the registry's
-/// index, the stream hub and the database files.
+/// request counters (``RequestMetrics``), the committer's (``CommitMetrics``), the instance
+/// cache's index, the stream hub and the database files.
 ///
 /// A scrape never waits behind a commit: it takes only locks that are held for an update or
-/// a look-up (the counters' own, the registry's index lock, which the committer takes to
+/// a look-up (the counters' own, the instance cache's lock, which the committer takes to
 /// publish after a commit, and the hub's), never the store's, which a transaction holds.
 final class ServiceMetrics: Sendable {
     let requests: RequestMetrics

@@ -27,9 +27,14 @@ import Synchronization
 /// Records of a deleted instance are not replayed from the store after its deletion (they
 /// went with it; its `deleted` record stays for 24 hours); the ring may still hold them.
 final class Subscription: ResponseStream {
+    /// Where its records come from.
     let hub: StreamHub
+    /// Its number in the hub.
     let id: Int
+    /// Which records it gets.
     let filter: RecordFilter
+    /// The server reads a stream from whichever of its threads finds the connection writable,
+    /// one read at a time, and ends it from another: the reader's value is under its own lock.
     private let reader: Mutex<SubscriptionReader>
 
     /// Made by ``StreamHub/subscribe(filter:lastEventID:client:)``, which counts it.
@@ -40,14 +45,17 @@ final class Subscription: ResponseStream {
         reader = Mutex(SubscriptionReader(filter: filter, resumeAfter: lastEventID, opening: opening))
     }
 
+    /// The connection is open: the hub wakes it through `waker`.
     func start(waker: StreamWaker) {
         hub.started(id, waker: waker)
     }
 
+    /// The next bytes of the stream: as many as fit, or `wait` until woken, or `end`.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
         reader.withLock { $0.read(into: buffer, hub: hub, id: id) }
     }
 
+    /// The connection ended: the subscription no longer counts against the hub's limits.
     func finish() {
         reader.withLock { $0.finish() }
         hub.remove(id)
@@ -119,6 +127,7 @@ struct SubscriptionReader {
         }
     }
 
+    /// Drops what is queued: nothing more is read.
     mutating func finish() {
         phase = .finished
         output = OutputBytes()

@@ -1,0 +1,289 @@
+import Foundation
+import LifecycleKit
+import LifecycleStore
+
+/// Commits batches of writes, one transaction each, on the committer thread (which owns it).
+///
+/// The writes of a batch are decided in arrival order by ``WriteRules``, each against what
+/// the ones before it left, and carried out in one store transaction (group commit; SQLite or
+/// PostgreSQL): that is all a batch costs while the store works. Only after the commit are the
+/// new states published to the cache, the transaction's records to the stream hub (in sequence
+/// order, one transaction after another) and the writes answered, so an acknowledged write is
+/// always durable and a failed commit changes nothing anyone has seen.
+struct BatchCommitter {
+    /// Where batches commit.
+    let store: any InstanceStore
+    /// Where committed instances are published, and the decisions read while it is current.
+    let cache: InstanceCache
+    /// Where committed records are published.
+    let hub: StreamHub
+    /// Whether the store commits, as the batches find it.
+    let health: StorageStatus
+    /// What commits recorded and cost.
+    let metrics: CommitMetrics
+    /// The models instances may have, by name.
+    let models: [String: Model]
+    /// The most instances there may be.
+    let maxInstances: Int
+    /// Where notable events go.
+    let report: @Sendable (StoreEvent) -> Void
+    /// What others committed: read before a transaction's own records are published.
+    var catchUp: ReplicaCatchUp
+
+    /// Commits `batch` in one transaction, or in smaller ones if one write's data fails it.
+    mutating func commit(_ batch: [CommitJob]) {
+        let attempt: Attempt
+        do {
+            attempt = try self.attempt(batch[...])
+        } catch {
+            guard error.isSpecificToWrite || error.isDamage, batch.count > 1 else { return fail(batch[...], error) }
+            report(StoreEvent(.warning, "group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message]))
+            commitInHalves(batch[...])
+            return
+        }
+        finish(batch[...], attempt)
+    }
+
+    /// After a failed transaction every answer it would have given is void: each was decided
+    /// against writes that are now rolled back (a refused create of an id whose creation was
+    /// undone, a 404 after an undone delete, a 412 against a version never stored). When
+    /// the failure lies in one write's data, the writes are committed again in two halves, in
+    /// order, each half decided against what the halves before it committed, down to single
+    /// writes; only the write that fails on its own is answered 503, and it costs its batch
+    /// about 2·log2(n) transactions, not n. A failure of the store itself (a full disk, an I/O
+    /// error, a lock held elsewhere) would fail every part the same way, after as long a wait
+    /// each time, so the group is answered 503 at once.
+    private mutating func commitInHalves(_ jobs: ArraySlice<CommitJob>) {
+        let middle = jobs.startIndex + jobs.count / 2
+        for half in [jobs[..<middle], jobs[middle...]] {
+            do {
+                finish(half, try attempt(half))
+            } catch {
+                if error.isSpecificToWrite || error.isDamage, half.count > 1 { commitInHalves(half) } else { fail(half, error) }
+            }
+        }
+    }
+
+    /// Runs `jobs` in one transaction, in order, and commits it.
+    private func attempt(_ jobs: ArraySlice<CommitJob>) throws(StoreError) -> Attempt {
+        var attempt = Attempt()
+        let started = DispatchTime.now().uptimeNanoseconds
+        let cacheThrough = catchUp.cacheThrough
+        try store.write { (transaction) throws(StoreError) in
+            attempt.startSequence = transaction.startSequence
+            var view = TransactionView(transaction: transaction, cache: cache, models: models, isCacheCurrent: transaction.startSequence == cacheThrough)
+            if !view.isCacheCurrent {
+                view.readIDs = Set(jobs.map(\.write.instanceID))
+                view.committed = Dictionary(try transaction.instances(Array(view.readIDs)).map { ($0.id, $0) }) { first, _ in first }
+            }
+            // Instances whose state changed: stored once per transaction, however many records.
+            var dirty: Set<String> = []
+            for job in jobs {
+                let notesBefore = attempt.notes.count
+                attempt.results.append(try run(job.write, &view, &attempt, &dirty, transaction))
+                if !job.requestID.isEmpty {
+                    for index in attempt.notes.indices.dropFirst(notesBefore) { attempt.notes[index].fields.append(("request_id", job.requestID)) }
+                }
+            }
+            for id in dirty {
+                if case .present(let instance, _)? = view.staged[id] { try transaction.update(instance) }
+            }
+            if !attempt.coverage.isEmpty { try transaction.addCoverage(attempt.coverage) }
+            attempt.staged = view.staged
+        }
+        attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        return attempt
+    }
+
+    /// One write inside a transaction: decided by the rules, then carried out. Refusals come
+    /// back as values; only store failures throw, and they roll back the whole transaction.
+    private func run(
+        _ write: InstanceRegistry.Write, _ view: inout TransactionView, _ attempt: inout Attempt, _ dirty: inout Set<String>,
+        _ transaction: any StoreTransaction
+    ) throws(StoreError) -> Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal> {
+        let time = Date().roundedToMilliseconds
+        switch try WriteRules.decide(write, at: time, models: models, maxInstances: maxInstances, in: view) {
+        case .answer(let result):
+            return result
+
+        case .found(let existing):
+            return Result { () throws(InstanceRegistry.Refusal) in .found(id: existing.id, json: try cache.render(existing)) }
+
+        case .create(let instance, let machine):
+            let json: [UInt8]
+            do {
+                json = try cache.render(instance)
+            } catch {
+                return .failure(error)
+            }
+            var created: [UInt8] = []
+            let sequence = try transaction.insert(instance) { sequence in
+                created = InstanceChange(sequence: sequence, kind: .created, instance: instance, time: time).jsonBytes()
+                return created
+            }
+            if let key = write.idempotencyKey {
+                try transaction.remember(key, .created(id: instance.id, model: instance.model, createdAt: instance.createdAt, json: json))
+            }
+            attempt.records.append(ReplayedRecord(sequence: sequence, kind: .created, instance: instance.id, model: instance.model, outcome: nil, json: created))
+            attempt.didWrite = true
+            view.staged[instance.id] = .present(instance, machine)
+            view.addedInstances += 1
+            attempt.notes.append(("instance created", [("id", instance.id), ("model", instance.model)]))
+            return .success(.created(id: instance.id, json: json))
+
+        case .delete(let instance):
+            var deleted: [UInt8] = []
+            let sequence = try transaction.delete(instance, at: time) { sequence in
+                deleted = InstanceChange(sequence: sequence, kind: .deleted, instance: instance, time: time).jsonBytes()
+                return deleted
+            }
+            attempt.records.append(ReplayedRecord(sequence: sequence, kind: .deleted, instance: instance.id, model: instance.model, outcome: nil, json: deleted))
+            attempt.didWrite = true
+            view.staged[instance.id] = .deleted
+            view.addedInstances -= 1
+            attempt.notes.append(("instance deleted", [("id", instance.id)]))
+            return .success(.deleted)
+
+        case .apply(let record, let instance, let machine):
+            let id = instance.id
+            let encoded = try transaction.append(record, instanceID: id) { $0.jsonBytes() }
+            let isUnexpected = record.outcome == .unexpected
+            if let key = write.idempotencyKey { try transaction.remember(key, .applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected)) }
+            attempt.records.append(ReplayedRecord(
+                sequence: encoded.sequence, kind: RecordKind(record.kind), instance: id, model: instance.model, outcome: record.outcome,
+                json: encoded.recordJSON
+            ))
+            attempt.didWrite = true
+            view.staged[id] = .present(instance, machine)
+            attempt.coverage.count(record, model: instance.model)
+            attempt.applied.append((instance.model, record))
+            dirty.insert(id)
+            if isUnexpected {
+                attempt.notes.append(("unexpected event", [("id", id), ("event", record.name), ("state", record.from), ("seq", String(encoded.sequence))]))
+            }
+            if let incomplete = record.incompleteLaunch {
+                attempt.notes.append(("incomplete launch", [("id", id), ("step", incomplete.step), ("sceneConnected", String(incomplete.isSceneConnected))]))
+            }
+            return .success(.applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected))
+        }
+    }
+
+    /// Publishes what a committed transaction changed, then answers its writes.
+    private mutating func finish(_ jobs: ArraySlice<CommitJob>, _ attempt: Attempt) {
+        // Others committed before this transaction: their records go to the hub first, and
+        // the cache is current again only once it holds theirs too.
+        let isCaughtUp = catchUp.catchUp(before: attempt.startSequence)
+        cache.publish(attempt.staged, adding: attempt.coverage)
+        // Before the answers: a client that is answered and then resumes a stream from the
+        // sequence number it was given finds the record already there. (If the records before
+        // them could not be read, they wait for the next catch-up, which reads them from the store.)
+        if isCaughtUp {
+            if !attempt.records.isEmpty { hub.publish(attempt.records) }
+            catchUp.published(through: attempt.records.last?.sequence ?? attempt.startSequence)
+        }
+        if attempt.didWrite { health.committed() }
+        metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
+        for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
+        for note in attempt.notes { report(StoreEvent(.info, note.message, fields: note.fields)) }
+    }
+
+    /// Answers writes whose transaction failed: none of them changed anything, unless the
+    /// store cannot tell (``StoreError/isOutcomeUnknown``), which they are told.
+    private func fail(_ jobs: ArraySlice<CommitJob>, _ error: StoreError) {
+        if jobs.count == 1 {
+            let job = jobs.first!
+            report(StoreEvent(.error, "write failed", fields: [
+                ("id", job.write.instanceID), ("write", job.write.summary), ("error", error.message),
+            ] + (job.requestID.isEmpty ? [] : [("request_id", job.requestID)])))
+        } else {
+            report(StoreEvent(.error, "writes failed", ["writes": String(jobs.count), "error": error.message]))
+        }
+        if !error.isSpecificToWrite { health.failed(error) }
+        for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull, isOutcomeUnknown: error.isOutcomeUnknown))) }
+    }
+}
+
+/// A line to log once the transaction is committed.
+private typealias Note = (message: String, fields: [(key: String, value: String)])
+
+/// What some writes did inside one transaction: to publish, answer and log once it commits.
+private struct Attempt {
+    /// The store's last sequence number when the transaction began.
+    var startSequence: Int64 = 0
+    /// Where each instance the writes touched stands.
+    var staged: [String: StagedInstance] = [:]
+    var results: [Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>] = []
+    var notes: [Note] = []
+    /// The records written, in sequence order: for the stream hub once committed.
+    var records: [ReplayedRecord] = []
+    /// Whether anything was written (a commit of only refusals shows nothing about the store).
+    var didWrite = false
+    /// The inputs applied, with their instance's model, and the transaction's time: for ``BatchCommitter/metrics``.
+    var applied: [(model: String, record: Record)] = []
+    var seconds = 0.0
+    /// What the records written add to the coverage counters.
+    var coverage = CoverageCounts()
+}
+
+/// What is committed as one transaction's writes see it: from the cache while it is current,
+/// otherwise as the store has it, and in either case with what earlier writes of the
+/// transaction did (``staged``).
+private struct TransactionView: CommittedState {
+    let transaction: any StoreTransaction
+    let cache: InstanceCache
+    let models: [String: Model]
+    /// Whether the cache may decide this transaction's writes: no one else committed since it was current.
+    let isCacheCurrent: Bool
+    /// When it may not: the instances the transaction's writes name, as committed when it
+    /// began (read at once, in one round trip), by id; an id read and not found is absent.
+    var committed: [String: StoredInstance] = [:]
+    var readIDs: Set<String> = []
+    var staged: [String: StagedInstance] = [:]
+    /// Instances made less instances deleted so far, for the limit on their number.
+    var addedInstances = 0
+
+    init(transaction: any StoreTransaction, cache: InstanceCache, models: [String: Model], isCacheCurrent: Bool) {
+        self.transaction = transaction
+        self.cache = cache
+        self.models = models
+        self.isCacheCurrent = isCacheCurrent
+    }
+
+    func instance(_ id: String) throws(StoreError) -> (instance: StoredInstance, machine: Machine)? {
+        switch staged[id] {
+        case .present(let instance, let machine)?: return (instance, machine)
+        case .deleted?: return nil
+        case nil:
+            let cached = cache.committed(id)
+            if isCacheCurrent { return cached }
+            // Every id a write names was read when the transaction began; others (the
+            // instance an idempotency key created) are read now.
+            guard let stored = readIDs.contains(id) ? committed[id] : try transaction.instance(id) else { return nil }
+            if let cached, cached.instance == stored { return cached }
+            do {
+                return (stored, try stored.restoredMachine(among: models))
+            } catch {
+                // Another replica's models: this write fails alone, not its whole batch.
+                throw StoreError(error.message, isSpecificToWrite: true)
+            }
+        }
+    }
+
+    func instanceCount() throws(StoreError) -> Int {
+        isCacheCurrent ? cache.count + addedInstances : try transaction.instanceCount()
+    }
+
+    func lookUp(_ key: IdempotencyKey) throws(StoreError) -> IdempotencyLookup {
+        try transaction.lookUp(key, now: Date())
+    }
+}
+
+extension InstanceRegistry.Write {
+    /// The write's idempotency key, if it has one: remembered with what the write did.
+    fileprivate var idempotencyKey: IdempotencyKey? {
+        switch self {
+        case .create(_, _, _, let key), .apply(_, _, _, let key): key
+        case .delete: nil
+        }
+    }
+}

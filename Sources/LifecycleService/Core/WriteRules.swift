@@ -1,0 +1,129 @@
+import Foundation
+import LifecycleKit
+import LifecycleStore
+
+/// What is committed, as the write rules see it: the instances, their number and the
+/// idempotency keys, as the store has them plus what earlier writes of the same transaction did.
+///
+/// Reads are asked for one at a time, only when a rule needs them, because each may be a round
+/// trip to the database server (while another replica has written since the cache was current).
+protocol CommittedState {
+    /// The instance `id` and its machine, or `nil` when there is none.
+    func instance(_ id: String) throws(StoreError) -> (instance: StoredInstance, machine: Machine)?
+    /// How many instances there are.
+    func instanceCount() throws(StoreError) -> Int
+    /// What the store remembers of `key`.
+    func lookUp(_ key: IdempotencyKey) throws(StoreError) -> IdempotencyLookup
+}
+
+/// What the rules decided a write does, for the committer to carry out in the transaction.
+enum WriteDecision {
+    /// Nothing to write: the answer is known (a refusal, or a replay for an idempotency key).
+    case answer(Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>)
+    /// A PUT found the instance already there with its model.
+    case found(StoredInstance)
+    /// Store the new instance.
+    case create(StoredInstance, Machine)
+    /// Delete the instance, as it stands.
+    case delete(StoredInstance)
+    /// Append `record`; the instance and its machine as the record leaves them.
+    case apply(Record, StoredInstance, Machine)
+}
+
+/// The rules a write must pass, decided over what is committed and nothing else: which model,
+/// whether the instance exists, `If-Match`, the limit on instances, and the replay of an
+/// idempotency key. No thread, store or clock of their own, so a test states what is committed
+/// and reads the decision.
+enum WriteRules {
+    /// What `write`, made at `time`, does to `committed`. Only a read of `committed` throws.
+    ///
+    /// The order is part of the contract: a reused idempotency key answers what its first
+    /// request did before anything else is checked (a retry of a create is not "exists", a
+    /// retry of an input is not a version mismatch), except that an unknown model, or for an
+    /// input an unknown instance, is refused first.
+    static func decide(
+        _ write: InstanceRegistry.Write, at time: Date, models: [String: Model], maxInstances: Int, in committed: some CommittedState
+    ) throws(StoreError) -> WriteDecision {
+        switch write {
+        case .create(let id, let name, let isPut, let key):
+            guard let model = models[name] else {
+                return .answer(.failure(.unknownModel(name, suggestion: suggestion(for: name, among: models.keys.sorted(), kind: "model"))))
+            }
+            if let key, let replayed = replay(try committed.lookUp(key), key: key) {
+                switch replayed {
+                case .success(let remembered): return .answer(try replayedCreation(remembered, key: key, in: committed))
+                case .failure(let refusal): return .answer(.failure(refusal))
+                }
+            }
+            if let existing = try committed.instance(id)?.instance {
+                guard isPut, existing.model == name else { return .answer(.failure(.exists(id: id, model: existing.model, isPut: isPut))) }
+                return .found(existing)
+            }
+            guard try committed.instanceCount() < maxInstances else { return .answer(.failure(.instanceLimit(maxInstances))) }
+            let machine = Machine(model: model)
+            return .create(StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot), machine)
+
+        case .delete(let id, let expectedVersions):
+            guard let instance = try committed.instance(id)?.instance else { return .answer(.failure(.unknownInstance(id))) }
+            if let refusal = versionRefusal(instance, expectedVersions) { return .answer(.failure(refusal)) }
+            return .delete(instance)
+
+        case .apply(let input, let id, let expectedVersions, let key):
+            guard var (instance, machine) = try committed.instance(id) else { return .answer(.failure(.unknownInstance(id))) }
+            if let key, let replayed = replay(try committed.lookUp(key), key: key) {
+                return .answer(replayed.flatMap { remembered in
+                    // The fingerprint holds method and path, so a create's key does not come back here.
+                    guard case .applied(let json, let isUnexpected) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
+                    return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
+                })
+            }
+            if let refusal = versionRefusal(instance, expectedVersions) { return .answer(.failure(refusal)) }
+            let record: Record
+            do {
+                record = try machine.apply(input, at: time)
+            } catch {
+                return .answer(.failure(.invalidInput(error)))
+            }
+            instance.state = machine.snapshot
+            instance.updatedAt = time
+            return .apply(record, instance, machine)
+        }
+    }
+
+    /// `If-Match`: a refusal unless the instance is at one of the versions the write expects
+    /// (`nil`: any version).
+    static func versionRefusal(_ instance: StoredInstance, _ expectedVersions: [Int64]?) -> InstanceRegistry.Refusal? {
+        guard let expectedVersions, !expectedVersions.contains(instance.state.version) else { return nil }
+        return .versionMismatch(id: instance.id, current: instance.state.version)
+    }
+
+    /// What a reused key's write did, a refusal for a key reused on another request, or `nil`
+    /// for a new key.
+    static func replay(_ lookup: IdempotencyLookup, key: IdempotencyKey) -> Result<RememberedWrite, InstanceRegistry.Refusal>? {
+        switch lookup {
+        case .unused: nil
+        case .replay(let write): .success(write)
+        case .conflict: .failure(.keyReused(String(key.clientKey)))
+        }
+    }
+
+    /// A create's outcome, replayed while the instance it made still exists.
+    ///
+    /// The id comes from what was stored, not from this request: a POST without an id draws
+    /// a fresh one each time it is sent, and only the first was created. Once that instance
+    /// is deleted (even if another has since been made with its id: one with another model
+    /// or creation time), answering "created" would claim something that is gone, so the
+    /// replay is refused naming the instance; creating it again would undo a delete the client
+    /// may have made on purpose. (One re-made in the same millisecond with the same model is
+    /// in every way what was created, and is answered as such.)
+    static func replayedCreation(
+        _ remembered: RememberedWrite, key: IdempotencyKey, in committed: some CommittedState
+    ) throws(StoreError) -> Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal> {
+        // The fingerprint holds method and path, so an input's key does not come back here.
+        guard case .created(let id, let model, let createdAt, let json) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
+        guard let existing = try committed.instance(id)?.instance, existing.model == model, existing.createdAt == createdAt else {
+            return .failure(.createdInstanceDeleted(id: id, key: String(key.clientKey)))
+        }
+        return .success(.created(id: id, json: json))
+    }
+}

@@ -70,6 +70,10 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
     /// An instance was deleted with its history; its record outlives it for a while.
     case deleted = 4
 
+    /// How long a deletion record stays replayable by default, on either store: 24 hours, so a
+    /// watcher that reconnects within a day still learns of a deletion.
+    @usableFromInline static let deletionRecordLifetime: TimeInterval = 24 * 3600
+
     /// The kind of a record of an applied input.
     public init(_ input: InputKind) {
         self = switch input {

@@ -45,7 +45,7 @@ public final class PostgresStore: InstanceStore, Sendable {
 
         public init(
             historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, listenURL: String? = nil,
+            tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime, listenURL: String? = nil,
             timeout: Duration = .seconds(5), readTimeout: Duration = .seconds(1)
         ) {
             self.historyLimit = max(1, historyLimit)

@@ -49,8 +49,8 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// 64 MiB: a few seconds of the heaviest write load, and a checkpoint every second or so under it.
     public static let defaultMaxWALSize = 64 * 1024 * 1024
 
-    /// 24 hours: a watcher that reconnects within a day still learns of a deletion.
-    public static let defaultTombstoneLifetime: TimeInterval = 24 * 3600
+    /// How long a deletion record stays replayable unless told otherwise (both stores' default).
+    public static let defaultTombstoneLifetime = RecordKind.deletionRecordLifetime
 
     /// The schema's migrations, in order (see ``SQLiteMigrations``).
     static let migrations = SQLiteMigrations.all

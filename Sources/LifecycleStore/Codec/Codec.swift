@@ -9,8 +9,16 @@ enum Codec {
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
-    // MARK: Instances: id, model, state, version, launch_count, buffered_action, window,
-    // breadcrumb_step, scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at
+    // MARK: Instances
+
+    /// The instance columns, in the order ``columns(of:)`` writes and ``instance(_:)`` reads them.
+    /// `window` names the window's column (`window` is a keyword in PostgreSQL).
+    static func instanceColumns(window: String) -> [String] {
+        [
+            "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
+            "ignored", "incomplete_launches", "created_at", "updated_at",
+        ]
+    }
 
     static func columns(of instance: StoredInstance) throws(StoreError) -> [ColumnValue] {
         let s = instance.state

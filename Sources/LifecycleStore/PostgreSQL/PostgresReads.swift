@@ -2,11 +2,9 @@ import Foundation
 import LifecycleKit
 
 extension PostgresStore {
-    /// The columns ``Codec/instance(_:)`` reads, in its order.
-    static let instanceColumns = """
-        id, model, state, version, launch_count, buffered_action, window_name, breadcrumb_step,
-        scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at
-        """
+    /// The instance columns (see ``Codec/instanceColumns(window:)``).
+    static let instanceColumnNames = Codec.instanceColumns(window: "window_name")
+    static let instanceColumns = instanceColumnNames.joined(separator: ", ")
 
     /// The arrays a multi-row statement over `unnest` takes for ``instanceColumns``, in order.
     static let instanceArrays = """

@@ -134,6 +134,13 @@ final class PostgresTransaction: StoreTransaction {
         _ = try run("cannot count coverage", [Connection.Statement(sql, Connection.Parameter.columns(Codec.counters(counts)))])
     }
 
+    /// Multi-row statements over `unnest` (one array parameter per column) for instances.
+    private static let insertInstances = "INSERT INTO instances (\(PostgresStore.instanceColumns)) SELECT * FROM unnest(\(PostgresStore.instanceArrays))"
+    private static let updateInstances = """
+        UPDATE instances SET \(PostgresStore.instanceColumnNames.dropFirst().map { "\($0) = u.\($0)" }.joined(separator: ", "))
+        FROM unnest(\(PostgresStore.instanceArrays)) AS u(\(PostgresStore.instanceColumns)) WHERE instances.id = u.id
+        """
+
     /// Statements that write what waits (new instances, changed instances, records, the
     /// history limit's drops, idempotency keys; at most one each), which no longer waits.
     private func waitingStatements() throws(StoreError) -> [Connection.Statement] {
@@ -142,23 +149,12 @@ final class PostgresTransaction: StoreTransaction {
         let changed = instances.values.filter { !$0.isNew }.map(\.instance)
         instances = [:]
         if !new.isEmpty {
-            statements.append(Connection.Statement(
-                "INSERT INTO instances (\(PostgresStore.instanceColumns)) SELECT * FROM unnest(\(PostgresStore.instanceArrays))",
-                Connection.Parameter.columns(try new.map { (instance) throws(StoreError) in try Codec.columns(of: instance) })
-            ))
+            let rows = try new.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
+            statements.append(Connection.Statement(Self.insertInstances, Connection.Parameter.columns(rows)))
         }
         if !changed.isEmpty {
-            statements.append(Connection.Statement(
-                """
-                UPDATE instances SET model = u.model, state = u.state, version = u.version, launch_count = u.launch_count,
-                  buffered_action = u.buffered_action, window_name = u.window_name, breadcrumb_step = u.breadcrumb_step,
-                  scene_connected = u.scene_connected, unexpected = u.unexpected, ignored = u.ignored,
-                  incomplete_launches = u.incomplete_launches, created_at = u.created_at, updated_at = u.updated_at
-                FROM unnest(\(PostgresStore.instanceArrays)) AS u(\(PostgresStore.instanceColumns))
-                WHERE instances.id = u.id
-                """,
-                Connection.Parameter.columns(try changed.map { (instance) throws(StoreError) in try Codec.columns(of: instance) })
-            ))
+            let rows = try changed.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
+            statements.append(Connection.Statement(Self.updateInstances, Connection.Parameter.columns(rows)))
         }
         if !records.isEmpty {
             statements.append(Connection.Statement(

@@ -30,11 +30,9 @@ struct Reader {
 }
 
 extension SQLiteStore {
-    /// The columns ``Codec/instance(_:)`` reads, in its order.
-    static let instanceColumns = """
-        id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
-        scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at
-        """
+    /// The instance columns (see ``Codec/instanceColumns(window:)``).
+    static let instanceColumnNames = Codec.instanceColumns(window: "window")
+    static let instanceColumns = instanceColumnNames.joined(separator: ", ")
 
     /// Runs `body` on the read connection (one read at a time).
     func read<T: Sendable>(_ what: String, _ body: sending (Reader) throws(SQLiteError) -> T) throws(StoreError) -> T {

@@ -1,4 +1,3 @@
-import CSQLite
 import Foundation
 import Synchronization
 
@@ -99,7 +98,6 @@ extension SQLiteStore {
         }
     }
 
-
     /// Checkpoints, between two transactions, once the WAL has passed its threshold, so the
     /// next commit starts the WAL over. RESTART waits for readers still using the WAL (history
     /// reads take milliseconds); no other writer exists to wait for.
@@ -111,15 +109,13 @@ extension SQLiteStore {
         guard due != .no else { return }
         let finished: Bool?
         let database = writer.database
-        do {
+        do throws(SQLiteError) {
             finished = try checkpointer.excludingRounds(waiting: due == .now) { () throws(SQLiteError) in try database.checkpoint(.restart) }
         } catch {
             report(StoreEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
             writer.walBound.checkpointed(finished: false, walBytes: bytes)
             // A damaged file fails the write; anything else lets it go on into the WAL.
-            if error.primaryCode == SQLITE_CORRUPT || error.primaryCode == SQLITE_NOTADB {
-                throw StoreError(error, doing: "cannot checkpoint the WAL")
-            }
+            if error.isDamage { throw StoreError(error, doing: "cannot checkpoint the WAL") }
             return
         }
         guard let finished else { return }  // a background round is running: at a later transaction
@@ -152,17 +148,11 @@ struct WriteStatements {
     init(_ database: Database) throws(SQLiteError) {
         selectInstance = try database.prepare("SELECT \(SQLiteStore.instanceColumns) FROM instances WHERE id = ?1")
         countInstances = try database.prepare("SELECT count(*) FROM instances")
-        insertInstance = try database.prepare("""
-            INSERT INTO instances (id, model, state, version, launch_count, buffered_action, window, breadcrumb_step,
-              scene_connected, unexpected, ignored, incomplete_launches, created_at, updated_at)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-            """)
-        updateInstance = try database.prepare("""
-            UPDATE instances SET model = ?2, state = ?3, version = ?4, launch_count = ?5, buffered_action = ?6, window = ?7,
-              breadcrumb_step = ?8, scene_connected = ?9, unexpected = ?10, ignored = ?11, incomplete_launches = ?12,
-              created_at = ?13, updated_at = ?14
-            WHERE id = ?1
-            """)
+        let columns = SQLiteStore.instanceColumnNames
+        let values = columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")
+        insertInstance = try database.prepare("INSERT INTO instances (\(SQLiteStore.instanceColumns)) VALUES (\(values))")
+        let assignments = columns.indices.dropFirst().map { "\(columns[$0]) = ?\($0 + 1)" }.joined(separator: ", ")
+        updateInstance = try database.prepare("UPDATE instances SET \(assignments) WHERE id = ?1")
         deleteInstance = try database.prepare("DELETE FROM instances WHERE id = ?1")
         deleteRecords = try database.prepare("DELETE FROM records WHERE instance = ?1")
         insertRecord = try database.prepare("INSERT INTO records (seq, instance, version, kind, outcome, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")

@@ -2,30 +2,32 @@ import Foundation
 import LifecycleKit
 import Synchronization
 
-/// The read connection and its prepared statements, under ``SQLiteStore/reader``'s lock.
-struct Reader {
-    let database: Database
-    let selectHistory: Statement
-    let selectOldestRetained: Statement
-    let selectReplayBounds: Statement
+extension SQLiteStore {
+    /// The read connection and its prepared statements, under ``SQLiteStore/reader``'s lock.
+    struct Reader {
+        let database: Database
+        let selectHistory: Statement
+        let selectOldestRetained: Statement
+        let selectReplayBounds: Statement
 
-    init(_ database: Database) throws(SQLiteError) {
-        self.database = database
-        // A client pages with the last sequence number it saw, which belongs to this
-        // instance: start the index range right after that record's version instead of
-        // walking the instance's history from the beginning.
-        selectHistory = try database.prepare("""
-            SELECT seq, body FROM records
-            WHERE instance = ?1
-              AND version > coalesce((SELECT version FROM records WHERE seq = ?2 AND instance = ?1), 0)
-              AND seq > ?2
-            ORDER BY instance, version LIMIT ?3
-            """)
-        // Version 0 is the creation record, which is not history.
-        selectOldestRetained = try database.prepare("""
-            SELECT version, seq FROM records WHERE instance = ?1 AND version > 0 ORDER BY instance, version LIMIT 1
-            """)
-        selectReplayBounds = try database.prepare("SELECT \(Codec.replayBounds)")
+        init(_ database: Database) throws(SQLiteError) {
+            self.database = database
+            // A client pages with the last sequence number it saw, which belongs to this
+            // instance: start the index range right after that record's version instead of
+            // walking the instance's history from the beginning.
+            selectHistory = try database.prepare("""
+                SELECT seq, body FROM records
+                WHERE instance = ?1
+                  AND version > coalesce((SELECT version FROM records WHERE seq = ?2 AND instance = ?1), 0)
+                  AND seq > ?2
+                ORDER BY instance, version LIMIT ?3
+                """)
+            // Version 0 is the creation record, which is not history.
+            selectOldestRetained = try database.prepare("""
+                SELECT version, seq FROM records WHERE instance = ?1 AND version > 0 ORDER BY instance, version LIMIT 1
+                """)
+            selectReplayBounds = try database.prepare("SELECT \(Codec.replayBounds)")
+        }
     }
 }
 

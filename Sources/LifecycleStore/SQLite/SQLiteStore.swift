@@ -111,7 +111,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             // Commits never checkpoint on their own (Database's WAL hook replaces SQLite's
             // automatic checkpoint; `PRAGMA wal_autocheckpoint` would remove the hook): a
             // background thread does, and the committer between two transactions once the
-            // WAL passes its threshold (see `Writer.restartWALIfDue`).
+            // WAL passes its threshold (see `restartWALIfDue(_:)`).
             // A WAL left larger (by an older lifecycled, or a reader that held it) shrinks back
             // to the bound at the first commit after the WAL starts over.
             try database.execute("PRAGMA journal_size_limit = \(options.maxWALSize)")

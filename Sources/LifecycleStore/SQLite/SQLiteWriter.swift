@@ -1,37 +1,39 @@
 import Foundation
 import Synchronization
 
-/// The write connection and what its transactions share, under ``SQLiteStore/writer``'s lock.
-/// It also checkpoints the WAL, between its transactions (see ``WALBound``).
-struct Writer {
-    let database: Database
-    let statements: WriteStatements
-    /// One process per data folder; also keeps the marker of the last committed sequence.
-    let lock: DataFolderLock
-    var sequence: Int64
-    var writesSincePurge = 0
-    var walBound: WALBound
-    var isClosed = false
+extension SQLiteStore {
+    /// The write connection and what its transactions share, under ``SQLiteStore/writer``'s lock.
+    /// It also checkpoints the WAL, between its transactions (see ``WALBound``).
+    struct Writer {
+        let database: Database
+        let statements: WriteStatements
+        /// One process per data folder; also keeps the marker of the last committed sequence.
+        let lock: DataFolderLock
+        var sequence: Int64
+        var writesSincePurge = 0
+        var walBound: WALBound
+        var isClosed = false
 
-    init(database: Database, statements: WriteStatements, lock: DataFolderLock, sequence: Int64, walBound: WALBound) {
-        self.database = database
-        self.statements = statements
-        self.lock = lock
-        self.sequence = sequence
-        self.walBound = walBound
-    }
+        init(database: Database, statements: WriteStatements, lock: DataFolderLock, sequence: Int64, walBound: WALBound) {
+            self.database = database
+            self.statements = statements
+            self.lock = lock
+            self.sequence = sequence
+            self.walBound = walBound
+        }
 
-    /// Drops idempotency keys and deletion records older than their lifetimes (on the write
-    /// connection), raising the floor that tells replays records were dropped.
-    func purgeExpired(_ options: SQLiteStore.Options) throws(SQLiteError) {
-        let now = Date()
-        try statements.purgeKeys.run([.integer(Codec.milliseconds(now.addingTimeInterval(-options.idempotencyLifetime)))])
-        try database.transaction { () throws(SQLiteError) in
-            var purgedThrough: Int64 = 0
-            try statements.purgeTombstones.forEachRow([.integer(Codec.milliseconds(now.addingTimeInterval(-options.tombstoneLifetime)))]) { row in
-                purgedThrough = max(purgedThrough, row.integer(0))
+        /// Drops idempotency keys and deletion records older than their lifetimes (on the write
+        /// connection), raising the floor that tells replays records were dropped.
+        func purgeExpired(_ options: SQLiteStore.Options) throws(SQLiteError) {
+            let now = Date()
+            try statements.purgeKeys.run([.integer(Codec.milliseconds(now.addingTimeInterval(-options.idempotencyLifetime)))])
+            try database.transaction { () throws(SQLiteError) in
+                var purgedThrough: Int64 = 0
+                try statements.purgeTombstones.forEachRow([.integer(Codec.milliseconds(now.addingTimeInterval(-options.tombstoneLifetime)))]) { row in
+                    purgedThrough = max(purgedThrough, row.integer(0))
+                }
+                if purgedThrough > 0 { try statements.raiseDroppedFloor.run([.integer(purgedThrough)]) }
             }
-            if purgedThrough > 0 { try statements.raiseDroppedFloor.run([.integer(purgedThrough)]) }
         }
     }
 }

@@ -50,11 +50,11 @@ public final class Service: Sendable {
             )
         } catch {
             hub.stop()
-            throw StartError(description: store.reason(for: error).message)
+            throw StartError(description: ((store as? SQLiteStore)?.reason(for: error) ?? error).message)
         }
         do {
             // Nothing is served from a database that has not passed its check.
-            try store.verifyIntegrity()
+            try (store as? SQLiteStore)?.verifyIntegrity()
         } catch {
             registry.stop()
             hub.stop()
@@ -63,7 +63,7 @@ public final class Service: Sendable {
 
         let staticFiles = Self.dashboard(configuration.publicDirectory, logger: logger)
         let requestMetrics = configuration.metrics ? RequestMetrics() : nil
-        metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: store.databaseFile) }
+        metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: (store as? SQLiteStore)?.path) }
         let router = API(
             registry: registry, staticFiles: staticFiles, metrics: metrics, tokenScope: token.map(Authentication.idempotencyScope),
             readsNeedToken: token != nil && configuration.protectReads, logger: logger, pageBytes: configuration.pageBytes,

@@ -81,7 +81,7 @@ struct ReplayTests {
             let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
             try database.execute("PRAGMA journal_mode = WAL")
             try database.transaction { () throws(SQLiteError) in
-                try database.execute(SQLiteStore.migrations[0])
+                for statement in SQLiteStore.migrations[0].statements { try database.execute(statement) }
                 try database.execute("PRAGMA user_version = 1")
                 for (id, model, version) in [("a", "ios-app", 3), ("b", "ios-app", 1)] {
                     try database.execute("""

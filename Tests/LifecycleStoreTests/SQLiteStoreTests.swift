@@ -143,7 +143,7 @@ struct SQLiteStoreTests {
             let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
             try database.execute("PRAGMA journal_mode = WAL")
             try database.transaction { () throws(SQLiteError) in
-                for migration in SQLiteStore.migrations.prefix(2) { try database.execute(migration) }
+                for statement in SQLiteStore.migrations.prefix(2).flatMap(\.statements) { try database.execute(statement) }
                 try database.execute("PRAGMA user_version = 2")
                 let insert = try database.prepare("INSERT INTO idempotency (key, fingerprint, status, content_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 for row in rows {

@@ -1,84 +1,6 @@
 import CLibPQ
 import Foundation
 
-/// A failed libpq call: the server's SQLSTATE (when the server answered) and message.
-public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
-    /// The five-character SQLSTATE; `nil` when the failure lies in the connection itself.
-    public let sqlState: String?
-    public let message: String
-    /// Whether the connection is gone (or never came up): nothing more can be done on it.
-    public let isConnectionLost: Bool
-    /// Whether the server did not answer before the operation's ``Deadline``: the connection
-    /// was given up (so ``isConnectionLost`` holds too), and what was sent may yet take effect.
-    public let isTimedOut: Bool
-
-    public init(sqlState: String?, message: String, isConnectionLost: Bool, isTimedOut: Bool = false) {
-        self.sqlState = sqlState
-        self.message = message
-        self.isConnectionLost = isConnectionLost || isTimedOut
-        self.isTimedOut = isTimedOut
-    }
-
-    /// Class 23: a unique, foreign key, not-null or check constraint refused the row.
-    public var isConstraintViolation: Bool { sqlState?.hasPrefix("23") == true }
-
-    /// 53100 disk_full.
-    public var isDiskFull: Bool { sqlState == "53100" }
-
-    /// Whether the statement's own data was refused (a constraint, a value out of range or
-    /// malformed, a value too big), as opposed to the database failing for every statement.
-    public var isSpecificToWrite: Bool {
-        guard let sqlState else { return false }
-        return isConstraintViolation || sqlState.hasPrefix("22") || sqlState == "54000"
-    }
-
-    /// XX001 data_corrupted, XX002 index_corrupted: damage that does not heal.
-    public var isDamage: Bool { sqlState == "XX001" || sqlState == "XX002" }
-
-    public var description: String { sqlState.map { "PostgreSQL error \($0): \(message)" } ?? "PostgreSQL: \(message)" }
-}
-
-/// When an operation on PostgreSQL must be over: every wait for the server in it (connecting,
-/// sending, each result) ends by then, answered or not.
-struct Deadline {
-    let instant: ContinuousClock.Instant
-    /// The bound it was set with, for messages.
-    let bound: Duration
-
-    /// `bound` from now.
-    init(_ bound: Duration) {
-        self.bound = bound
-        instant = .now + bound
-    }
-
-    /// The same instant as a `Date`, for waits that take one.
-    var date: Date { Date(timeIntervalSinceNow: ContinuousClock.now.duration(to: instant) / .seconds(1)) }
-
-    /// The failure of a wait that `instant` ended; `waiting` says for what.
-    func passed(_ waiting: String = "") -> PostgreSQLError {
-        PostgreSQLError(
-            sqlState: nil, message: "no answer within \(Int64(bound / .milliseconds(1))) ms\(waiting.isEmpty ? "" : " \(waiting)")",
-            isConnectionLost: true, isTimedOut: true
-        )
-    }
-
-    /// Waits until `socket` is ready for `events` (POLLIN, POLLOUT), or throws once the
-    /// deadline has passed.
-    func wait(_ socket: Int32, for events: Int32) throws(PostgreSQLError) {
-        guard socket >= 0 else { throw PostgreSQLError(sqlState: nil, message: "the connection has no socket", isConnectionLost: true) }
-        while true {
-            let left = ContinuousClock.now.duration(to: instant)
-            guard left > .zero else { throw passed() }
-            var descriptor = pollfd(fd: socket, events: Int16(events), revents: 0)
-            let ready = poll(&descriptor, 1, Int32((left / .milliseconds(1)).rounded(.up)))
-            if ready > 0 { return }
-            if ready < 0, errno != EINTR {
-                throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
-            }
-        }
-    }
-}
-
 /// One libpq connection. Owns the `PGconn*` and closes it in `deinit`.
 /// Not thread-safe: the owner serialises access.
 ///
@@ -411,22 +333,59 @@ final class QueryResult {
         isNull(row, column) ? nil : String(decoding: bytes(row, column), as: UTF8.self)
     }
 
-    /// The text of a column the schema declares NOT NULL: NULL there means a damaged database,
-    /// which is reported, never read as an empty string.
-    func text(_ row: Int, _ column: Int, named name: String) throws(PostgreSQLError) -> String {
-        guard let text = text(row, column) else {
-            throw PostgreSQLError(sqlState: "XX001", message: "\(name) is NULL, which the schema does not allow: the database is damaged", isConnectionLost: false)
-        }
-        return text
-    }
-
-    /// The raw bytes of a value (a `bytea`'s content); empty for NULL.
     /// The size of a value, without copying it.
     func byteCount(_ row: Int, _ column: Int) -> Int { Int(PQgetlength(handle, Int32(row), Int32(column))) }
 
+    /// The raw bytes of a value (a `bytea`'s content); empty for NULL.
     func bytes(_ row: Int, _ column: Int) -> [UInt8] {
         let count = Int(PQgetlength(handle, Int32(row), Int32(column)))
         guard count > 0, let pointer = PQgetvalue(handle, Int32(row), Int32(column)) else { return [] }
         return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+}
+
+/// One row of a result, read by column as the codec reads rows.
+struct ResultRow: StoredRow {
+    let result: QueryResult
+    let row: Int
+
+    static func damaged(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: "XX001", message: message, isConnectionLost: false) }
+
+    func isNull(_ column: Int) -> Bool { result.isNull(row, column) }
+    func integer(_ column: Int) -> Int64 { result.integer(row, column) }
+    func boolean(_ column: Int) -> Bool { result.boolean(row, column) }
+    func text(_ column: Int) -> String? { result.text(row, column) }
+    func bytes(_ column: Int) -> [UInt8] { result.bytes(row, column) }
+    func byteCount(_ column: Int) -> Int { result.byteCount(row, column) }
+}
+
+extension QueryResult {
+    /// Its rows, for the codec.
+    var rows: [ResultRow] { (0..<rowCount).map { ResultRow(result: self, row: $0) } }
+}
+
+extension Connection.Parameter {
+    /// A codec's value, for a statement of one row.
+    init(_ value: ColumnValue) {
+        self = switch value {
+        case .integer(let v): v.map { .integer($0) } ?? .null
+        case .text(let v): v.map { .text($0) } ?? .null
+        case .bytes(let v): .bytes(v)
+        case .boolean(let v): .boolean(v)
+        }
+    }
+
+    /// The codec's rows (each of the same columns, at least one row) as one array per column,
+    /// for a multi-row statement over `unnest`.
+    static func columns(_ rows: [[ColumnValue]]) -> [Self] {
+        rows[0].indices.map { column in
+            let values = rows.map { $0[column] }
+            return switch values[0] {
+            case .integer: .integers(values.map { if case .integer(let v) = $0 { v } else { nil } })
+            case .text: .texts(values.map { if case .text(let v) = $0 { v } else { nil } })
+            case .bytes: .byteas(values.map { if case .bytes(let v) = $0 { v } else { [] } })
+            case .boolean: .booleans(values.map { if case .boolean(let v) = $0 { v } else { false } })
+            }
+        }
     }
 }

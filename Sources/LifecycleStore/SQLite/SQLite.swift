@@ -140,7 +140,7 @@ final class Statement {
     deinit { sqlite3_finalize(handle) }
 
     /// A value that can be bound to a parameter.
-    enum Binding {
+    enum Binding: Sendable {
         case integer(Int64)
         case real(Double)
         case text(String)
@@ -200,33 +200,52 @@ final class Statement {
 }
 
 /// Reads columns of the current row; valid only inside the callback that received it.
-struct Row {
+struct Row: StoredRow {
     let handle: OpaquePointer
 
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
-    func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
-    func real(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+    static func damaged(_ message: String) -> SQLiteError { SQLiteError(code: SQLITE_CORRUPT, message: message) }
 
-    func text(_ column: Int32) -> String? {
-        guard let pointer = sqlite3_column_text(handle, column) else { return nil }
+    func isNull(_ column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
+    func integer(_ column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
+    func boolean(_ column: Int) -> Bool { integer(column) != 0 }
+
+    func text(_ column: Int) -> String? {
+        guard let pointer = sqlite3_column_text(handle, Int32(column)) else { return nil }
         return String(cString: pointer)
     }
 
-    /// The text of a column the schema declares NOT NULL: NULL there means a damaged file,
-    /// which is reported, never read as an empty string.
-    func text(_ column: Int32, named name: String) throws(SQLiteError) -> String {
-        guard let text = text(column) else {
-            throw SQLiteError(code: SQLITE_CORRUPT, message: "\(name) is NULL, which the schema does not allow: the database is damaged")
-        }
-        return text
+    func byteCount(_ column: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(column))) }
+
+    func blob(_ column: Int) -> [UInt8] {
+        let count = byteCount(column)
+        guard count > 0, let pointer = sqlite3_column_blob(handle, Int32(column)) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
     }
 
-    /// The size of a blob or text column, without reading it.
-    func byteCount(_ column: Int32) -> Int { Int(sqlite3_column_bytes(handle, column)) }
+    func bytes(_ column: Int) -> [UInt8] { blob(column) }
+}
 
-    func blob(_ column: Int32) -> [UInt8] {
-        let count = Int(sqlite3_column_bytes(handle, column))
-        guard count > 0, let pointer = sqlite3_column_blob(handle, column) else { return [] }
-        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+extension Statement.Binding {
+    /// A codec's value as SQLite keeps it: booleans as 0 or 1.
+    init(_ value: ColumnValue) {
+        self = switch value {
+        case .integer(let v): v.map { .integer($0) } ?? .null
+        case .text(let v): v.map { .text($0) } ?? .null
+        case .bytes(let v): .blob(v)
+        case .boolean(let v): .integer(v ? 1 : 0)
+        }
+    }
+}
+
+extension Statement {
+    /// Runs the statement with a codec's values bound to `?1`, `?2`, ... in order.
+    func run(_ values: [ColumnValue]) throws(SQLiteError) { try run(values.map(Binding.init)) }
+}
+
+extension SQLiteError: StoreFailure {
+    func storeError(doing what: String) -> StoreError {
+        StoreError(
+            "\(what): \(message) (SQLite code \(code))", isDiskFull: isDiskFull, isSpecificToWrite: isSpecificToWrite, isDamage: isDamage
+        )
     }
 }

@@ -1,0 +1,227 @@
+import Foundation
+import LifecycleKit
+
+/// How each stored shape is written and read, for both stores: the columns of each, in the
+/// order the stores' statements list them, and every check that what is read is something
+/// lifecycled writes (its failure says so in the row's own store's error).
+enum Codec {
+    /// Times are kept in whole milliseconds; the service rounds its clock the same way.
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    // MARK: Instances
+
+    /// The instance columns, in the order ``columns(of:)`` writes and ``instance(_:)`` reads them.
+    /// `window` names the window's column (`window` is a keyword in PostgreSQL).
+    static func instanceColumns(window: String) -> [String] {
+        [
+            "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
+            "ignored", "incomplete_launches", "created_at", "updated_at",
+        ]
+    }
+
+    static func columns(of instance: StoredInstance) throws(StoreError) -> [ColumnValue] {
+        let s = instance.state
+        var action: String?
+        if let pending = s.bufferedAction {
+            do {
+                action = String(decoding: try JSONEncoder().encode(pending), as: UTF8.self)
+            } catch {
+                throw StoreError("the buffered action of instance \(instance.id) does not encode: \(error)", isSpecificToWrite: true)
+            }
+        }
+        return [
+            .text(instance.id), .text(instance.model), .text(s.state), .integer(s.version), .integer(s.launchCount), .text(action),
+            .text(s.window), .text(s.breadcrumb.step), .boolean(s.breadcrumb.isSceneConnected), .integer(s.counters.unexpected),
+            .integer(s.counters.ignored), .integer(s.counters.incompleteLaunches), .integer(milliseconds(instance.createdAt)),
+            .integer(milliseconds(instance.updatedAt)),
+        ]
+    }
+
+    static func instance<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> StoredInstance {
+        let id = try row.text(0, named: "instances.id")
+        var action: PendingAction?
+        if let json = row.text(5) {
+            do {
+                action = try JSONDecoder().decode(PendingAction.self, from: Data(json.utf8))
+            } catch {
+                throw Row.damaged("the buffered action of instance \(id) does not decode (\(error)): \(json)")
+            }
+        }
+        let state = InstanceState(
+            state: try row.text(2, named: "instances.state of \(id)"), version: row.integer(3), launchCount: row.integer(4),
+            bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.boolean(8)),
+            counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11))
+        )
+        return StoredInstance(
+            id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state
+        )
+    }
+
+    // MARK: Records (seq, instance, version, kind, outcome, body) and deletion records (seq, instance, model, deleted_at, body)
+
+    static func record(_ sequence: Int64, instance: String, version: Int64, kind: RecordKind, outcome: Outcome?, json: [UInt8]) -> [ColumnValue] {
+        [.integer(sequence), .text(instance), .integer(version), .integer(kind.rawValue), .integer(outcome?.storedCode), .bytes(json)]
+    }
+
+    static func tombstone(_ sequence: Int64, of instance: StoredInstance, at time: Date, json: [UInt8]) -> [ColumnValue] {
+        [.integer(sequence), .text(instance.id), .text(instance.model), .integer(milliseconds(time)), .bytes(json)]
+    }
+
+    // MARK: Idempotency keys: key, fingerprint, result, instance, model, instance_created_at, body, created_at
+
+    /// `result` 0 created an instance (`instance`, `model`, `instance_created_at` say which;
+    /// `body` is its JSON), 1 applied an input, 2 applied an unexpected one (`body` is the record's JSON).
+    static func key(_ key: String, fingerprint: [UInt8], _ write: RememberedWrite, at time: Date) -> [ColumnValue] {
+        let result: [ColumnValue] = switch write {
+        case .created(let id, let model, let createdAt, let json): [.integer(0), .text(id), .text(model), .integer(milliseconds(createdAt)), .bytes(json)]
+        case .applied(let json, let isUnexpected): [.integer(isUnexpected ? 2 : 1), .text(nil), .text(nil), .integer(nil), .bytes(json)]
+        }
+        return [.text(key), .bytes(fingerprint)] + result + [.integer(milliseconds(time))]
+    }
+
+    /// A key as stored: what identifies its request, what the write did, and when.
+    struct StoredKey {
+        var fingerprint: [UInt8]
+        var write: RememberedWrite
+        var createdAt: Date
+
+        /// The key's row, from its fingerprint on.
+        init<Row: StoredRow>(_ row: Row, key: String) throws(Row.Failure) {
+            fingerprint = row.bytes(0)
+            createdAt = row.date(6)
+            switch row.integer(1) {
+            case 0:
+                guard !row.isNull(4) else {
+                    throw Row.damaged("idempotency.instance_created_at of key \(key) is NULL for a created instance: the database is damaged")
+                }
+                write = .created(
+                    id: try row.text(2, named: "idempotency.instance of key \(key)"), model: try row.text(3, named: "idempotency.model of key \(key)"),
+                    createdAt: row.date(4), json: row.bytes(5)
+                )
+            case 1, 2:
+                write = .applied(recordJSON: row.bytes(5), isUnexpected: row.integer(1) == 2)
+            case let result:
+                throw Row.unknown("idempotency key \(key) has result", result)
+            }
+        }
+
+        init(fingerprint: [UInt8], write: RememberedWrite, createdAt: Date) {
+            self.fingerprint = fingerprint
+            self.write = write
+            self.createdAt = createdAt
+        }
+
+        /// What a request with `key` gets at `now`: unused once `lifetime` has passed, else
+        /// a replay of the same request, a conflict with another.
+        func lookUp(_ key: IdempotencyKey, now: Date, lifetime: TimeInterval) -> IdempotencyLookup {
+            guard createdAt.addingTimeInterval(lifetime) > now else { return .unused }
+            return fingerprint == key.fingerprint ? .replay(write) : .conflict
+        }
+    }
+
+    // MARK: Replays: seq, kind, body, instance, outcome, model
+
+    /// Rows a replay page may examine when no instance filter narrows it: a page of records
+    /// matching a rare filter costs a bounded scan, and the replay goes on from where it stopped.
+    static let replayScanRows: Int64 = 8192
+
+    /// The last sequence number a page examines: without an instance filter the scan is a range
+    /// of sequence numbers, bounded. With one, the (instance, version) index finds the
+    /// instances' records, however far apart.
+    static func replayUpper(after: Int64, through: Int64, filter: RecordFilter) -> Int64 {
+        filter.instances == nil ? min(through, after + replayScanRows) : through
+    }
+
+    /// The replay's SELECT of seq, kind, body, instance, outcome and model: records numbered
+    /// after parameter 1 through parameter 2 that pass `filter`, and deletion records unless
+    /// outcomes are asked for (they have none). `parameter` names a parameter by number, `bind`
+    /// adds one and names it, `anyOf` writes `instance` in a set of ids.
+    static func replaySelect(
+        _ filter: RecordFilter, parameter: (Int) -> String, bind: (String) -> String, anyOf: ([String]) -> String
+    ) -> String {
+        var records = ""
+        var tombstones = ""
+        if let instances = filter.instances {
+            let condition = " AND \(anyOf(instances.sorted()))"
+            records += condition
+            tombstones += condition
+        }
+        if let model = filter.model {
+            let name = bind(model)
+            records += " AND (SELECT model FROM instances WHERE id = records.instance) = \(name)"
+            tombstones += " AND model = \(name)"
+        }
+        let range = "seq > \(parameter(1)) AND seq <= \(parameter(2))"
+        var sql = """
+            SELECT seq, kind, body, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model
+            FROM records WHERE \(range)\(records)
+            """
+        if let outcomes = filter.outcomes {
+            // Codes, not client text: safe to write into the statement.
+            sql += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
+        } else {
+            sql += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body, instance, NULL, model FROM tombstones WHERE \(range)\(tombstones)"
+        }
+        return sql
+    }
+
+    /// The record in a replay row's columns from `first` on.
+    static func replayed<Row: StoredRow>(_ row: Row, from first: Int) throws(Row.Failure) -> ReplayedRecord {
+        let sequence = row.integer(first)
+        guard let kind = RecordKind(rawValue: row.integer(first + 1)) else { throw Row.unknown("record \(sequence) has kind", row.integer(first + 1)) }
+        var outcome: Outcome?
+        if !row.isNull(first + 4) {
+            guard let stored = Outcome(storedCode: row.integer(first + 4)) else {
+                throw Row.unknown("record \(sequence) has outcome", row.integer(first + 4))
+            }
+            outcome = stored
+        }
+        return ReplayedRecord(
+            sequence: sequence, kind: kind, instance: try row.text(first + 3, named: "records.instance of \(sequence)"),
+            model: try row.text(first + 5, named: "the model of record \(sequence)"), outcome: outcome, json: row.bytes(first + 2)
+        )
+    }
+
+    /// The replay's bounds: `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
+    static let replayBounds = """
+        (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,
+        (SELECT min(seq) FROM records) AS oldest_record, (SELECT min(seq) FROM tombstones) AS oldest_tombstone
+        """
+
+    /// Reads ``replayBounds`` (its first three columns) into `page`.
+    static func bounds<Row: StoredRow>(_ row: Row, into page: inout ReplayPage) {
+        page.droppedThrough = row.integer(0)
+        page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
+    }
+
+    // MARK: Coverage counters: model, kind, name, count
+
+    static func counters(_ counts: CoverageCounts) -> [[ColumnValue]] {
+        counts.counts.map { [.text($0.key.model), .integer($0.key.kind.rawValue), .text($0.key.name), .integer($0.value)] }
+    }
+
+    static func addCounter<Row: StoredRow>(_ row: Row, to counts: inout CoverageCounts) throws(Row.Failure) {
+        guard let kind = CoverageCounts.Kind(rawValue: row.integer(1)) else { throw Row.unknown("a coverage counter has kind", row.integer(1)) }
+        let key = CoverageCounts.Key(model: try row.text(0, named: "coverage.model"), kind: kind, name: try row.text(2, named: "coverage.name"))
+        counts.add(row.integer(3), to: key)
+    }
+}
+
+extension Outcome {
+    /// The outcome an `outcome` column's code stands for; `nil` for a code no lifecycled writes.
+    init?(storedCode: Int64) {
+        guard let outcome = Outcome.allCases.first(where: { $0.storedCode == storedCode }) else { return nil }
+        self = outcome
+    }
+
+    /// How the `outcome` column keeps it (SQLite's migration v2 writes the same codes).
+    var storedCode: Int64 {
+        switch self {
+        case .transitioned: 0
+        case .stayed: 1
+        case .ignored: 2
+        case .unexpected: 3
+        }
+    }
+}

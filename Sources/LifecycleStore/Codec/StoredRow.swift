@@ -1,0 +1,48 @@
+import Foundation
+
+/// One result row, read by column position: what SQLite's statement rows and libpq's results
+/// both offer, so that the codec reads each stored shape once for both stores.
+protocol StoredRow {
+    /// The error of the store the row comes from.
+    associatedtype Failure: Error
+    /// The error for stored data no lifecycled writes: the database is damaged.
+    static func damaged(_ message: String) -> Failure
+
+    func isNull(_ column: Int) -> Bool
+    /// An integer column; 0 for NULL.
+    func integer(_ column: Int) -> Int64
+    /// A boolean column (an integer in SQLite); `false` for NULL.
+    func boolean(_ column: Int) -> Bool
+    /// A text column; `nil` for NULL.
+    func text(_ column: Int) -> String?
+    /// A blob (`bytea`) column's bytes; empty for NULL.
+    func bytes(_ column: Int) -> [UInt8]
+    /// The size of a blob or text column, without reading it.
+    func byteCount(_ column: Int) -> Int
+}
+
+extension StoredRow {
+    /// The text of a column the schema declares NOT NULL: NULL there means a damaged
+    /// database, which is reported, never read as an empty string.
+    func text(_ column: Int, named name: String) throws(Failure) -> String {
+        guard let text = text(column) else { throw Self.damaged("\(name) is NULL, which the schema does not allow: the database is damaged") }
+        return text
+    }
+
+    /// A time column: whole milliseconds since 1970.
+    func date(_ column: Int) -> Date { Codec.date(integer(column)) }
+
+    /// The one wording of a code no lifecycled writes: `subject` is what has it ("record 7 has kind").
+    static func unknown(_ subject: String, _ code: Int64) -> Failure {
+        damaged("\(subject) \(code), which no lifecycled writes")
+    }
+}
+
+/// A value for one column, typed even when NULL: SQLite binds it as a parameter, PostgreSQL
+/// gathers a column of them (one per row) into one array parameter for `unnest`.
+enum ColumnValue: Sendable, Equatable {
+    case integer(Int64?)
+    case text(String?)
+    case bytes([UInt8])
+    case boolean(Bool)
+}

@@ -1,0 +1,39 @@
+/// PostgreSQL's schema, one named migration per version: `meta.schema_version` says how many
+/// have run; all that are due run in one transaction, under an advisory lock (see
+/// `PostgresStore.migrate`). Integers are `bigint` throughout, times whole milliseconds since
+/// 1970 (as in SQLite), so that every integer reads back the same way.
+enum PostgresMigrations {
+    static let all: [Migration] = [v1]
+
+    /// Version 1: SQLite's schema at its version 4 (`window` is `window_name`, a keyword here),
+    /// and `commit_counter`, whose one row's lock serialises write transactions across replicas.
+    /// UNIQUE (instance, version): the backstop against two replicas deciding on the same state of an instance.
+    static let v1 = Migration(
+        "v1-tables",
+        "CREATE TABLE commit_counter (id smallint PRIMARY KEY CHECK (id = 1), last_sequence bigint NOT NULL, instance_count bigint NOT NULL)",
+        "INSERT INTO commit_counter (id, last_sequence, instance_count) VALUES (1, 0, 0)",
+        """
+        CREATE TABLE instances (
+            id text PRIMARY KEY, model text NOT NULL, state text NOT NULL, version bigint NOT NULL, launch_count bigint NOT NULL,
+            buffered_action text, window_name text, breadcrumb_step text, scene_connected boolean NOT NULL, unexpected bigint NOT NULL,
+            ignored bigint NOT NULL, incomplete_launches bigint NOT NULL, created_at bigint NOT NULL, updated_at bigint NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE records (
+            seq bigint PRIMARY KEY, instance text NOT NULL, version bigint NOT NULL, kind bigint NOT NULL, outcome bigint,
+            body bytea NOT NULL, UNIQUE (instance, version)
+        )
+        """,
+        "CREATE TABLE tombstones (seq bigint PRIMARY KEY, instance text NOT NULL, model text NOT NULL, deleted_at bigint NOT NULL, body bytea NOT NULL)",
+        "CREATE INDEX tombstones_by_age ON tombstones (deleted_at)",
+        """
+        CREATE TABLE idempotency (
+            key text PRIMARY KEY, fingerprint bytea NOT NULL, result bigint NOT NULL, instance text, model text,
+            instance_created_at bigint, body bytea NOT NULL, created_at bigint NOT NULL
+        )
+        """,
+        "CREATE INDEX idempotency_by_age ON idempotency (created_at)",
+        "CREATE TABLE coverage (model text NOT NULL, kind bigint NOT NULL, name text NOT NULL, count bigint NOT NULL, PRIMARY KEY (model, kind, name))"
+    )
+}

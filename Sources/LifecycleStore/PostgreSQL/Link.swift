@@ -1,0 +1,132 @@
+import Foundation
+import Synchronization
+
+/// A connection made again when lost, no more often than a backoff allows: after a failed
+/// attempt the next waits 100 ms, then twice as long each time up to 2 s. In between, asking
+/// for the connection fails at once with the last attempt's reason. Reports the start and the
+/// end of each outage, once each.
+struct Link {
+    let url: String
+    /// Which connection this is, in reports: `write`, `read` or `listen`.
+    let role: String
+    private let report: @Sendable (StoreEvent) -> Void
+    private var current: Connection?
+    private var retryAt: ContinuousClock.Instant?
+    private var delay = Self.firstDelay
+    /// Why the connection is down, while it is.
+    private var outage: String?
+
+    static let firstDelay: Duration = .milliseconds(100)
+    static let longestDelay: Duration = .seconds(2)
+
+    init(url: String, role: String, report: @escaping @Sendable (StoreEvent) -> Void) {
+        self.url = url
+        self.role = role
+        self.report = report
+    }
+
+    /// The connection for an operation that must be over by `deadline`, made now (by then)
+    /// if there is none and the backoff allows.
+    mutating func connection(by deadline: Deadline) throws(PostgreSQLError) -> Connection {
+        if let current, !current.isLost {
+            current.deadline = deadline
+            return current
+        }
+        if current != nil { lost("the connection is closed") }
+        let now = ContinuousClock.now
+        if let retryAt, now < retryAt {
+            let wait = Int((retryAt - now) / .milliseconds(1))
+            throw PostgreSQLError(sqlState: nil, message: "\(outage ?? "") (next attempt in \(wait) ms)", isConnectionLost: true)
+        }
+        do {
+            let made = try Connection(url: url, deadline: deadline)
+            current = made
+            retryAt = nil
+            delay = Self.firstDelay
+            if outage != nil {
+                report(StoreEvent(.info, "PostgreSQL connection restored", ["connection": role]))
+                outage = nil
+            }
+            return made
+        } catch {
+            if outage == nil { report(StoreEvent(.warning, "PostgreSQL unreachable", ["connection": role, "error": error.message])) }
+            outage = error.message
+            retryAt = now + delay
+            delay = min(delay * 2, Self.longestDelay)
+            throw error
+        }
+    }
+
+    /// Forgets the connection if `error` says it is gone.
+    mutating func dropIfLost(_ error: PostgreSQLError) {
+        if error.isConnectionLost || current?.isLost == true { lost(error.message) }
+    }
+
+    private mutating func lost(_ why: String) {
+        if current != nil, outage == nil { report(StoreEvent(.warning, "PostgreSQL connection lost", ["connection": role, "error": why])) }
+        current = nil
+        outage = outage ?? why
+    }
+
+    /// Closes the connection; the next use makes a new one.
+    mutating func disconnect() {
+        current = nil
+    }
+}
+
+/// `LISTEN lifecycled_commits` on a connection of its own, on a thread of its own, calling
+/// `wake` for each notification and after each (re)connection. A lost connection is made again with ``Link``'s backoff.
+final class CommitListener: Sendable {
+    private let stopped = Atomic<Bool>(false)
+
+    /// `timeout`: the bound on connecting and on `LISTEN`.
+    init(url: String, timeout: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: @escaping @Sendable () -> Void) {
+        Thread.detachNewThread { [self] in
+            run(url: url, timeout: timeout, report: report, wake: wake)
+        }
+    }
+
+    /// Ends the thread within a tenth of a second or so.
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+    }
+
+    private var isStopped: Bool { stopped.load(ordering: .relaxed) }
+
+    /// How long one wait on the socket lasts at most, so that ``stop()`` takes effect soon.
+    private static let slice: Duration = .milliseconds(100)
+
+    private func run(url: String, timeout: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
+        var link = Link(url: url, role: "listen", report: report)
+        while !isStopped {
+            let connection: Connection
+            do {
+                connection = try link.connection(by: Deadline(timeout))
+                try connection.execute("LISTEN \(PostgresStore.channel)")
+            } catch {
+                link.dropIfLost(error)
+                Thread.sleep(forTimeInterval: Self.seconds(Self.slice))
+                continue
+            }
+            // Whatever was notified while there was no connection is lost.
+            wake()
+            while !isStopped {
+                var descriptor = pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&descriptor, 1, Int32(Self.slice / .milliseconds(1)))
+                do throws(PostgreSQLError) {
+                    if ready < 0 && errno != EINTR {
+                        throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
+                    }
+                    if ready > 0, try connection.takeNotifications() > 0 { wake() }
+                } catch {
+                    link.dropIfLost(error)
+                    break
+                }
+            }
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import LifecycleKit
+
+extension PostgresStore {
+    /// The instance columns (see ``Codec/instanceColumns(window:)``).
+    static let instanceColumnNames = Codec.instanceColumns(window: "window_name")
+    static let instanceColumns = instanceColumnNames.joined(separator: ", ")
+
+    /// The arrays a multi-row statement over `unnest` takes for ``instanceColumns``, in order.
+    static let instanceArrays = """
+        $1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[],
+        $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[]
+        """
+
+    /// Runs `body` on the read connection, by `bound` (``Options/readTimeout`` unless
+    /// given) from now, the wait for a read ahead of it included. Each read is one statement,
+    /// so it sees one snapshot. A connection found lost is made again once at once: reads
+    /// change nothing, so trying again is safe.
+    func read<T: Sendable>(
+        _ what: String, within bound: Duration? = nil, _ body: sending (Connection) throws(PostgreSQLError) -> T
+    ) throws(StoreError) -> T {
+        let deadline = Deadline(bound ?? options.readTimeout)
+        guard readGate.lock(before: deadline.date) else { throw StoreError(deadline.passed("waiting for the read ahead of it"), doing: what) }
+        defer { readGate.unlock() }
+        return try reader.withLock { (reader) throws(StoreError) -> T in
+            guard !reader.isClosed else { throw StoreError("\(what): the store is closed") }
+            var retried = false
+            while true {
+                let connection: Connection
+                do throws(PostgreSQLError) {
+                    connection = try reader.link.connection(by: deadline)
+                } catch {
+                    throw StoreError(error, doing: what)
+                }
+                do throws(PostgreSQLError) {
+                    return try body(connection)
+                } catch {
+                    reader.link.dropIfLost(error)
+                    if error.isConnectionLost, !error.isTimedOut, !retried {
+                        retried = true
+                        continue
+                    }
+                    throw StoreError(error, doing: what)
+                }
+            }
+        }
+    }
+
+    /// Instances one statement of ``loadInstances()`` reads.
+    static let loadPageSize = 10_000
+
+    /// In pages by id, each bounded by ``Options/timeout``: a page waits as long as a write
+    /// may, however many instances there are. Pages are read in different snapshots, which
+    /// a replica's catch-up reconciles: everything committed after the sequence number it
+    /// starts from, which it learned before this, is read again by it.
+    public func loadInstances() throws(StoreError) -> [StoredInstance] {
+        var loaded: [StoredInstance] = []
+        while true {
+            let after = loaded.last?.id ?? ""
+            let page = try read("cannot load instances", within: options.timeout) { (connection) throws(PostgreSQLError) in
+                let found = try connection.execute(
+                    "SELECT \(Self.instanceColumns) FROM instances WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(Int64(Self.loadPageSize))]
+                )
+                return try found.rows.map(Codec.instance)
+            }
+            loaded += page
+            if page.count < Self.loadPageSize { return loaded }
+        }
+    }
+
+    public func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
+        guard !ids.isEmpty else { return [] }
+        return try read("cannot load instances") { (connection) throws(PostgreSQLError) in
+            let found = try connection.execute("SELECT \(Self.instanceColumns) FROM instances WHERE id = ANY($1::text[])", [.texts(ids)])
+            return try found.rows.map(Codec.instance)
+        }
+    }
+
+    public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
+        try read("cannot read history of \(instanceID)") { (connection) throws(PostgreSQLError) in
+            // One statement, so the page and its oldest record agree. A page's records have
+            // versions above 0, so without an oldest record there is no page either. A client
+            // pages with the last sequence number it saw, which belongs to this instance: the
+            // range starts right after that record's version. One row more than the page holds
+            // says whether more follow; the result, which libpq holds whole, stops at the first
+            // row past the page's bytes (`before`: the bytes of the rows ahead of it), or at the
+            // second when the first alone is bigger than they are.
+            let found = try connection.execute(
+                """
+                WITH oldest AS (
+                  SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY version LIMIT 1
+                ), page AS (
+                  SELECT seq, version, body, row_number() OVER (ORDER BY version) AS n,
+                    sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
+                  FROM records
+                  WHERE instance = $1
+                    AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
+                    AND seq > $2
+                  ORDER BY version LIMIT $3
+                )
+                SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
+                """,
+                [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]
+            )
+            var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+            var fill = PageFill(limit)
+            for row in 0..<found.rowCount {
+                page.oldestRetainedVersion = found.integer(row, 0)
+                page.oldestRetainedSequence = found.integer(row, 1)
+                guard !found.isNull(row, 2), fill.admits(size: found.byteCount(row, 3)) else { continue }
+                page.records.append(found.bytes(row, 3))
+                page.lastSequence = found.integer(row, 2)
+            }
+            page.hasMore = fill.turnedAway
+            return page
+        }
+    }
+
+    public func loadCoverage() throws(StoreError) -> CoverageCounts {
+        try read("cannot load coverage counters") { (connection) throws(PostgreSQLError) in
+            var counts = CoverageCounts()
+            for row in try connection.execute("SELECT model, kind, name, count FROM coverage").rows { try Codec.addCounter(row, to: &counts) }
+            return counts
+        }
+    }
+
+    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
+        let upper = Codec.replayUpper(after: after, through: through, filter: filter)
+        var parameters: [Connection.Parameter] = [.integer(after), .integer(upper), .integer(Int64(limit.records)), .integer(Int64(limit.bytes))]
+        let page = Codec.replaySelect(
+            filter, parameter: { "$\($0)" },
+            bind: {
+                parameters.append(.text($0))
+                return "$\(parameters.count)"
+            },
+            anyOf: {
+                parameters.append(.texts($0))
+                return "instance = ANY($\(parameters.count)::text[])"
+            }
+        )
+        // One statement, so the page and its bounds agree. As for history, the result stops
+        // at the first row past the page's bytes.
+        let sql = """
+            WITH rows AS (\(page) ORDER BY 1 LIMIT $3),
+            page AS (
+              SELECT *, row_number() OVER (ORDER BY seq) AS n, sum(octet_length(body)) OVER (ORDER BY seq) - octet_length(body) AS before
+              FROM rows
+            ),
+            bounds AS (SELECT \(Codec.replayBounds))
+            SELECT bounds.*, page.seq, page.kind, page.body, page.instance, page.outcome, page.model
+            FROM bounds LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.seq
+            """
+        let values = parameters
+        return try read("cannot replay records after \(after)") { (connection) throws(PostgreSQLError) in
+            var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+            var fill = PageFill(limit)
+            for row in try connection.execute(sql, values).rows {
+                Codec.bounds(row, into: &page)
+                guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { continue }
+                page.records.append(try Codec.replayed(row, from: 3))
+            }
+            if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
+            return page
+        }
+    }
+}

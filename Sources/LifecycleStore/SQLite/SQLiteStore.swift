@@ -1,0 +1,265 @@
+import CSQLite
+import Foundation
+import LifecycleKit
+import Synchronization
+
+/// The embedded default store: one SQLite file in WAL mode.
+public final class SQLiteStore: InstanceStore, Sendable {
+    /// How hard a commit works to survive failures.
+    public enum SyncMode: String, Sendable, CaseIterable {
+        /// Survives a crash of the process (`kill -9`); a power loss may lose the last commits.
+        case normal
+        /// Also survives power loss: every commit waits for fsync.
+        case full
+    }
+
+    public struct Options: Sendable {
+        public var sync: SyncMode
+        /// Records kept per instance; older ones are dropped as new ones arrive.
+        public var historyLimit: Int
+        /// How long idempotency keys are kept.
+        public var idempotencyLifetime: TimeInterval
+        /// How long a deleted instance's deletion record stays replayable (its other records
+        /// go at once, with the instance).
+        public var tombstoneLifetime: TimeInterval
+        /// Caps the database size in pages (SQLite's max_page_count); a full cap acts as a full disk.
+        public var maxPageCount: Int?
+        /// The bound on the WAL file, in bytes, however fast writes come (see ``WALBound``).
+        public var maxWALSize: Int
+        /// Opens a database that lost committed data (missing, emptied, or behind the
+        /// marker in the lock file) instead of refusing it. The loss is reported, and
+        /// sequence numbers continue after the last one handed out, so none is reused.
+        public var acceptDataLoss: Bool
+
+        public init(
+            sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
+            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, maxPageCount: Int? = nil,
+            maxWALSize: Int = SQLiteStore.defaultMaxWALSize, acceptDataLoss: Bool = false
+        ) {
+            self.sync = sync
+            self.historyLimit = max(1, historyLimit)
+            self.idempotencyLifetime = idempotencyLifetime
+            self.tombstoneLifetime = tombstoneLifetime
+            self.maxPageCount = maxPageCount
+            self.maxWALSize = maxWALSize
+            self.acceptDataLoss = acceptDataLoss
+        }
+    }
+
+    /// 64 MiB: a few seconds of the heaviest write load, and a checkpoint every second or so under it.
+    public static let defaultMaxWALSize = 64 * 1024 * 1024
+
+    /// How long a deletion record stays replayable unless told otherwise (both stores' default).
+    public static let defaultTombstoneLifetime = RecordKind.deletionRecordLifetime
+
+    /// The schema's migrations, in order (see ``SQLiteMigrations``).
+    static let migrations = SQLiteMigrations.all
+
+    /// The database file inside a data folder.
+    public static let fileName = "lifecycled.sqlite"
+
+    /// The database file: its size and its WAL's are reported.
+    public let path: String
+    public let options: Options
+    /// Where the store's notable events go (the service logs them).
+    let report: @Sendable (StoreEvent) -> Void
+    /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
+    let unscopedKeysThrough: Date?
+    /// The write connection and what goes with it: one transaction at a time.
+    let writer: Mutex<Writer>
+    /// Reads of committed data, on a connection of their own (WAL lets them run beside a write).
+    let reader: Mutex<Reader>
+    let checkpointer: BackgroundCheckpointer
+    let pageSize: Int
+    /// The start-up check of the database, running beside the rest of start-up.
+    private let startupCheck: IntegrityCheck
+
+    /// Opens (creating if needed) the store in `directory`, migrating its schema.
+    ///
+    /// Refuses a folder another process holds, a database that fails `PRAGMA quick_check`,
+    /// and one that lost data the lock file's marker says was committed (unless
+    /// ``Options/acceptDataLoss``). `report` receives what an operator should see.
+    public init(
+        directory: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
+    ) throws(StoreError) {
+        self.options = options
+        self.report = report
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError("cannot create data folder \(directory): \(error.localizedDescription)")
+        }
+        let path = directory + "/" + Self.fileName
+        self.path = path
+        let synchronous = options.sync == .full ? "FULL" : "NORMAL"
+        let lock = try DataFolderLock(directory: directory)
+        // Before SQLite sees the file: it would quietly make a new database of a missing or empty one.
+        var loss = try Self.lossBeforeOpening(path, lock.marker)
+        if let loss, !options.acceptDataLoss { throw Self.refusal(path, loss) }
+
+        let database: Database
+        do {
+            database = try Database(path: path)
+            // Small pages for a new file: each record dirties its instance's last page of the
+            // (instance, version) index, so a commit writes about one page per record to the
+            // WAL; 1 KiB pages (records are 0.2-0.5 KiB) cut that write volume fourfold and
+            // raised durable writes from about 25k to 35k a second (see Benchmarks/RESULTS.md).
+            // Ignored for an existing file.
+            try database.execute("PRAGMA page_size = 1024")
+            try database.execute("PRAGMA journal_mode = WAL")
+            try database.execute("PRAGMA synchronous = \(synchronous)")
+            // Commits never checkpoint on their own (Database's WAL hook replaces SQLite's
+            // automatic checkpoint; `PRAGMA wal_autocheckpoint` would remove the hook): a
+            // background thread does, and the committer between two transactions once the
+            // WAL passes its threshold (see `restartWALIfDue(_:)`).
+            // A WAL left larger (by an older lifecycled, or a reader that held it) shrinks back
+            // to the bound at the first commit after the WAL starts over.
+            try database.execute("PRAGMA journal_size_limit = \(options.maxWALSize)")
+            if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }
+            pageSize = try database.prepare("PRAGMA page_size").first { Int($0.integer(0)) } ?? 1024
+        } catch {
+            throw StoreError(error, doing: "cannot open the database \(path)")
+        }
+        // Runs while the rest of start-up does (opening here, loading instances in the service):
+        // ``verifyIntegrity()`` waits for it before anything is served.
+        startupCheck = IntegrityCheck(path: path, report: report)
+        let statements: WriteStatements
+        var sequence: Int64
+        do {
+            try Self.migrate(database)
+            statements = try WriteStatements(database)
+            // The newest record is never dropped by retention, so the largest number in use is the
+            // last one assigned, unless a delete took it: deletes leave a floor in `meta`.
+            let newest = try database.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
+            let floor = try database.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
+            sequence = max(newest, floor)
+            unscopedKeysThrough = try database.prepare("SELECT value FROM meta WHERE key = 'unscoped_keys_through'").first { $0.date(0) }
+        } catch {
+            throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
+        }
+        if case .committed(let marked) = lock.marker, sequence < marked {
+            loss = loss ?? "the database holds sequence numbers up to \(sequence), but numbers up to \(marked) were committed"
+        }
+        if let loss {
+            guard options.acceptDataLoss else { throw Self.refusal(path, loss) }
+            let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
+            report(StoreEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
+            if case .committed(let marked) = lock.marker, sequence < marked {
+                // Numbers up to the marker were handed out: a client may hold one, so none is
+                // reused; and replays after one of them are told that records may be missing.
+                try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
+                    try database.transaction { () throws(SQLiteError) in
+                        try statements.raiseSequenceFloor.run([.integer(marked)])
+                        try statements.raiseDroppedFloor.run([.integer(marked)])
+                    }
+                }
+                sequence = marked
+            }
+        }
+        let writer = Writer(database: database, statements: statements, lock: lock, sequence: sequence, walBound: WALBound(maxSize: options.maxWALSize))
+        do {
+            reader = Mutex(try Reader(Database(path: path)))
+            checkpointer = try BackgroundCheckpointer(path: path, synchronous: synchronous, report: report)
+            try writer.purgeExpired(options)
+        } catch {
+            throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
+        }
+        try lock.mark(sequence)
+        self.writer = Mutex(writer)
+        checkpointer.start()
+    }
+
+    deinit {
+        // The check's connection reads the file: done before the folder's lock is let go.
+        startupCheck.waitUntilDone()
+        checkpointer.stop()
+    }
+
+    private static func refusal(_ path: String, _ loss: String) -> StoreError {
+        StoreError("refusing the database \(path): \(loss)", isDataLoss: true)
+    }
+
+    /// What the lock file's marker says is missing before SQLite opens the file, or `nil`.
+    private static func lossBeforeOpening(_ path: String, _ marker: DataFolderLock.Marker) throws(StoreError) -> String? {
+        var status = stat()
+        let exists = stat(path, &status) == 0
+        guard exists || errno == ENOENT else { throw StoreError("cannot examine \(path): \(String(cString: strerror(errno)))") }
+        switch marker {
+        case .unreadable(let why):
+            return "the marker of the last committed sequence number is unreadable (\(why))"
+        case .committed(let marked) where !exists:
+            return "the database is missing, but a database committed sequence numbers up to \(marked) here"
+        case .committed(let marked) where status.st_size == 0:
+            return "the database is empty (0 bytes), but it had committed sequence numbers up to \(marked)"
+        case .none where exists && status.st_size == 0:
+            // SQLite never leaves a database it made empty: this one was emptied, and
+            // without a marker nothing says it was new.
+            return "the database is an empty file (0 bytes), and no marker says it was new"
+        case .committed, .none:
+            return nil
+        }
+    }
+
+    /// Waits for the start-up integrity check; throws if the database is damaged. Call before
+    /// serving anything read from the store. (A database server checks its own data: only
+    /// this store has such a check.)
+    public func verifyIntegrity() throws(StoreError) {
+        try startupCheck.wait()
+    }
+
+    /// The reason to give for a failed start: the start-up check's, if it finds the database
+    /// damaged (the likely cause), else `failure`.
+    public func reason(for failure: StoreError) -> StoreError {
+        startupCheck.explaining(failure)
+    }
+
+    /// Ends writing with a checkpoint that empties the WAL, and lets the data folder go.
+    /// Call when done with the store, after the last write; later writes are refused.
+    public func close() {
+        writer.withLock { (writer: inout Writer) -> Void in
+            guard !writer.isClosed else { return }
+            writer.isClosed = true
+            // Its connection reads the file: done before the folder's lock is let go.
+            startupCheck.waitUntilDone()
+            checkpointer.stop()
+            let database = writer.database
+            do throws(SQLiteError) {
+                if try checkpointer.excludingRounds(waiting: true, { () throws(SQLiteError) in try database.checkpoint(.truncate) }) == false {
+                    report(StoreEvent(.warning, "WAL not emptied at stop: a reader still uses it", ["database": path]))
+                }
+            } catch {
+                report(StoreEvent(.error, "WAL checkpoint at stop failed", ["database": path, "error": error.message]))
+            }
+            writer.lock.release()
+        }
+    }
+
+    /// Brings the schema up to the newest version, one transaction per migration.
+    static func migrate(_ database: Database) throws(SQLiteError) {
+        let current = try database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        let pending = try migrations.pending(after: current) { SQLiteError(code: SQLITE_ERROR, message: $0) }
+        for (version, migration) in zip(pending.indices, pending) {
+            try database.transaction { () throws(SQLiteError) in
+                for statement in migration.statements { try database.execute(statement) }
+                try database.execute("PRAGMA user_version = \(version + 1)")
+            }
+        }
+    }
+
+    /// The schema version the database is at.
+    public func schemaVersion() throws(StoreError) -> Int {
+        try read("cannot read the schema version") { (reader) throws(SQLiteError) in
+            try reader.database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        }
+    }
+
+    public var lastSequence: Int64 { writer.withLock { $0.sequence } }
+
+    public func latestSequence() throws(StoreError) -> Int64 { lastSequence }
+
+    /// Only this process writes the file (the data folder's lock sees to it): nothing to observe.
+    public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {}
+
+    /// Times are kept in whole milliseconds (see ``Codec``).
+    static func milliseconds(_ date: Date) -> Int64 { Codec.milliseconds(date) }
+}

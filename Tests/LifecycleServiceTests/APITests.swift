@@ -1,9 +1,10 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
 /// What an error must not touch: the instance and its history, byte for byte.
-func snapshot(_ c: HTTPConnection, _ id: String) throws -> (instance: [UInt8], history: [UInt8]) {
+func snapshot(_ c: WireClient, _ id: String) throws -> (instance: [UInt8], history: [UInt8]) {
     (try c.request("GET", "/v1/instances/\(id)").body, try c.request("GET", "/v1/instances/\(id)/history").body)
 }
 
@@ -223,7 +224,7 @@ struct APITests {
         let chunked = try server.connect()
         let chunk = String(repeating: "x", count: 800)
         let hex = String(chunk.utf8.count, radix: 16)
-        try chunked.send(Array("POST /v1/instances/app/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n".utf8))
+        try #require(chunked.send(Array("POST /v1/instances/app/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n".utf8)))
         #expect(try chunked.readResponse().status == 413)
 
         let after = try snapshot(c, "app")

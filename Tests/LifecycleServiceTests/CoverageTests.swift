@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import LifecycleKit
 import Synchronization
 import Testing
@@ -33,7 +34,7 @@ struct CountedCoverage: Equatable, CustomStringConvertible {
     var description: String { "taken \(taken.sorted { $0.key < $1.key }), unexpected \(unexpected.sorted { $0.key < $1.key })" }
 }
 
-extension HTTPConnection {
+extension WireClient {
     func coverage(_ model: String = "ios-app") throws -> [String: Any] {
         let response = try request("GET", "/v1/models/\(model)/coverage")
         #expect(response.status == 200 && response.header("content-type") == "application/json")
@@ -74,7 +75,7 @@ struct CoverageTests {
 
     /// Events on three iOS instances and one Android one: rows taken, unexpected events in
     /// two states, an action and a relaunch (which take no row), and an incomplete launch.
-    static func makeFleet(_ c: HTTPConnection) throws {
+    static func makeFleet(_ c: WireClient) throws {
         try c.makeInstance("a", events: coldStart + ["willResignActive", "didEnterBackground"])
         #expect(try c.event("a", #"{"event": "didFinishLaunching"}"#).status == 409, "unexpected in background")
         #expect(try c.request("POST", "/v1/instances/a/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#).status == 200)
@@ -90,7 +91,7 @@ struct CoverageTests {
     }
 
     /// The coverage answered equals what the records say; instance counts equal the list's.
-    static func expectMatchesRecords(_ c: HTTPConnection, instances: [String], deletedCounts: CountedCoverage = CountedCoverage()) throws {
+    static func expectMatchesRecords(_ c: WireClient, instances: [String], deletedCounts: CountedCoverage = CountedCoverage()) throws {
         var counted = deletedCounts
         for id in instances { counted.count(try c.fullHistory(id)) }
         let answer = try c.coverage()

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
@@ -146,7 +147,7 @@ struct GraphTests {
         // A process of its own, which is killed if a drawing holds it (a drawing cannot be stopped).
         let server = try LifecycledProcess.serving(dataDirectory: models.path + "/data", extra: ["--models-dir", models.path, "--threads", "2"])
         defer { server.signal(SIGTERM); server.finish(within: 10) }
-        let c = try HTTPConnection(port: server.port, timeout: 5)
+        let c = try WireClient(port: server.port, timeout: 5)
         var bodies: [[UInt8]] = []
         for _ in 0..<2 {
             let started = Date()
@@ -157,8 +158,8 @@ struct GraphTests {
             bodies.append(refused.body)
         }
         #expect(bodies[0] == bodies[1])
-        #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/healthz").status == 200)
-        #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
+        #expect(try WireClient(port: server.port, timeout: 5).request("GET", "/healthz").status == 200)
+        #expect(try WireClient(port: server.port, timeout: 5).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
         #expect(try c.request("GET", "/v1/models/huge/graph.dot").status == 200)
         #expect(server.waitForLogLine(containing: ["level=warning", "msg=\"graph not drawn: model too large\"", "model=huge states=400 rows=3635 limit=150"]) != nil)
     }
@@ -174,7 +175,7 @@ struct GraphTests {
         )
         defer { server.signal(SIGTERM); server.finish() }
         let wait = 0.3
-        let c = try HTTPConnection(port: server.port)
+        let c = try WireClient(port: server.port)
         // The built-in models are drawn at start; the first drawing loads Graphviz's plugins.
         for model in ["ios-app", "android-activity"] {
             let drawn = try poll(within: 30) { try c.request("GET", "/v1/models/\(model)/graph.svg") }
@@ -189,8 +190,8 @@ struct GraphTests {
         #expect(waited >= wait && waited < wait + 2, "\(waited) s")
         // The one HTTP thread is free while Graphviz draws.
         started = Date()
-        #expect(try HTTPConnection(port: server.port).request("GET", "/healthz").status == 200)
-        #expect(try HTTPConnection(port: server.port).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
+        #expect(try WireClient(port: server.port).request("GET", "/healthz").status == 200)
+        #expect(try WireClient(port: server.port).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
         #expect(Date().timeIntervalSince(started) < 1)
         // The drawing has outlasted the wait: the next request does not wait again.
         started = Date()

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -75,7 +76,7 @@ struct ListIndexTests {
         #expect(answers.map(\.status) == [204, 201, 204, 201, 200])
 
         /// Every filter, paged 3 at a time, against the unfiltered list filtered here.
-        func checkEveryFilter(_ c: HTTPConnection) throws {
+        func checkEveryFilter(_ c: WireClient) throws {
             func ids(_ query: String) throws -> [String] {
                 var seen: [String] = []
                 var cursor: String?

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -23,7 +24,7 @@ struct OpenFileLimitTests {
         process.standardError = errors.writeEnd
         try process.run()
         try errors.writeEnd.close()
-        #expect(eventually(within: 20) { (try? HTTPConnection(port: port).request("GET", "/healthz"))?.status == 200 })
+        #expect(eventually(within: 20) { (try? WireClient(port: port).request("GET", "/healthz"))?.status == 200 })
         let limits = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8)) ?? ""
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()

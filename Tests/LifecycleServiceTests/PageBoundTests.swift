@@ -1,11 +1,12 @@
 import Foundation
+import TestSupport
 import LifecycleStore
 import Testing
 @testable import LifecycleService
 
 /// Posts `count` `openURL` actions to `id`, each with a url of `urlBytes` bytes, and returns
 /// the sequence numbers answered. Buffered, each record repeats the url it replaced.
-func postLargeActions(_ c: HTTPConnection, _ id: String, count: Int, urlBytes: Int) throws -> [Int64] {
+func postLargeActions(_ c: WireClient, _ id: String, count: Int, urlBytes: Int) throws -> [Int64] {
     let url = "https://example.com/" + String(repeating: "u", count: urlBytes - 20)
     return try (0..<count).map { _ in
         let response = try c.request("POST", "/v1/instances/\(id)/actions", json: #"{"action": "openURL", "url": "\#(url)"}"#)

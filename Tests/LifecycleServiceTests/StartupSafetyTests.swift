@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleStore
 
@@ -12,7 +13,7 @@ struct StartupSafetyTests {
             first.signal(SIGTERM)
             first.finish()
         }
-        let c = try HTTPConnection(port: first.port)
+        let c = try WireClient(port: first.port)
         try c.makeInstance("a", events: coldStart)
 
         let second = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path]).finish(within: 10)
@@ -31,7 +32,7 @@ struct StartupSafetyTests {
         let database = data.path + "/" + SQLiteStore.fileName
         for damage in ["emptied", "deleted"] {
             var server = try LifecycledProcess.serving(dataDirectory: data.path)
-            let c = try HTTPConnection(port: server.port)
+            let c = try WireClient(port: server.port)
             try c.makeInstance("app-\(damage)", events: coldStart)
             let last = try #require(try c.event("app-\(damage)", #"{"event": "willResignActive"}"#).json["sequence"] as? Int)
             server.signal(SIGTERM)
@@ -53,7 +54,7 @@ struct StartupSafetyTests {
             else { #expect(!FileManager.default.fileExists(atPath: database), "a refused database is not recreated") }
 
             server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--accept-data-loss"])
-            let after = try HTTPConnection(port: server.port)
+            let after = try WireClient(port: server.port)
             #expect(try after.request("GET", "/v1/instances/app-\(damage)").status == 404, "the loss is real")
             let next = try after.makeInstance("new", events: ["didFinishLaunching"])
             // Creating "new" took the first number after the last one handed out.
@@ -74,7 +75,7 @@ struct StartupSafetyTests {
         let data = TemporaryDirectory()
         let database = data.path + "/" + SQLiteStore.fileName
         let server = try LifecycledProcess.serving(dataDirectory: data.path)
-        let c = try HTTPConnection(port: server.port)
+        let c = try WireClient(port: server.port)
         for i in 0..<10 {
             try c.makeInstance("app-\(i)")
             for _ in 0..<150 { #expect(try c.request("POST", "/v1/instances/app-\(i)/relaunches").status == 200) }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import LifecycleStore
 import MicroHTTP
 import Synchronization
@@ -19,7 +20,7 @@ func storedRecords(_ store: any InstanceStore, through last: Int64) throws -> [I
 }
 
 /// Posts the app cycle to `id`, `count` events, and returns the sequence numbers answered.
-func postCycle(_ c: HTTPConnection, _ id: String, count: Int, from start: Int = 0) throws -> [Int64] {
+func postCycle(_ c: WireClient, _ id: String, count: Int, from start: Int = 0) throws -> [Int64] {
     try (start..<(start + count)).map { i in
         let response = try c.event(id, #"{"event": "\#(appCycle[i % appCycle.count])"}"#)
         guard response.status == 200, let sequence = sequence(of: response) else {

@@ -1,5 +1,5 @@
 import Foundation
-import PostgresSupport
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -29,18 +29,6 @@ enum TestStore {
             return url
         }
     }
-}
-
-/// A folder under /tmp, removed when the value is dropped.
-final class TemporaryDirectory {
-    let path: String
-
-    init(_ label: String = "lifecycled-test") {
-        path = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
 /// The real service on a free loopback port, with its own data folder and a small
@@ -81,10 +69,10 @@ final class TestServer {
         service = try Service(configuration: configuration)
     }
 
-    func connect() throws -> HTTPConnection { try HTTPConnection(port: port) }
+    func connect() throws -> WireClient { try WireClient(port: port) }
 }
 
-extension HTTPConnection {
+extension WireClient {
     /// Creates an instance with PUT and walks it through the given events.
     @discardableResult
     func makeInstance(_ id: String, model: String = "ios-app", events: [String] = []) throws -> HTTPResponse {

@@ -266,7 +266,7 @@ struct AuthenticationTests {
         #expect((try one.request("GET", "/v1/instances").json["items"] as? [Any])?.count == 2)
     }
 
-    @Test("with a token, an Idempotency-Key is scoped by the token, and what is stored does not hold the token")
+    @Test("with a token, an Idempotency-Key is scoped by the token, and what is stored does not hold the token", .sqliteOnly("reads what is stored in the SQLite file"))
     func idempotencyByToken() throws {
         let server = try TestServer { $0.token = Self.token }
         let key = ("Idempotency-Key", "create-1")

@@ -8,7 +8,7 @@ import Testing
 /// posts this way), or while a connection is still being read. libmicrohttpd aborts the
 /// process if it is stopped with a suspended connection, and a resume after it stopped
 /// touches freed memory; either crashes this run (as does the refusal in the last test).
-@Suite("stop with deferred replies pending", .serialized)
+@Suite("stop with deferred replies pending", .serialized, .sqliteOnly("the HTTP server alone; opens no store"))
 struct DeferredStopTests {
     final class Replies: Sendable {
         let pending = Mutex<[@Sendable (Response) -> Void]>([])

@@ -133,7 +133,7 @@ struct DurabilityTests {
         #expect(empty["olderDropped"] as? Bool == false)
     }
 
-    @Test("a full disk answers 503 with Retry-After and changes nothing", TestStore.sqliteFileOnly)
+    @Test("a full disk answers 503 with Retry-After and changes nothing", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func fullDisk() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }
         let c = try server.connect()

@@ -41,7 +41,7 @@ struct HealthCheckTests {
         #expect(run.stderr.contains("invalid value \"eighty\" for --port"), "\(run.stderr)")
     }
 
-    @Test("storage that cannot commit: unhealthy, with the service's reason")
+    @Test("storage that cannot commit: unhealthy, with the service's reason", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func storageFailing() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }
         let c = try server.connect()

@@ -157,7 +157,7 @@ struct ListIndexTests {
     }
 }
 
-@Suite("sorted id chunks")
+@Suite("sorted id chunks", .sqliteOnly("a data structure; opens no store"))
 struct SortedIDsTests {
     @Test("inserts, removals and pages agree with a plain sorted array across many chunks")
     func matchesSortedArray() {

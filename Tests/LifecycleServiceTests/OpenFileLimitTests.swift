@@ -21,6 +21,9 @@ struct OpenFileLimitTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "ulimit -Sn 1024 && exec \"$0\" \"$@\"", lifecycledPath, "--port", String(port), "--data-dir", data.path]
+        if let url = try TestStore.databaseURL(for: data.path) {
+            process.environment = ProcessInfo.processInfo.environment.merging(["LIFECYCLED_DATABASE_URL": url]) { $1 }
+        }
         process.standardError = errors.writeEnd
         try process.run()
         try errors.writeEnd.close()

@@ -24,7 +24,7 @@ func runPSQL(_ url: String, _ sql: String) throws -> String {
     return printed
 }
 
-@Suite("replicas through PgBouncer", .serialized)
+@Suite("replicas through PgBouncer", .serialized, .sqliteOnly("its replicas run on a PostgreSQL of their own in either pass"))
 struct PgBouncerTests {
     @Test("two replicas write and read through PgBouncer in transaction mode, LISTEN on a direct connection: a stream on one replica gets the other's records at once")
     func throughPgBouncer() throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// Replicas while their PostgreSQL goes away and comes back (a cluster of this test's own,
 /// stopped with a fast shutdown): no restart of lifecycled, nothing acknowledged lost.
-@Suite("replicas through a PostgreSQL outage", .serialized)
+@Suite("replicas through a PostgreSQL outage", .serialized, .sqliteOnly("its replicas run on a PostgreSQL of their own in either pass"))
 struct PostgresOutageTests {
     @Test("PostgreSQL stopped: writes get 503 with a problem body and /healthz says why; started again: writes succeed and /healthz recovers without a restart; nothing acknowledged is lost")
     func outage() throws {
@@ -283,7 +283,7 @@ final class PendingRequest: Sendable {
     }
 }
 
-@Suite("database timeout flags")
+@Suite("database timeout flags", .sqliteOnly("parses flags; opens no store"))
 struct DatabaseTimeoutConfigurationTests {
     @Test("--database-timeout and --database-read-timeout, from flags or the environment, default to 5 s and 1 s and refuse no bound at all")
     func timeouts() throws {

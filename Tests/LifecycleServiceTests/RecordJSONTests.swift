@@ -6,7 +6,7 @@ import LifecycleStore
 import MicroHTTP
 @testable import LifecycleService
 
-@Suite("record JSON")
+@Suite("record JSON", .sqliteOnly("encodes records; opens no store"))
 struct RecordJSONTests {
     /// Records of every shape: from real machines driven by random inputs, plus hand-made
     /// ones with every optional member and awkward strings.

@@ -55,7 +55,7 @@ struct ReplayAndRenderTests {
         #expect(try c.request("GET", "/v1/instances/named").json["model"] as? String == "android-activity")
     }
 
-    @Test("keys a version-2 database kept as responses replay the same answers after the upgrade, and apply nothing again", TestStore.sqliteFileOnly)
+    @Test("keys a version-2 database kept as responses replay the same answers after the upgrade, and apply nothing again", .sqliteOnly("writes a version-2 SQLite schema"))
     func replayAcrossUpgrade() throws {
         let server = try TestServer()
         var c = try server.connect()

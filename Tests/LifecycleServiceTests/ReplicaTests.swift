@@ -7,7 +7,7 @@ import Glibc
 
 /// Several `lifecycled` processes on one PostgreSQL database, as replicas behind a load
 /// balancer: any replica takes any write, and every replica's stream carries every record.
-@Suite("replicas on one PostgreSQL", .serialized)
+@Suite("replicas on one PostgreSQL", .serialized, .sqliteOnly("its replicas run on a PostgreSQL of their own in either pass"))
 struct ReplicaTests {
     static let writers = 8
     static let instances = 4

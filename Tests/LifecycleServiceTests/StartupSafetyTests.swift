@@ -5,7 +5,7 @@ import Testing
 
 @Suite("start-up safety", .serialized)
 struct StartupSafetyTests {
-    @Test("a second lifecycled on the same data folder exits 1 naming the folder and the first's pid")
+    @Test("a second lifecycled on the same data folder exits 1 naming the folder and the first's pid", .sqliteOnly("the data folder's lock is the SQLite store's"))
     func secondProcess() throws {
         let data = TemporaryDirectory()
         let first = try LifecycledProcess.serving(dataDirectory: data.path)
@@ -26,7 +26,7 @@ struct StartupSafetyTests {
         #expect(write.json["sequence"] as? Int == 5, "after the creation record and the three of the cold start")
     }
 
-    @Test("a database emptied or deleted while stopped is refused; --accept-data-loss starts it and numbering continues")
+    @Test("a database emptied or deleted while stopped is refused; --accept-data-loss starts it and numbering continues", .sqliteOnly("empties and deletes the SQLite file"))
     func lostDatabase() throws {
         let data = TemporaryDirectory()
         let database = data.path + "/" + SQLiteStore.fileName
@@ -70,7 +70,7 @@ struct StartupSafetyTests {
         #expect(server.finish().status == 0)
     }
 
-    @Test("a database with 4 KiB of garbage in the middle is refused at start (quick_check)")
+    @Test("a database with 4 KiB of garbage in the middle is refused at start (quick_check)", .sqliteOnly("writes garbage into the SQLite file"))
     func damagedDatabase() throws {
         let data = TemporaryDirectory()
         let database = data.path + "/" + SQLiteStore.fileName

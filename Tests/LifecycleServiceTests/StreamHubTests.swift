@@ -432,7 +432,7 @@ struct StreamHubTests {
         #expect(idle.records.map(\.type) == ["created"])
     }
 
-    @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back", TestStore.sqliteFileOnly)
+    @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back", .sqliteOnly("a trigger in the SQLite file fails the writes"))
     func failedBatchPublishesCommitsOnly() throws {
         let server = try TestServer()
         let c = try server.connect()
@@ -495,7 +495,7 @@ struct StreamHubTests {
     }
 }
 
-@Suite("stream settings")
+@Suite("stream settings", .sqliteOnly("parses flags; opens no store"))
 struct StreamSettingsTests {
     @Test("--heartbeat, --stream-buffer, --stream-ring and --max-subscribers: defaults, flags, variables, refusals, help")
     func settings() throws {

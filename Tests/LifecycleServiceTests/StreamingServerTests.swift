@@ -10,7 +10,7 @@ import Glibc
 /// Streamed responses on the real server (MicroHTTP's ``HTTPServer`` over libmicrohttpd),
 /// with streams fed by the test. A libmicrohttpd panic aborts the whole test process, so
 /// any misuse of suspend and resume fails the run.
-@Suite("streamed responses", .serialized)
+@Suite("streamed responses", .serialized, .sqliteOnly("the HTTP server alone; opens no store"))
 struct StreamingServerTests {
     static func event(_ number: Int, size: Int = 0) -> String {
         "id: \(number)\ndata: {\"n\":\(number)\(size > 0 ? ",\"pad\":\"" + String(repeating: "x", count: size) + "\"" : "")}\n\n"

@@ -7,15 +7,13 @@ import Testing
 /// Which store the service tests run on: SQLite in each server's data folder, or, with
 /// `LIFECYCLED_TEST_STORE=postgres` (`make postgres-test`), a fresh PostgreSQL database per
 /// data folder on the test cluster (see ``PostgresCluster``), kept across restarts.
+///
+/// `make postgres-test` runs every suite of this target in that second pass, but for those
+/// (and the tests) marked ``Testing/Trait/sqliteOnly(_:)``.
 enum TestStore {
     static let isPostgres = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_STORE"] == "postgres"
 
     private static let databases = Mutex<[String: String]>([:])
-
-    /// For a test that works on the SQLite file itself (a trigger that fails writes, a page
-    /// cap for a full disk, an old schema): it runs in the SQLite pass of `make test` and not in
-    /// the PostgreSQL pass, where there is no such file.
-    static let sqliteFileOnly = Testing.ConditionTrait.enabled(if: !isPostgres, "works on the SQLite file; runs in the SQLite pass")
 
     /// The database URL for a server on `dataDirectory`: the same one each time, so a restart
     /// finds what was committed; `nil` on SQLite.
@@ -28,6 +26,18 @@ enum TestStore {
             databases[dataDirectory] = url
             return url
         }
+    }
+}
+
+extension Trait where Self == ConditionTrait {
+    /// A suite or test that runs in the SQLite pass of `make test` only, not again in the
+    /// PostgreSQL pass (`make postgres-test`): one that works on the SQLite file itself (a
+    /// trigger that fails writes, a page cap for a full disk, an old schema, the folder's
+    /// lock), one that never opens a store (flag parsing, the HTTP server alone, the
+    /// Makefile), or one whose servers run on a PostgreSQL of their own in either pass.
+    /// `reason` says which; a suite without this runs in both passes.
+    static func sqliteOnly(_ reason: Comment) -> Self {
+        .enabled(if: !TestStore.isPostgres, reason)
     }
 }
 
@@ -70,9 +80,24 @@ final class TestServer {
     }
 
     func connect() throws -> WireClient { try WireClient(port: port) }
+
+    /// A client of this service's middlewares and router, without a socket.
+    func router() -> RouterClient { RouterClient(self) }
 }
 
-extension WireClient {
+/// What the API tests ask of a client: a ``WireClient`` over the wire, or a ``RouterClient``
+/// straight through the service's middlewares and router.
+protocol APIClient {
+    func request(_ method: String, _ path: String, headers: [(String, String)], body: [UInt8]?, contentType: String?) throws -> HTTPResponse
+}
+
+extension WireClient: APIClient {}
+
+extension APIClient {
+    func request(_ method: String, _ path: String, json: String, headers: [(String, String)] = []) throws -> HTTPResponse {
+        try request(method, path, headers: headers, body: Array(json.utf8), contentType: "application/json")
+    }
+
     /// Creates an instance with PUT and walks it through the given events.
     @discardableResult
     func makeInstance(_ id: String, model: String = "ios-app", events: [String] = []) throws -> HTTPResponse {
@@ -93,7 +118,7 @@ extension WireClient {
         var records: [[String: Any]] = []
         var after = 0
         while true {
-            let page = try request("GET", "/v1/instances/\(id)/history?after=\(after)&limit=\(pageSize)").json
+            let page = try request("GET", "/v1/instances/\(id)/history?after=\(after)&limit=\(pageSize)", headers: [], body: nil, contentType: nil).json
             records += page["items"] as? [[String: Any]] ?? []
             guard let next = page["nextAfter"] as? Int else { return records }
             after = next

@@ -71,7 +71,7 @@ struct RecordInstanceTests {
     @Test("event, action, launch and 409 answers, and history, name the instance right after the sequence number")
     func answersAndHistory() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("my-iphone")
         let event = try c.event("my-iphone", #"{"event": "didFinishLaunching"}"#)
         #expect(event.text.hasPrefix(#"{"sequence":2,"instance":"my-iphone","version":1,"kind":"event","#), "\(event.text)")

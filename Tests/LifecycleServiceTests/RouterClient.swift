@@ -12,13 +12,16 @@ import TestSupport
 /// only the wire has (framing, `Content-Length`, `Date`, keep-alive, streams) needs a
 /// ``WireClient``.
 struct RouterClient: APIClient {
-    let pipeline: Pipeline
+    let server: TestServer
     /// The address the requests come from, as the server would take it from the socket.
     var clientAddress = "127.0.0.1"
 
     init(_ server: TestServer) {
-        pipeline = server.service!.server.pipeline
+        self.server = server
     }
+
+    /// The running service's pipeline: after ``TestServer/restart()``, the new one's.
+    var pipeline: Pipeline { server.service!.server.pipeline }
 
     /// Answers one request. Header names are sent lowercased, as the server hands them on;
     /// a body comes with `Content-Type` (unless `nil`) and `Content-Length`, as a client sends it.
@@ -34,7 +37,9 @@ struct RouterClient: APIClient {
         do {
             parsed = try RequestTarget(Array(target.utf8))
         } catch {
-            return Self.answer(.problem(error), method: method)
+            // The server's own refusal: the middlewares still see it (and log, count, head it).
+            let refused = Request(method: method, path: "", headers: fields, clientAddress: clientAddress)
+            return Self.answer(pipeline.refuse(refused, with: .problem(error)), method: method)
         }
         var request = Request(method: method, path: parsed.path, headers: fields, query: parsed.query, clientAddress: clientAddress)
         if let refusal = pipeline.admit(&request) { return Self.answer(refusal, method: method) }

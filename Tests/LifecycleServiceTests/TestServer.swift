@@ -94,6 +94,10 @@ protocol APIClient {
 extension WireClient: APIClient {}
 
 extension APIClient {
+    func request(_ method: String, _ path: String, headers: [(String, String)] = []) throws -> HTTPResponse {
+        try request(method, path, headers: headers, body: nil, contentType: nil)
+    }
+
     func request(_ method: String, _ path: String, json: String, headers: [(String, String)] = []) throws -> HTTPResponse {
         try request(method, path, headers: headers, body: Array(json.utf8), contentType: "application/json")
     }
@@ -118,7 +122,7 @@ extension APIClient {
         var records: [[String: Any]] = []
         var after = 0
         while true {
-            let page = try request("GET", "/v1/instances/\(id)/history?after=\(after)&limit=\(pageSize)", headers: [], body: nil, contentType: nil).json
+            let page = try request("GET", "/v1/instances/\(id)/history?after=\(after)&limit=\(pageSize)").json
             records += page["items"] as? [[String: Any]] ?? []
             guard let next = page["nextAfter"] as? Int else { return records }
             after = next

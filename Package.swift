@@ -52,16 +52,17 @@ let package = Package(
             path: "Benchmarks/lifecycle-bench"
         ),
 
-        // Test support: a real PostgreSQL for the tests (Tests/postgres/cluster.sh).
-        .target(name: "PostgresSupport", path: "Tests/PostgresSupport"),
+        // Test support: the tests' one HTTP client (raw bytes out; responses, chunked bodies and
+        // event streams in), their one `eventually`, and a real PostgreSQL (Tests/postgres/cluster.sh).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
 
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "Logging"]),
-        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "PostgresSupport"]),
+        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "TestSupport"]),
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",
-            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "Logging", "MicroHTTP", "PostgresSupport"]
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "Logging", "MicroHTTP", "TestSupport"]
         ),
     ]
 )

@@ -1,9 +1,10 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
 /// What an error must not touch: the instance and its history, byte for byte.
-func snapshot(_ c: HTTPConnection, _ id: String) throws -> (instance: [UInt8], history: [UInt8]) {
+func snapshot(_ c: some APIClient, _ id: String) throws -> (instance: [UInt8], history: [UInt8]) {
     (try c.request("GET", "/v1/instances/\(id)").body, try c.request("GET", "/v1/instances/\(id)/history").body)
 }
 
@@ -12,7 +13,7 @@ struct APITests {
     @Test("health, models and a model's rows with stable ids")
     func healthAndModels() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let health = try c.request("GET", "/healthz")
         #expect(health.status == 200 && health.json["status"] as? String == "ok")
         // A server without a token says so, so the dashboard offers none.
@@ -38,7 +39,7 @@ struct APITests {
     @Test("create with POST: generated or given id, model default, Location; errors change nothing")
     func createWithPost() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let generated = try c.request("POST", "/v1/instances", body: [], contentType: nil)
         #expect(generated.status == 201)
         let generatedID = try #require(generated.json["id"] as? String)
@@ -68,7 +69,7 @@ struct APITests {
     @Test("PUT is idempotent; a different model conflicts")
     func put() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let first = try c.request("PUT", "/v1/instances/app-1", body: [], contentType: nil)
         #expect(first.status == 201)
         let second = try c.request("PUT", "/v1/instances/app-1", body: [], contentType: nil)
@@ -82,7 +83,7 @@ struct APITests {
     @Test("get with ETag, delete, and 404 after")
     func getAndDelete() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("gone", events: ["didFinishLaunching"])
         let got = try c.request("GET", "/v1/instances/gone")
         #expect(got.status == 200 && got.header("etag") == "\"1\"")
@@ -100,7 +101,7 @@ struct APITests {
     @Test("list filters by state and model and pages by cursor")
     func list() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         for i in 0..<7 { try c.makeInstance(String(format: "ios-%02d", i), events: i % 2 == 0 ? coldStart : []) }
         for i in 0..<3 { try c.makeInstance("droid-\(i)", model: "android-activity") }
 
@@ -138,7 +139,7 @@ struct APITests {
     @Test("a cold start, backgrounding and an unexpected event, as records")
     func events() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app")
         let launched = try c.event("app", #"{"event": "didFinishLaunching"}"#)
         #expect(launched.status == 200)
@@ -223,7 +224,7 @@ struct APITests {
         let chunked = try server.connect()
         let chunk = String(repeating: "x", count: 800)
         let hex = String(chunk.utf8.count, radix: 16)
-        try chunked.send(Array("POST /v1/instances/app/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n".utf8))
+        try #require(chunked.send(Array("POST /v1/instances/app/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n".utf8)))
         #expect(try chunked.readResponse().status == 413)
 
         let after = try snapshot(c, "app")
@@ -234,7 +235,7 @@ struct APITests {
     @Test("If-Match with the current version applies")
     func ifMatch() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching"])
         let applied = try c.event("app", #"{"event": "willConnectToWindow", "window": "w"}"#, headers: [("If-Match", "\"1\"")])
         #expect(applied.status == 200 && applied.json["version"] as? Int == 2)
@@ -245,7 +246,7 @@ struct APITests {
     @Test("actions: buffered, replaced, then delivered on entering foreground")
     func actions() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching", "willConnectToWindow"])
         let first = try c.request("POST", "/v1/instances/app/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#)
         #expect(first.status == 200 && first.json["disposition"] as? String == "buffered")
@@ -263,7 +264,7 @@ struct APITests {
     @Test("relaunch resets to initializing and counts launches; history pages by sequence")
     func relaunchAndHistory() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app", events: coldStart)
         let relaunch = try c.request("POST", "/v1/instances/app/relaunches", body: [], contentType: nil)
         #expect(relaunch.status == 200 && relaunch.json["kind"] as? String == "relaunch" && relaunch.json["to"] as? String == "initializing")
@@ -299,7 +300,7 @@ struct APITests {
     @Test("static files: types, index, and nothing outside the folder")
     func staticFiles() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let index = try c.request("GET", "/")
         #expect(index.status == 200 && index.header("content-type") == "text/html; charset=utf-8")
         #expect(index.text.contains("test dashboard"))

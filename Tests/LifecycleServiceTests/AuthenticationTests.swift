@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import MicroHTTP
 import Testing
 @testable import LifecycleService
@@ -151,7 +152,7 @@ struct AuthenticationTests {
             $0.maxBodySize = 1 << 20
         }
         let c = try server.connect()
-        try c.send(Array("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n".utf8))
+        try #require(c.send(Array("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n".utf8)))
         let refused = try c.readResponse()
         Self.expectRefused(refused, "a 100000-byte body that never comes")
         #expect(refused.header("connection")?.lowercased() == "close")
@@ -167,13 +168,13 @@ struct AuthenticationTests {
             dataDirectory: data.path + "/data", extra: ["--token-file", tokenFile, "--protect-reads", "--log-level", "debug"]
         )
         // A token file's trailing newline is not part of the token.
-        let c = try HTTPConnection(port: server.port)
+        let c = try WireClient(port: server.port)
         #expect(try c.request("PUT", "/v1/instances/app", json: "{}", headers: Self.bearer).status == 201)
         #expect(try c.request("GET", "/v1/instances/app?token=\(Self.token)").status == 401)
         #expect(try c.request("GET", "/v1/instances/app", headers: [("Authorization", "Bearer wrong-guess")]).status == 401)
         #expect(try c.request("GET", "/?token=\(Self.token)").status != 401)
         do {
-            let stream = try HTTPConnection(port: server.port)
+            let stream = try WireClient(port: server.port)
             #expect(try stream.request("GET", "/v1/instances/app/stream?token=\(Self.token)").status == 200)
         }
         #expect(server.waitForLogLine(containing: ["route=/v1/instances/{id}", "status=401"]) != nil)
@@ -251,8 +252,8 @@ struct AuthenticationTests {
     func idempotencyByClient() throws {
         let server = try TestServer()
         let key = [("Idempotency-Key", "create-1")]
-        let one = try HTTPConnection(port: server.port, source: "127.0.0.1")
-        let other = try HTTPConnection(port: server.port, source: "127.0.0.2")
+        let one = try WireClient(port: server.port, source: "127.0.0.1")
+        let other = try WireClient(port: server.port, source: "127.0.0.2")
         let first = try one.request("POST", "/v1/instances", json: "{}", headers: key)
         let fromOther = try other.request("POST", "/v1/instances", json: "{}", headers: key)
         #expect(first.status == 201 && fromOther.status == 201)
@@ -265,14 +266,14 @@ struct AuthenticationTests {
         #expect((try one.request("GET", "/v1/instances").json["items"] as? [Any])?.count == 2)
     }
 
-    @Test("with a token, an Idempotency-Key is scoped by the token, and what is stored does not hold the token")
+    @Test("with a token, an Idempotency-Key is scoped by the token, and what is stored does not hold the token", .sqliteOnly("reads what is stored in the SQLite file"))
     func idempotencyByToken() throws {
         let server = try TestServer { $0.token = Self.token }
         let key = ("Idempotency-Key", "create-1")
         let first = try server.connect().request("POST", "/v1/instances", json: "{}", headers: Self.bearer + [key])
         #expect(first.status == 201)
         // The same token from another address is the same scope.
-        let elsewhere = try HTTPConnection(port: server.port, source: "127.0.0.2")
+        let elsewhere = try WireClient(port: server.port, source: "127.0.0.2")
         #expect(try elsewhere.request("POST", "/v1/instances", json: "{}", headers: Self.bearer + [key]).body == first.body)
 
         server.configuration.token = "another-token"

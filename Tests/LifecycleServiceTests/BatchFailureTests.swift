@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import MicroHTTP
 import Synchronization
 import Testing
@@ -61,7 +62,7 @@ extension Response {
     }
 }
 
-@Suite("failed group commits")
+@Suite("failed group commits", .sqliteOnly("a trigger in the SQLite file fails the writes"))
 struct BatchFailureTests {
     @Test("a write that fails on its own fails alone: the rest of its batch commits, durably")
     func failingWriteFailsAlone() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
@@ -36,7 +37,7 @@ struct CachingTests {
     @Test("every API answer says whether it may be kept: no-cache with an ETag, no-store without; files and streams keep their own")
     func everyAnswerHasCacheControl() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app", events: coldStart)
         let router = API(registry: server.service!.registry, staticFiles: nil, metrics: server.service!.metrics).makeRouter()
         var answers: [(String, HTTPResponse)] = []
@@ -67,7 +68,7 @@ struct CachingTests {
             $0.rateLimit = 1
             $0.rateBurst = 1
         }
-        let c = try server.connect()
+        let c = server.router()
         let refused = try c.request("GET", "/v1/instances")
         #expect(refused.status == 401 && refused.header("cache-control") == "no-store")
         let limited = try c.request("GET", "/v1/instances")

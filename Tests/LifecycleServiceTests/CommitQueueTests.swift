@@ -3,7 +3,7 @@ import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
 
-@Suite("Commit queue: the committer's state machine, driven without a thread")
+@Suite("Commit queue: the committer's state machine, driven without a thread", .sqliteOnly("a state machine; opens no store"))
 struct CommitQueueTests {
     private func job(_ id: String) -> CommitJob {
         CommitJob(write: .delete(id: id, expectedVersions: nil), requestID: "", completion: { _ in })

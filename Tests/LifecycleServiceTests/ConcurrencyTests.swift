@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -12,13 +13,13 @@ struct Acknowledged: Hashable {
 
 /// Starts `count` threads, each running `body` with its index and its own keep-alive
 /// connection; the group is left as each returns (or fails to connect).
-func startClients(_ count: Int, port: UInt16, _ body: @escaping @Sendable (Int, HTTPConnection) -> Void) -> DispatchGroup {
+func startClients(_ count: Int, port: UInt16, _ body: @escaping @Sendable (Int, WireClient) -> Void) -> DispatchGroup {
     let group = DispatchGroup()
     for client in 0..<count {
         group.enter()
         Thread.detachNewThread {
             defer { group.leave() }
-            guard let connection = try? HTTPConnection(port: port) else { return }
+            guard let connection = try? WireClient(port: port) else { return }
             body(client, connection)
         }
     }
@@ -26,7 +27,7 @@ func startClients(_ count: Int, port: UInt16, _ body: @escaping @Sendable (Int, 
 }
 
 /// Runs `clients` threads to completion and collects what each acknowledged.
-func runClients(_ clients: Int, port: UInt16, _ body: @escaping @Sendable (Int, HTTPConnection) throws -> [Acknowledged]) -> [[Acknowledged]] {
+func runClients(_ clients: Int, port: UInt16, _ body: @escaping @Sendable (Int, WireClient) throws -> [Acknowledged]) -> [[Acknowledged]] {
     let results = Mutex<[Int: [Acknowledged]]>([:])
     let errors = Mutex<[String]>([])
     startClients(clients, port: port) { client, connection in
@@ -47,7 +48,7 @@ struct ConcurrencyTests {
     static let eventsPerClient = 500
 
     /// Alternates two events that are always valid in foreground.
-    static func post(_ c: HTTPConnection, _ id: String, _ i: Int) throws -> Acknowledged {
+    static func post(_ c: WireClient, _ id: String, _ i: Int) throws -> Acknowledged {
         let event = i % 2 == 0 ? "willResignActive" : "didBecomeActive"
         let response = try c.event(id, #"{"event": "\#(event)"}"#)
         guard response.status == 200, let version = response.json["version"] as? Int, let sequence = response.json["sequence"] as? Int else {
@@ -57,7 +58,7 @@ struct ConcurrencyTests {
     }
 
     /// Versions contiguous from `first`, sequences unique, and history holding exactly the acknowledged records.
-    static func verify(_ c: HTTPConnection, _ id: String, acknowledged: [Acknowledged], setupRecords: Int) throws {
+    static func verify(_ c: WireClient, _ id: String, acknowledged: [Acknowledged], setupRecords: Int) throws {
         let versions = acknowledged.map(\.version).sorted()
         #expect(versions == Array((setupRecords + 1)...(setupRecords + acknowledged.count)), "no lost or duplicated versions of \(id)")
         let history = try c.fullHistory(id)

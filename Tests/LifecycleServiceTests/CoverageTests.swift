@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import LifecycleKit
 import Synchronization
 import Testing
@@ -33,7 +34,7 @@ struct CountedCoverage: Equatable, CustomStringConvertible {
     var description: String { "taken \(taken.sorted { $0.key < $1.key }), unexpected \(unexpected.sorted { $0.key < $1.key })" }
 }
 
-extension HTTPConnection {
+extension APIClient {
     func coverage(_ model: String = "ios-app") throws -> [String: Any] {
         let response = try request("GET", "/v1/models/\(model)/coverage")
         #expect(response.status == 200 && response.header("content-type") == "application/json")
@@ -74,7 +75,7 @@ struct CoverageTests {
 
     /// Events on three iOS instances and one Android one: rows taken, unexpected events in
     /// two states, an action and a relaunch (which take no row), and an incomplete launch.
-    static func makeFleet(_ c: HTTPConnection) throws {
+    static func makeFleet(_ c: some APIClient) throws {
         try c.makeInstance("a", events: coldStart + ["willResignActive", "didEnterBackground"])
         #expect(try c.event("a", #"{"event": "didFinishLaunching"}"#).status == 409, "unexpected in background")
         #expect(try c.request("POST", "/v1/instances/a/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#).status == 200)
@@ -83,14 +84,14 @@ struct CoverageTests {
         #expect(try c.event("b", #"{"event": "didBecomeActive"}"#).status == 409)
         // A launch that connected a scene and never finished: the next launch finds it.
         try c.makeInstance("c", events: ["didFinishLaunching", "willConnectToWindow"])
-        #expect(try c.request("POST", "/v1/instances/c/relaunches", body: [], contentType: nil).status == 200)
+        #expect(try c.request("POST", "/v1/instances/c/relaunches", headers: [], body: [], contentType: nil).status == 200)
         let relaunched = try c.event("c", #"{"event": "didFinishLaunching"}"#)
         #expect(relaunched.json["incompleteLaunch"] != nil)
         try c.makeInstance("droid", model: "android-activity", events: ["onCreate", "onStart", "onResume"])
     }
 
     /// The coverage answered equals what the records say; instance counts equal the list's.
-    static func expectMatchesRecords(_ c: HTTPConnection, instances: [String], deletedCounts: CountedCoverage = CountedCoverage()) throws {
+    static func expectMatchesRecords(_ c: some APIClient, instances: [String], deletedCounts: CountedCoverage = CountedCoverage()) throws {
         var counted = deletedCounts
         for id in instances { counted.count(try c.fullHistory(id)) }
         let answer = try c.coverage()
@@ -103,7 +104,7 @@ struct CoverageTests {
     @Test("counts match the records, survive a restart and a delete, and go on counting")
     func countsMatchRecords() throws {
         let server = try TestServer()
-        var c = try server.connect()
+        var c = server.router()
         try Self.makeFleet(c)
         try Self.expectMatchesRecords(c, instances: ["a", "b", "c"])
 
@@ -131,7 +132,7 @@ struct CoverageTests {
 
         let before = try c.request("GET", "/v1/models/ios-app/coverage").body
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         #expect(try c.request("GET", "/v1/models/ios-app/coverage").body == before, "the same after a restart")
 
         // A deleted instance's records stay counted; it leaves the instance counts.
@@ -145,7 +146,7 @@ struct CoverageTests {
         #expect(try c.stateCounts()["connected"] == [0, 0, 0], "the deleted instance's incomplete launch is no longer counted")
 
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         try Self.expectMatchesRecords(c, instances: ["b"], deletedCounts: deleted)
         // Counting goes on from the stored counters.
         let r4 = try #require(CountedCoverage(answer: try c.coverage()).taken["r4"])
@@ -157,7 +158,7 @@ struct CoverageTests {
     @Test("a fresh server has every row never taken; an unknown model is 404")
     func freshServer() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let answer = try c.coverage()
         #expect(answer["model"] as? String == "ios-app")
         #expect(answer["neverTaken"] as? [String] == Model.iosApp.definition.transitions.indices.map(Model.rowID))
@@ -194,7 +195,7 @@ struct ConformanceTests {
     @Test("a conforming trace: records, beliefs, rows exercised")
     func conforming() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let response = try c.conformance("ios-app", """
             {"steps": [
               {"event": "didFinishLaunching", "believedState": "launching"},
@@ -233,7 +234,7 @@ struct ConformanceTests {
     @Test("a wrong event, a belief mismatch and a bad parameter are each the first problem at their step")
     func problems() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let wrong = try c.conformance("ios-app", """
             {"steps": [{"event": "didFinishLaunching"}, {"event": "didBecomeActive"}, {"event": "willConnectToWindow", "window": "w", "believedState": "foreground"}]}
             """)
@@ -267,7 +268,7 @@ struct ConformanceTests {
     @Test("bad requests are refused with a problem; unknown names suggest the one meant; nothing is stored")
     func badRequests() throws {
         let server = try TestServer { $0.maxBodySize = 1 << 20 }
-        let c = try server.connect()
+        let c = server.router()
         let unknownEvent = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching"}, {"event": "didBecomeActiv"}]}"#)
         #expect(unknownEvent.status == 422 && unknownEvent.header("content-type") == "application/problem+json")
         #expect((unknownEvent.json["detail"] as? String)?.hasPrefix(#"model "ios-app" has no event "didBecomeActiv"; did you mean "didBecomeActive"?"#) == true)
@@ -305,7 +306,7 @@ struct ConformanceTests {
         }
         #expect(try c.conformance("ios-app", atLimit).json["steps"] as? [Any] != nil, "the limit itself is accepted")
         #expect(try c.conformance("windows-95", #"{"steps": []}"#).status == 404)
-        #expect(try server.connect().request("POST", "/v1/models/ios-app/conformance", body: Array(#"{"steps": []}"#.utf8), contentType: "text/plain").status == 415)
+        #expect(try server.router().request("POST", "/v1/models/ios-app/conformance", body: Array(#"{"steps": []}"#.utf8), contentType: "text/plain").status == 415)
         #expect(try c.request("POST", "/v1/models/ios-app/conformance", body: [], contentType: nil).status == 400)
 
         // Checks and scenario runs are computations: nothing reached the store or the counters.
@@ -317,7 +318,7 @@ struct ConformanceTests {
     @Test("scenarios are listed per model and each built-in one passes")
     func scenarios() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let listed = try c.request("GET", "/v1/models/ios-app/scenarios")
         #expect(listed.status == 200)
         let items = try #require(listed.json["items"] as? [[String: Any]])
@@ -357,9 +358,9 @@ struct ConformanceTests {
     func authentication() throws {
         let server = try TestServer { $0.token = AuthenticationTests.token }
         // A refused request with a body closes its connection: one connection each.
-        #expect(try server.connect().conformance("ios-app", #"{"steps": []}"#).status == 401)
-        #expect(try server.connect().request("POST", "/v1/models/ios-app/scenarios/cold-start", body: [], contentType: nil).status == 401)
-        let c = try server.connect()
+        #expect(try server.router().conformance("ios-app", #"{"steps": []}"#).status == 401)
+        #expect(try server.router().request("POST", "/v1/models/ios-app/scenarios/cold-start", body: [], contentType: nil).status == 401)
+        let c = server.router()
         #expect(try c.request("POST", "/v1/models/ios-app/conformance", json: #"{"steps": []}"#, headers: AuthenticationTests.bearer).status == 200)
         #expect(try c.request("POST", "/v1/models/ios-app/scenarios/cold-start", headers: AuthenticationTests.bearer, body: [], contentType: nil).status == 200)
         #expect(try c.request("GET", "/v1/models/ios-app/coverage").status == 200)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleStore
@@ -13,7 +14,7 @@ struct CrashTests {
         let data = TemporaryDirectory("lifecycled-crash")
         let writers = 8
         var server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--sync", sync])
-        let setup = try HTTPConnection(port: server.port)
+        let setup = try WireClient(port: server.port)
         for writer in 0..<writers { try setup.makeInstance("crash-\(writer)", events: coldStart) }
 
         let acknowledged = Mutex<[Acknowledged]>([])
@@ -47,7 +48,7 @@ struct CrashTests {
         let acks = acknowledged.withLock { $0 }
 
         server = try LifecycledProcess.serving(dataDirectory: data.path)
-        let c = try HTTPConnection(port: server.port)
+        let c = try WireClient(port: server.port)
         var allSequences: [Int] = []
         for writer in 0..<writers {
             let id = "crash-\(writer)"

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
@@ -26,7 +27,7 @@ struct DashboardFolderTests {
         try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
         let server = try LifecycledProcess.serving(dataDirectory: root.path + "/data", directory: elsewhere)
         defer { server.signal(SIGTERM); server.finish() }
-        let c = try HTTPConnection(port: server.port)
+        let c = try WireClient(port: server.port)
         let page = try c.request("GET", "/")
         #expect(page.status == 404 && page.header("content-type") == "application/problem+json")
         let detail = try #require(page.json["detail"] as? String)
@@ -45,7 +46,7 @@ struct DashboardFolderTests {
         try Self.makeDashboard(at: root.path + "/repo/Public", saying: "from the working directory")
         let server = try LifecycledProcess.serving(dataDirectory: root.path + "/data", directory: root.path + "/repo")
         defer { server.signal(SIGTERM); server.finish() }
-        let page = try HTTPConnection(port: server.port).request("GET", "/")
+        let page = try WireClient(port: server.port).request("GET", "/")
         #expect(page.status == 200 && page.text.contains("from the working directory"))
         #expect(server.waitForLogLine(containing: ["lifecycled started", "dashboard=\(root.path)/repo/Public"]) != nil, "\(server.standardErrorSoFar)")
     }
@@ -61,13 +62,13 @@ struct DashboardFolderTests {
         try Self.makeDashboard(at: root.path + "/home/Public", saying: "someone's shared files")
         let server = try LifecycledProcess.serving(dataDirectory: root.path + "/data", executable: installed, directory: root.path + "/home")
         defer { server.signal(SIGTERM); server.finish() }
-        let page = try HTTPConnection(port: server.port).request("GET", "/")
+        let page = try WireClient(port: server.port).request("GET", "/")
         #expect(page.status == 200 && page.text.contains("installed dashboard"), "\(page.text)")
         // --public-dir still names the folder itself.
         let pointed = try LifecycledProcess.serving(
             dataDirectory: root.path + "/data2", extra: ["--public-dir", root.path + "/home/Public"], executable: installed, directory: root.path
         )
         defer { pointed.signal(SIGTERM); pointed.finish() }
-        #expect(try HTTPConnection(port: pointed.port).request("GET", "/").text.contains("someone's shared files"))
+        #expect(try WireClient(port: pointed.port).request("GET", "/").text.contains("someone's shared files"))
     }
 }

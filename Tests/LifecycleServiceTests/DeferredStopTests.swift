@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TestSupport
 import MicroHTTP
 import Synchronization
 import Testing
@@ -8,7 +9,7 @@ import Testing
 /// posts this way), or while a connection is still being read. libmicrohttpd aborts the
 /// process if it is stopped with a suspended connection, and a resume after it stopped
 /// touches freed memory; either crashes this run (as does the refusal in the last test).
-@Suite("stop with deferred replies pending", .serialized)
+@Suite("stop with deferred replies pending", .serialized, .sqliteOnly("the HTTP server alone; opens no store"))
 struct DeferredStopTests {
     final class Replies: Sendable {
         let pending = Mutex<[@Sendable (Response) -> Void]>([])
@@ -29,7 +30,7 @@ struct DeferredStopTests {
     func pendingReply() throws {
         let replies = Replies()
         let server = try Self.startServer(keeping: replies)
-        let clients = try (0..<4).map { _ in try RawSocket(port: server.port) }
+        let clients = try (0..<4).map { _ in try WireClient(port: server.port) }
         for client in clients { client.send("GET /later HTTP/1.1\r\nHost: test\r\n\r\n") }
         #expect(eventually { replies.count == clients.count })
 
@@ -39,7 +40,7 @@ struct DeferredStopTests {
         for client in clients { #expect(client.waitForClose(within: 10)) }
         // A server started afterwards in the same process works: nothing was left broken.
         let next = try Self.startServer(keeping: replies)
-        let probe = try RawSocket(port: next.port)
+        let probe = try WireClient(port: next.port)
         probe.send("GET /later HTTP/1.1\r\nHost: test\r\n\r\n")
         #expect(eventually { replies.count == clients.count + 1 })
         replies.pending.withLock { $0.last! }(.text("answered"))
@@ -52,7 +53,7 @@ struct DeferredStopTests {
         for round in 0..<20 {
             let replies = Replies()
             let server = try Self.startServer(keeping: replies)
-            let clients = try (0..<8).map { _ in try RawSocket(port: server.port) }
+            let clients = try (0..<8).map { _ in try WireClient(port: server.port) }
             for client in clients { client.send("GET /later HTTP/1.1\r\nHost: test\r\n\r\n") }
             #expect(eventually { replies.count == clients.count })
             let all = replies.pending.withLock { $0 }
@@ -84,13 +85,13 @@ struct DeferredStopTests {
         let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 1), logger: Logger(level: .error), pipeline: Pipeline(router: routes))
         try server.start()
         // Both open and answered once, so the daemon has them before its thread is held.
-        let busy = try RawSocket(port: server.port)
-        let refused = try RawSocket(port: server.port)
+        let busy = try WireClient(port: server.port)
+        let refused = try WireClient(port: server.port)
         for client in [busy, refused] {
             client.send("GET /plain HTTP/1.1\r\nHost: test\r\n\r\n")
             #expect(try client.readResponse().status == 200)
         }
-        let holder = try RawSocket(port: server.port)
+        let holder = try WireClient(port: server.port)
         holder.send("GET /hold HTTP/1.1\r\nHost: test\r\n\r\n")
         try #require(entered.wait(timeout: .now() + 10) == .success)
         // While the thread is held both arrive, so its next pass reads them in this order:

@@ -4,7 +4,7 @@ import Testing
 /// Every reference to a Markdown file, in the docs and in the code's comments, names a file
 /// in the repository, and every `#anchor` a heading that file has: the docs the code cites
 /// are the repository's own, and a renamed section breaks a test instead of a reader's link.
-@Suite("Markdown references")
+@Suite("Markdown references", .sqliteOnly("reads the docs; opens no store"))
 struct DocumentLinkTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
@@ -311,7 +312,7 @@ extension DocumentationTests {
         }
         for example in examples {
             if example.isStream {
-                let stream = try EventStreamClient(port: server.port, path: example.path, headers: example.headers)
+                let stream = try EventStream(port: server.port, path: example.path, headers: example.headers)
                 #expect(stream.status == 200, "\(example)")
                 guard let answer = example.answer else { continue }
                 let blocks = answer.components(separatedBy: "\n\n").count - 1
@@ -329,7 +330,7 @@ extension DocumentationTests {
         }
         // Members the walk-through may not show: an action replaced, delivered, cleared; a
         // window changed; a deletion, as streamed.
-        let extra = try EventStreamClient(port: server.port, path: "/v1/stream")
+        let extra = try EventStream(port: server.port, path: "/v1/stream")
         for (path, body) in [
             ("PUT /v1/instances/words", nil), ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://a.example"}"#),
             ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://b.example"}"#), ("GET /v1/instances/words", nil),

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -9,7 +10,7 @@ struct DurabilityTests {
     @Test("a restart restores every field of every instance, and sequence numbers continue")
     func restartEquality() throws {
         let server = try TestServer()
-        var c = try server.connect()
+        var c = server.router()
         // One instance exercising every stored field: window, breadcrumb with scene, counters, buffered action.
         try c.makeInstance("rich", events: ["didFinishLaunching", "willConnectToWindow"])
         _ = try c.request("POST", "/v1/instances/rich/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#)
@@ -31,7 +32,7 @@ struct DurabilityTests {
         let lastSequence = server.service!.store.lastSequence
 
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         let after = try ids.map { try c.request("GET", "/v1/instances/\($0)").body }
         let historyAfter = try ids.map { try c.request("GET", "/v1/instances/\($0)/history").body }
         #expect(after == before)
@@ -43,7 +44,7 @@ struct DurabilityTests {
         // (nor the deletion record's, the next number, once it expires).
         _ = try c.request("DELETE", "/v1/instances/bg")
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         let afterDelete = try c.event("rich", #"{"event": "willConnectToWindow", "window": "w"}"#)
         #expect(afterDelete.json["sequence"] as? Int == Int(lastSequence) + 3)
     }
@@ -51,7 +52,7 @@ struct DurabilityTests {
     @Test("Idempotency-Key: same request replays without applying twice; a different one is refused")
     func idempotency() throws {
         let server = try TestServer()
-        var c = try server.connect()
+        var c = server.router()
         try c.makeInstance("app", events: coldStart)
         let key = [("Idempotency-Key", "abc-123")]
         let first = try c.event("app", #"{"event": "willResignActive"}"#, headers: key)
@@ -73,7 +74,7 @@ struct DurabilityTests {
         let create = [("Idempotency-Key", "create-1")]
         let created = try c.request("POST", "/v1/instances", json: "{}", headers: create)
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         let replayed = try c.request("POST", "/v1/instances", json: "{}", headers: create)
         #expect(created.status == 201 && replayed.status == 201 && replayed.body == created.body)
         #expect(try c.request("GET", "/v1/instances").json["items"].map { ($0 as? [Any])?.count } == 2)
@@ -84,7 +85,7 @@ struct DurabilityTests {
     @Test("retention keeps the newest records and says older ones were dropped")
     func retention() throws {
         let server = try TestServer { $0.historyLimit = 5 }
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app", events: coldStart)
         for i in 0..<9 { _ = try c.event("app", i % 2 == 0 ? #"{"event": "willResignActive"}"# : #"{"event": "didBecomeActive"}"#) }
         let page = try c.request("GET", "/v1/instances/app/history").json
@@ -100,7 +101,7 @@ struct DurabilityTests {
     @Test("history gives the oldest record kept by sequence number, as `after` counts, and by version")
     func retentionNumberings() throws {
         let server = try TestServer { $0.historyLimit = 3 }
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app", events: coldStart)
         try c.makeInstance("other")
         var sequences: [Int] = []
@@ -132,7 +133,7 @@ struct DurabilityTests {
         #expect(empty["olderDropped"] as? Bool == false)
     }
 
-    @Test("a full disk answers 503 with Retry-After and changes nothing", TestStore.sqliteFileOnly)
+    @Test("a full disk answers 503 with Retry-After and changes nothing", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func fullDisk() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }
         let c = try server.connect()

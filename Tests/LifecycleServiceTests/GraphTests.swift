@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
@@ -49,7 +50,7 @@ struct GraphTests {
     @Test("each built-in model's SVG parses as XML: one node state-<name> per state with its kind, one edge per row")
     func builtinSVGs() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         for model in [Model.iosApp, Model.androidActivity] {
             let response = try c.request("GET", "/v1/models/\(model.name)/graph.svg")
             #expect(response.status == 200)
@@ -81,7 +82,7 @@ struct GraphTests {
     @Test("graph.dot is the model's DOT text; an unknown model is a 404 problem for both")
     func dotAndUnknownModel() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let dot = try c.request("GET", "/v1/models/android-activity/graph.dot")
         #expect(dot.status == 200)
         #expect(dot.header("content-type") == "text/vnd.graphviz; charset=utf-8")
@@ -96,7 +97,7 @@ struct GraphTests {
     @Test("an ETag per document: If-None-Match with it (weak or strong, or *) is 304 without a body, another tag 200")
     func conditionalRequests() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         for path in ["/v1/models/ios-app/graph.svg", "/v1/models/ios-app/graph.dot"] {
             let first = try c.request("GET", path)
             let etag = try #require(first.header("etag"))
@@ -128,7 +129,7 @@ struct GraphTests {
         let models = TemporaryDirectory()
         try model.write(toFile: models.path + "/odd.json", atomically: true, encoding: .utf8)
         let server = try TestServer { $0.modelsDirectory = models.path }
-        let response = try server.connect().request("GET", "/v1/models/odd/graph.svg")
+        let response = try server.router().request("GET", "/v1/models/odd/graph.svg")
         #expect(response.status == 200)
         let svg = try SVGContents.parse(response.body)
         // XML cannot carry the tab: it is U+FFFD in the graph.
@@ -146,7 +147,7 @@ struct GraphTests {
         // A process of its own, which is killed if a drawing holds it (a drawing cannot be stopped).
         let server = try LifecycledProcess.serving(dataDirectory: models.path + "/data", extra: ["--models-dir", models.path, "--threads", "2"])
         defer { server.signal(SIGTERM); server.finish(within: 10) }
-        let c = try HTTPConnection(port: server.port, timeout: 5)
+        let c = try WireClient(port: server.port, timeout: 5)
         var bodies: [[UInt8]] = []
         for _ in 0..<2 {
             let started = Date()
@@ -157,8 +158,8 @@ struct GraphTests {
             bodies.append(refused.body)
         }
         #expect(bodies[0] == bodies[1])
-        #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/healthz").status == 200)
-        #expect(try HTTPConnection(port: server.port, timeout: 5).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
+        #expect(try WireClient(port: server.port, timeout: 5).request("GET", "/healthz").status == 200)
+        #expect(try WireClient(port: server.port, timeout: 5).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
         #expect(try c.request("GET", "/v1/models/huge/graph.dot").status == 200)
         #expect(server.waitForLogLine(containing: ["level=warning", "msg=\"graph not drawn: model too large\"", "model=huge states=400 rows=3635 limit=150"]) != nil)
     }
@@ -174,7 +175,7 @@ struct GraphTests {
         )
         defer { server.signal(SIGTERM); server.finish() }
         let wait = 0.3
-        let c = try HTTPConnection(port: server.port)
+        let c = try WireClient(port: server.port)
         // The built-in models are drawn at start; the first drawing loads Graphviz's plugins.
         for model in ["ios-app", "android-activity"] {
             let drawn = try poll(within: 30) { try c.request("GET", "/v1/models/\(model)/graph.svg") }
@@ -189,8 +190,8 @@ struct GraphTests {
         #expect(waited >= wait && waited < wait + 2, "\(waited) s")
         // The one HTTP thread is free while Graphviz draws.
         started = Date()
-        #expect(try HTTPConnection(port: server.port).request("GET", "/healthz").status == 200)
-        #expect(try HTTPConnection(port: server.port).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
+        #expect(try WireClient(port: server.port).request("GET", "/healthz").status == 200)
+        #expect(try WireClient(port: server.port).request("GET", "/v1/models/ios-app/graph.svg").status == 200)
         #expect(Date().timeIntervalSince(started) < 1)
         // The drawing has outlasted the wait: the next request does not wait again.
         started = Date()

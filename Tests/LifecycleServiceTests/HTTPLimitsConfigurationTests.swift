@@ -1,7 +1,7 @@
 import Testing
 @testable import LifecycleService
 
-@Suite("HTTP limit flags")
+@Suite("HTTP limit flags", .sqliteOnly("parses flags; opens no store"))
 struct HTTPLimitsConfigurationTests {
     @Test("connection limits and the request timeout, from flags or the environment, with safe defaults")
     func limits() throws {

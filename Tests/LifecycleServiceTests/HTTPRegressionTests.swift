@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
@@ -7,7 +8,7 @@ import Testing
 @Suite("HTTP layer regressions")
 struct HTTPRegressionTests {
     /// The instance ids in the list, so a test can see that nothing appeared or vanished.
-    static func ids(_ c: HTTPConnection) throws -> [String] {
+    static func ids(_ c: WireClient) throws -> [String] {
         let items = try c.request("GET", "/v1/instances").json["items"] as? [[String: Any]] ?? []
         return items.compactMap { $0["id"] as? String }
     }
@@ -53,7 +54,7 @@ struct HTTPRegressionTests {
             "POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nContent-Length: \(5 + smuggled.utf8.count)\r\n\r\n0\r\n\r\n" + smuggled,
         ]
         for attempt in attempts {
-            let raw = try RawSocket(port: server.port)
+            let raw = try WireClient(port: server.port)
             raw.send(attempt)
             let response = try raw.readResponse()
             #expect(response.status == 400 && response.header("connection")?.lowercased() == "close")
@@ -65,7 +66,7 @@ struct HTTPRegressionTests {
 
         // A bad Content-Length gets one answer, not its header block twice.
         for length in ["-1", "+2", "2, 2"] {
-            let raw = try RawSocket(port: server.port)
+            let raw = try WireClient(port: server.port)
             raw.send("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n{}")
             let text = String(decoding: raw.readAll(within: 10), as: UTF8.self)
             #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "Content-Length: \(length): \(text)")
@@ -73,7 +74,7 @@ struct HTTPRegressionTests {
         }
 
         // An unknown transfer coding is 501 at once, not a connection held for a minute.
-        let gzip = try RawSocket(port: server.port)
+        let gzip = try WireClient(port: server.port)
         gzip.send("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip\r\n\r\n")
         let refused = try? gzip.readResponse(within: 5)
         #expect(refused?.status == 501 && refused?.header("content-type") == "application/problem+json")
@@ -85,7 +86,7 @@ struct HTTPRegressionTests {
         let server = try TestServer()
         // 300 connections from one address, each sending a request: at most the default
         // limit (256) are served, the rest are closed without an answer.
-        let sockets = try (0..<300).map { _ in try RawSocket(port: server.port, from: "127.0.0.7") }
+        let sockets = try (0..<300).map { _ in try WireClient(port: server.port, source: "127.0.0.7") }
         for socket in sockets { socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") }
         var statuses: [Int: Int] = [:]
         var refused = 0
@@ -103,7 +104,7 @@ struct HTTPRegressionTests {
         #expect(served <= 256 && served > 0, "\(statuses)")
         #expect(refused >= 300 - 256, "closed without an answer: \(refused); answered: \(statuses)")
         #expect(hanging == 0, "no client is left hanging")
-        let other = try RawSocket(port: server.port, from: "127.0.0.8")
+        let other = try WireClient(port: server.port, source: "127.0.0.8")
         other.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(try other.readResponse().status == 200)
     }
@@ -119,7 +120,7 @@ struct HTTPRegressionTests {
             ("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "b", count: 17000))\r\n\r\n", 431),
         ]
         for (request, status) in cases {
-            let raw = try RawSocket(port: server.port)
+            let raw = try WireClient(port: server.port)
             raw.send(request)
             let response = try raw.readResponse()
             #expect(response.status == status)
@@ -127,7 +128,7 @@ struct HTTPRegressionTests {
             #expect(response.json["status"] as? Int == status)
         }
 
-        let absolute = try RawSocket(port: server.port)
+        let absolute = try WireClient(port: server.port)
         absolute.send("GET http://127.0.0.1:\(server.port)/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(try absolute.readResponse().status == 200)
 
@@ -145,7 +146,7 @@ struct HTTPRegressionTests {
 
     /// One raw request on a fresh connection, and its answer.
     static func exchange(_ server: TestServer, _ request: String) throws -> HTTPResponse {
-        let raw = try RawSocket(port: server.port)
+        let raw = try WireClient(port: server.port)
         raw.send(request)
         return try raw.readResponse(isHead: request.hasPrefix("HEAD "))
     }
@@ -268,7 +269,7 @@ struct HTTPRegressionTests {
         let c = try server.connect()
         try c.makeInstance("app")
         for path in ["/v1/stream", "/v1/instances/app/stream"] {
-            let raw = try RawSocket(port: server.port)
+            let raw = try WireClient(port: server.port)
             raw.send("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let head = try raw.readResponse(isHead: true)
             #expect(head.status == 200 && head.header("content-type")?.hasPrefix("text/event-stream") == true, "\(path)")
@@ -279,7 +280,7 @@ struct HTTPRegressionTests {
             #expect(raw.isClosed)
         }
         // Every other HEAD answer has no body either, and the next request on the connection is read as one.
-        let raw = try RawSocket(port: server.port)
+        let raw = try WireClient(port: server.port)
         for path in ["/healthz", "/v1/instances", "/v1/instances/app", "/v1/models/ios-app/graph.svg", "/", "/nothing", "/v1/instances/none"] {
             raw.send("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             _ = try raw.readResponse(isHead: true)

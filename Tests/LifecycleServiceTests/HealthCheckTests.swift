@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ struct HealthCheckTests {
         #expect(run.stderr.contains("invalid value \"eighty\" for --port"), "\(run.stderr)")
     }
 
-    @Test("storage that cannot commit: unhealthy, with the service's reason")
+    @Test("storage that cannot commit: unhealthy, with the service's reason", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func storageFailing() throws {
         let server = try TestServer { $0.maxDatabasePages = 12 }
         let c = try server.connect()
@@ -64,18 +65,11 @@ struct HealthCheckTests {
     @Test("a listener that never answers: unhealthy once the timeout has passed, not waited on")
     func noAnswer() throws {
         // Accepted by the kernel's backlog, never read: connect succeeds, no answer comes.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        try #require(bound == 0 && listen(fd, 8) == 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let listener = try LoopbackListener(listening: true)
+        defer { withExtendedLifetime(listener) {} }
 
         var configuration = Configuration()
-        configuration.port = UInt16(bigEndian: address.sin_port)
+        configuration.port = listener.port
         #expect {
             _ = try HealthCheck(configuration: configuration, timeout: .milliseconds(300)).run()
         } throws: { error in

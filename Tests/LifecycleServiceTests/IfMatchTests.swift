@@ -2,7 +2,7 @@ import Testing
 @testable import LifecycleService
 @testable import MicroHTTP
 
-@Suite("If-Match")
+@Suite("If-Match", .sqliteOnly("parses headers; opens no store"))
 struct IfMatchTests {
     static func versions(_ value: String?) throws(Problem) -> [Int64]? {
         try Request(method: "POST", path: "/", headers: value.map { [("if-match", $0)] } ?? []).expectedVersions()

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -8,7 +9,7 @@ struct InstanceLimitTests {
     @Test("past --max-instances a create is 507 with a problem and changes nothing; a delete makes room")
     func limit() throws {
         let server = try TestServer { $0.maxInstances = 3 }
-        let c = try server.connect()
+        let c = server.router()
         for id in ["a", "b", "c"] { #expect(try c.request("PUT", "/v1/instances/\(id)", json: "{}").status == 201) }
         let refused = try c.request("POST", "/v1/instances", json: #"{"id": "d"}"#)
         #expect(refused.status == 507 && refused.header("content-type") == "application/problem+json")
@@ -21,7 +22,7 @@ struct InstanceLimitTests {
         #expect(try c.request("PUT", "/v1/instances/e", json: "{}").status == 507)
         // Also after a restart, which loads what is stored.
         try server.restart()
-        #expect(try server.connect().request("PUT", "/v1/instances/e", json: "{}").status == 507)
+        #expect(try server.router().request("PUT", "/v1/instances/e", json: "{}").status == 507)
     }
 
     @Test("creates arriving together, in one group commit, never pass the limit")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -22,7 +23,7 @@ struct ListIndexTests {
         }
         #expect(group.wait(timeout: .now() + 120) == .success)
         #expect(created.load(ordering: .relaxed) == count)
-        let c = try server.connect()
+        let c = server.router()
         #expect(try c.event("i-19999", #"{"event": "didFinishLaunching"}"#).status == 200)
 
         let before = registry.instancesReadByLists
@@ -45,7 +46,7 @@ struct ListIndexTests {
     @Test("the index follows every change: transitions, relaunches, deletes, and a re-create with another model")
     func indexMatchesInstances() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let iosPaths: [[String]] = [[], ["didFinishLaunching"], coldStart, coldStart + ["didEnterBackground"]]
         let androidPaths: [[String]] = [[], ["onCreate"], ["onCreate", "onStart"], ["onCreate", "onStart", "onResume"]]
         for i in 0..<40 {
@@ -75,7 +76,7 @@ struct ListIndexTests {
         #expect(answers.map(\.status) == [204, 201, 204, 201, 200])
 
         /// Every filter, paged 3 at a time, against the unfiltered list filtered here.
-        func checkEveryFilter(_ c: HTTPConnection) throws {
+        func checkEveryFilter(_ c: some APIClient) throws {
             func ids(_ query: String) throws -> [String] {
                 var seen: [String] = []
                 var cursor: String?
@@ -112,13 +113,13 @@ struct ListIndexTests {
         try checkEveryFilter(c)
         // Start-up builds the index in one pass from the store: the same answers.
         try server.restart()
-        try checkEveryFilter(try server.connect())
+        try checkEveryFilter(server.router())
     }
 
     @Test("a filter value no loaded model has is refused with 400 naming the valid ones")
     func unknownFilterValues() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app")
         let state = try c.request("GET", "/v1/instances?state=nope")
         #expect(state.status == 400 && state.header("content-type") == "application/problem+json")
@@ -144,7 +145,7 @@ struct ListIndexTests {
     @Test("an unknown event or action is refused with 422 suggesting the closest name")
     func unknownNames() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching", "willConnectToWindow"])
         let event = try c.event("app", #"{"event": "didBecomeActiv"}"#)
         #expect(event.status == 422)
@@ -156,7 +157,7 @@ struct ListIndexTests {
     }
 }
 
-@Suite("sorted id chunks")
+@Suite("sorted id chunks", .sqliteOnly("a data structure; opens no store"))
 struct SortedIDsTests {
     @Test("inserts, removals and pages agree with a plain sorted array across many chunks")
     func matchesSortedArray() {

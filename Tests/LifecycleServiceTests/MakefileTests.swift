@@ -1,11 +1,12 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The Makefile's two commands, read as `make -n` prints them (nothing is installed or run):
 /// `make run` installs what building and running need and nothing else, and every Python
 /// step of `make test` runs in the virtual environment it makes, so that neither needs a
 /// pip install into the system's Python (refused by Debian's, PEP 668) (issue 21, item 1).
-@Suite("Makefile")
+@Suite("Makefile", .sqliteOnly("reads the Makefile; opens no store"))
 struct MakefileTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -82,5 +83,16 @@ struct MakefileTests {
         // The Swift tests that start a Python (Tests/metrics/parse.py) are told which.
         let makefile = try String(contentsOf: Self.root.appendingPathComponent("Makefile"), encoding: .utf8)
         #expect(makefile.contains("export LIFECYCLED_TEST_PYTHON = $(abspath $(VENV_PYTHON))"))
+    }
+
+    @Test("make postgres-test runs the whole service test target on PostgreSQL: no list of suites, so a new suite runs there unless it is marked .sqliteOnly")
+    func postgresPassRunsEverySuite() throws {
+        let commands = try Self.dryRun("postgres-test")
+        let runs = commands.split(separator: "\n").filter { $0.contains("swift test") }
+        #expect(runs.count == 1, "\(commands)")
+        let run = String(runs.first ?? "")
+        #expect(run.contains("LIFECYCLED_TEST_STORE=postgres"), "\(run)")
+        #expect(run.hasSuffix("swift test --filter LifecycleServiceTests"), "\(run)")
+        #expect(!run.contains("--skip"), "\(run)")
     }
 }

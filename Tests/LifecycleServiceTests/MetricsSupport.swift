@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -157,7 +158,7 @@ final class ExpositionParser: Sendable {
     }
 }
 
-extension HTTPConnection {
+extension WireClient {
     /// `GET /metrics`, checked for status and content type, and parsed.
     func scrape() throws -> Scrape {
         let response = try request("GET", "/metrics")
@@ -171,10 +172,10 @@ extension HTTPConnection {
 /// A connection that counts its requests by method, route template and status, as the
 /// request counters should.
 final class CountingConnection {
-    let connection: HTTPConnection
+    let connection: WireClient
     private(set) var answered: [[String]: Double] = [:]
 
-    init(_ connection: HTTPConnection) {
+    init(_ connection: WireClient) {
         self.connection = connection
     }
 

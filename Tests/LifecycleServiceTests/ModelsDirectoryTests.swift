@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
@@ -25,7 +26,7 @@ struct ModelsDirectoryTests {
         let models = TemporaryDirectory()
         try doorModel.write(toFile: models.path + "/door.json", atomically: true, encoding: .utf8)
         let server = try TestServer { $0.modelsDirectory = models.path }
-        let c = try server.connect()
+        let c = server.router()
         let names = (try c.request("GET", "/v1/models").json["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
         #expect(names == ["android-activity", "door", "ios-app"])
         try c.makeInstance("front", model: "door")

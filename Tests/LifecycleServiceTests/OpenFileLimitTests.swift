@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -20,10 +21,13 @@ struct OpenFileLimitTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "ulimit -Sn 1024 && exec \"$0\" \"$@\"", lifecycledPath, "--port", String(port), "--data-dir", data.path]
+        if let url = try TestStore.databaseURL(for: data.path) {
+            process.environment = ProcessInfo.processInfo.environment.merging(["LIFECYCLED_DATABASE_URL": url]) { $1 }
+        }
         process.standardError = errors.writeEnd
         try process.run()
         try errors.writeEnd.close()
-        #expect(eventually(within: 20) { (try? HTTPConnection(port: port).request("GET", "/healthz"))?.status == 200 })
+        #expect(eventually(within: 20) { (try? WireClient(port: port).request("GET", "/healthz"))?.status == 200 })
         let limits = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8)) ?? ""
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()

@@ -1,11 +1,12 @@
 import Foundation
+import TestSupport
 import LifecycleStore
 import Testing
 @testable import LifecycleService
 
 /// Posts `count` `openURL` actions to `id`, each with a url of `urlBytes` bytes, and returns
 /// the sequence numbers answered. Buffered, each record repeats the url it replaced.
-func postLargeActions(_ c: HTTPConnection, _ id: String, count: Int, urlBytes: Int) throws -> [Int64] {
+func postLargeActions(_ c: some APIClient, _ id: String, count: Int, urlBytes: Int) throws -> [Int64] {
     let url = "https://example.com/" + String(repeating: "u", count: urlBytes - 20)
     return try (0..<count).map { _ in
         let response = try c.request("POST", "/v1/instances/\(id)/actions", json: #"{"action": "openURL", "url": "\#(url)"}"#)
@@ -31,7 +32,7 @@ struct PageBoundTests {
     @Test("a history page of large records stops at --page-bytes (4 MiB) and says where to continue; following it gets every record once, in order")
     func historyPageStopsAtItsBytes() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("heavy")
         // 300 records of about 16 KiB: about 4.8 MiB, more than one page holds.
         let posted = try postLargeActions(c, "heavy", count: 300, urlBytes: 8192)
@@ -76,7 +77,7 @@ struct PageBoundTests {
     @Test("an instance list page of instances with large buffered actions stops at --page-bytes and gives nextCursor; following it lists every instance once, in id order")
     func listPageStopsAtItsBytes() throws {
         let server = try TestServer { $0.pageBytes = 65536 }
-        let c = try server.connect()
+        let c = server.router()
         // 40 instances, each holding an action of an 8000-byte url buffered (an instance that
         // has not launched buffers it): about 8 KiB each, about 330 KiB in all.
         let ids = (0..<40).map { "big-\(1000 + $0)" }
@@ -106,7 +107,7 @@ struct PageBoundTests {
     @Test("a string parameter longer than 8192 characters gets a 422 problem and stores nothing; 8192 are taken")
     func parameterTooLong() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("app")
         let before = try snapshot(c, "app")
         for url in [String(repeating: "u", count: 8193), String(repeating: "€", count: 8193)] {

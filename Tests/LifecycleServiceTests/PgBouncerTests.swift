@@ -1,5 +1,5 @@
 import Foundation
-import PostgresSupport
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +24,7 @@ func runPSQL(_ url: String, _ sql: String) throws -> String {
     return printed
 }
 
-@Suite("replicas through PgBouncer", .serialized)
+@Suite("replicas through PgBouncer", .serialized, .sqliteOnly("its replicas run on a PostgreSQL of their own in either pass"))
 struct PgBouncerTests {
     @Test("two replicas write and read through PgBouncer in transaction mode, LISTEN on a direct connection: a stream on one replica gets the other's records at once")
     func throughPgBouncer() throws {
@@ -38,8 +38,8 @@ struct PgBouncerTests {
         let replicas = try Replicas(2, databaseURL: try cluster.throughPgBouncer(direct), listenURL: direct, extra: ["--poll-interval", "60"])
         let subscriber = try ReplicaSubscriber(port: replicas.ports[1], after: 0)
         defer { subscriber.stop() }
-        #expect(try HTTPConnection(port: replicas.ports[0]).makeInstance("b-0", events: coldStart).status == 200)
-        #expect(try HTTPConnection(port: replicas.ports[1]).makeInstance("b-1", events: coldStart).status == 200)
+        #expect(try WireClient(port: replicas.ports[0]).makeInstance("b-0", events: coldStart).status == 200)
+        #expect(try WireClient(port: replicas.ports[1]).makeInstance("b-1", events: coldStart).status == 200)
 
         let writers = ReplicaWriters(4, ports: replicas.ports, writes: 50) { "b-\($0 % 2)" }
         #expect(writers.wait(within: 240))
@@ -49,7 +49,7 @@ struct PgBouncerTests {
 
         // Reads on each replica: histories hold exactly the answered records, in contiguous versions.
         for (replica, port) in replicas.ports.enumerated() {
-            let c = try HTTPConnection(port: port)
+            let c = try WireClient(port: port)
             for id in ["b-0", "b-1"] {
                 let history = try c.fullHistory(id, pageSize: 30)
                 let versions = history.compactMap { $0["version"] as? Int }
@@ -63,7 +63,7 @@ struct PgBouncerTests {
         }
 
         // One more write on replica 0 alone: replica 1's stream has it well before its next poll.
-        let last = try HTTPConnection(port: replicas.ports[0]).request(
+        let last = try WireClient(port: replicas.ports[0]).request(
             "POST", "/v1/instances/b-0/actions", json: #"{"action": "openURL", "url": "https://example.com/last"}"#
         )
         let lastSequence = try #require(committedRecord(last)?.sequence, "\(last.text)")

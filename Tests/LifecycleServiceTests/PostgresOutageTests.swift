@@ -1,12 +1,12 @@
 import Foundation
-import PostgresSupport
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
 
 /// Replicas while their PostgreSQL goes away and comes back (a cluster of this test's own,
 /// stopped with a fast shutdown): no restart of lifecycled, nothing acknowledged lost.
-@Suite("replicas through a PostgreSQL outage", .serialized)
+@Suite("replicas through a PostgreSQL outage", .serialized, .sqliteOnly("its replicas run on a PostgreSQL of their own in either pass"))
 struct PostgresOutageTests {
     @Test("PostgreSQL stopped: writes get 503 with a problem body and /healthz says why; started again: writes succeed and /healthz recovers without a restart; nothing acknowledged is lost")
     func outage() throws {
@@ -15,7 +15,7 @@ struct PostgresOutageTests {
         let replicas = try Replicas(2, databaseURL: try cluster.makeDatabase())
         let subscriber = try ReplicaSubscriber(port: replicas.ports[1], after: 0)
         defer { subscriber.stop() }
-        let c = try replicas.ports.map { try HTTPConnection(port: $0) }
+        let c = try replicas.ports.map { try WireClient(port: $0) }
         #expect(try c[0].makeInstance("o-0", events: coldStart).status == 200)
         #expect(try c[1].makeInstance("o-1", events: coldStart).status == 200)
 
@@ -127,7 +127,7 @@ struct PostgresOutageTests {
             2, databaseURL: try cluster.makeDatabase(),
             extra: ["--threads", "2", "--database-timeout", String(timeout), "--database-read-timeout", String(readTimeout)]
         )
-        let c = try replicas.ports.map { try HTTPConnection(port: $0) }
+        let c = try replicas.ports.map { try WireClient(port: $0) }
         #expect(try c[0].makeInstance("h-0", events: coldStart).status == 200)
         let action = { (key: String) in #"{"action": "openURL", "url": "https://example.com/\#(key)"}"# }
         var answered: [String: HTTPResponse] = [:]
@@ -266,7 +266,7 @@ final class PendingRequest: Sendable {
         let started = ContinuousClock.now
         Thread.detachNewThread { [self] in
             let answer = Result { () throws -> HTTPResponse in
-                let connection = try HTTPConnection(port: port)
+                let connection = try WireClient(port: port)
                 return try json.map { try connection.request(method, path, json: $0, headers: headers) } ?? connection.request(method, path)
             }
             outcome.withLock { $0 = (answer, (ContinuousClock.now - started) / .seconds(1)) }
@@ -283,7 +283,7 @@ final class PendingRequest: Sendable {
     }
 }
 
-@Suite("database timeout flags")
+@Suite("database timeout flags", .sqliteOnly("parses flags; opens no store"))
 struct DatabaseTimeoutConfigurationTests {
     @Test("--database-timeout and --database-read-timeout, from flags or the environment, default to 5 s and 1 s and refuse no bound at all")
     func timeouts() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import MicroHTTP
 import Testing
 @testable import LifecycleService
@@ -44,7 +45,7 @@ struct ProblemTypeTests {
     @Test("the types a live server answers with resolve to their pages on it")
     func liveTypesResolve() throws {
         let server = try TestServer()
-        let http = try server.connect()
+        let http = server.router()
         _ = try http.request("PUT", "/v1/instances/typed")
         let unexpected = try http.event("typed", #"{"event": "didEnterBackground"}"#)
         let missing = try http.request("GET", "/v1/instances/absent")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -11,55 +12,6 @@ let lifecycledPath: String = {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     return root.appendingPathComponent(".build/debug/lifecycled").path
 }()
-
-/// A free loopback port, found by binding port 0 and letting it go.
-func freePort() -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return UInt16(bigEndian: address.sin_port)
-}
-
-/// Collects what a pipe carries, read as it arrives so the writer never blocks on a full pipe.
-final class PipeCollector: @unchecked Sendable {
-    /// The end the child writes to (its stdout or stderr).
-    let writeEnd: FileHandle
-    private let lock = NSLock()
-    private var data = Data()
-    private let done = DispatchSemaphore(value: 0)
-
-    init() {
-        // Both ends close-on-exec from the start (a socket pair made with SOCK_CLOEXEC, not a
-        // pipe marked afterwards): otherwise a child spawned meanwhile by a test running in
-        // parallel inherits the write end, and end-of-file never comes while that child lives.
-        var fds: [Int32] = [-1, -1]
-        precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0, "socketpair failed")
-        writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
-        let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
-        Thread.detachNewThread { [self] in
-            while true {
-                let chunk = readEnd.availableData
-                if chunk.isEmpty { break }
-                lock.withLock { data.append(chunk) }
-            }
-            done.signal()
-        }
-    }
-
-    /// What has arrived so far.
-    var received: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
-
-    /// Everything written, once every writer has closed the pipe.
-    func finish() -> String {
-        done.wait()
-        return lock.withLock { String(decoding: data, as: UTF8.self) }
-    }
-}
 
 /// `lifecycled` running as its own process.
 final class LifecycledProcess {
@@ -106,7 +58,7 @@ final class LifecycledProcess {
         )
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
-            if let c = try? HTTPConnection(port: port), (try? c.request("GET", "/healthz"))?.status == 200 { return server }
+            if let c = try? WireClient(port: port), (try? c.request("GET", "/healthz"))?.status == 200 { return server }
             guard server.process.isRunning else { break }
             usleep(pollMicroseconds)
         }

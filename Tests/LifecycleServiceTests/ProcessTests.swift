@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
@@ -51,7 +52,7 @@ struct ProcessTests {
         let server = try LifecycledProcess(arguments: [], environment: ["LIFECYCLED_PORT": String(port), "LIFECYCLED_DATA_DIR": data.path, "LIFECYCLED_LOG_LEVEL": "debug"])
         var answered = false
         for _ in 0..<500 where !answered {
-            answered = (try? HTTPConnection(port: port).request("GET", "/healthz"))?.status == 200
+            answered = (try? WireClient(port: port).request("GET", "/healthz"))?.status == 200
             if !answered { usleep(20_000) }
         }
         #expect(answered)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -157,7 +158,7 @@ struct RateLimitTests {
 
         // A write with a body is refused at its head too, and its connection closed.
         let write = try server.connect()
-        try write.send(Array("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n".utf8))
+        try #require(write.send(Array("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n".utf8)))
         let refusedWrite = try write.readResponse()
         #expect(refusedWrite.status == 429 && refusedWrite.header("connection")?.lowercased() == "close")
         #expect(write.isClosedByPeer())

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
@@ -28,7 +29,7 @@ struct RawSocketTests {
     /// Sends `request` on a fresh connection, whose answer closes it; returns every response
     /// received until the server closed (or 10 seconds passed).
     static func exchange(_ server: TestServer, _ request: [UInt8]) throws -> (responses: [HTTPResponse], isClosed: Bool) {
-        let raw = try RawSocket(port: server.port)
+        let raw = try WireClient(port: server.port)
         raw.send(request)
         let isClosed = raw.waitForClose(within: 10)
         var responses: [HTTPResponse] = []
@@ -73,7 +74,7 @@ struct RawSocketTests {
         #expect(old.responses.map(\.status) == [400] && old.isClosed)
         try Self.expectUnharmed(server, victim)
 
-        let raw = try RawSocket(port: server.port)
+        let raw = try WireClient(port: server.port)
         raw.send("PUT /v1/instances/spaced HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding:  Chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
         #expect(try raw.readResponse().status == 201)
         // A trailing space made libmicrohttpd read the body to the end of the connection.
@@ -86,9 +87,9 @@ struct RawSocketTests {
         // One daemon thread, so both clients are on it: the refused header block is not the
         // request line that thread parsed last.
         let (server, victim) = try Self.server { $0.threads = 1 }
-        let slow = try RawSocket(port: server.port)
+        let slow = try WireClient(port: server.port)
         slow.send("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        let other = try RawSocket(port: server.port)
+        let other = try WireClient(port: server.port)
         #expect(other.exchangeHealth() == 200)
         slow.send("Content-Length: 2, 2\r\n\r\n{}")
         let text = String(decoding: slow.readAll(within: 10), as: UTF8.self)
@@ -101,7 +102,7 @@ struct RawSocketTests {
     @Test("pipelined requests are answered in order on one connection")
     func pipelined() throws {
         let (server, _) = try Self.server()
-        let raw = try RawSocket(port: server.port)
+        let raw = try WireClient(port: server.port)
         let event = #"{"event": "didFinishLaunching"}"#
         raw.send(
             "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -130,7 +131,7 @@ struct RawSocketTests {
             "PUT /v1/instances/half HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"mod",
         ]
         for piece in pieces {
-            let raw = try RawSocket(port: server.port)
+            let raw = try WireClient(port: server.port)
             raw.send(piece)
             raw.finishSending()
             #expect(raw.waitForClose(within: 10), "\(piece)")
@@ -146,7 +147,7 @@ struct RawSocketTests {
     func badTargets(target: String) throws {
         let (server, victim) = try Self.server()
         // The framing is sound, so the connection stays usable: a request after it is answered.
-        let raw = try RawSocket(port: server.port)
+        let raw = try WireClient(port: server.port)
         raw.send("DELETE \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         let refused = try raw.readResponse()
         #expect(refused.status == 400 && refused.header("content-type") == "application/problem+json")
@@ -158,7 +159,7 @@ struct RawSocketTests {
     func rawBytesInTarget() throws {
         let (server, victim) = try Self.server()
         for bytes: [UInt8] in [[0xFF], [0xC3, 0xA9], [0x01], [0x7F]] {
-            let raw = try RawSocket(port: server.port)
+            let raw = try WireClient(port: server.port)
             raw.send(Array("DELETE /v1/instances/victim".utf8) + bytes + Array(" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
             #expect(try raw.readResponse().status == 400, "\(bytes)")
         }
@@ -193,7 +194,7 @@ struct RawSocketTests {
         let (server, victim) = try Self.server { $0.requestTimeout = 1 }
 
         // A header a tenth of a second, for ever: closed once the request deadline passes.
-        let headers = try RawSocket(port: server.port)
+        let headers = try WireClient(port: server.port)
         headers.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         var isCut = false
         for line in 0..<200 where !isCut {
@@ -203,7 +204,7 @@ struct RawSocketTests {
         #expect(isCut, "a trickle of headers keeps no connection open")
 
         // A body a byte at a time: answered 408, then closed.
-        let body = try RawSocket(port: server.port)
+        let body = try WireClient(port: server.port)
         body.send("PUT /v1/instances/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
         var isClosed = false
         for _ in 0..<200 where !isClosed {
@@ -215,7 +216,7 @@ struct RawSocketTests {
         #expect(late.status == 408 && late.header("content-type") == "application/problem+json")
 
         // Idle after a request: the next request's deadline runs from the response.
-        let idle = try RawSocket(port: server.port)
+        let idle = try WireClient(port: server.port)
         idle.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(try idle.readResponse().status == 200)
         #expect(idle.waitForClose(within: 10))
@@ -232,10 +233,10 @@ struct RawSocketTests {
             $0.maxConnectionsPerClient = 12
         }
         let sources = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
-        var sockets: [(source: String, socket: RawSocket)] = []
+        var sockets: [(source: String, socket: WireClient)] = []
         for index in 0..<240 {
             let source = sources[index % sources.count]
-            sockets.append((source, try RawSocket(port: server.port, from: source)))
+            sockets.append((source, try WireClient(port: server.port, source: source)))
         }
         for (_, socket) in sockets { socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") }
         var served: [String: Int] = [:]
@@ -254,12 +255,12 @@ struct RawSocketTests {
 
         // The slots are freed as the clients go.
         sockets.removeAll()
-        #expect(eventually { (try? RawSocket(port: server.port, from: "127.0.0.2").exchangeHealth()) == 200 })
+        #expect(eventually { (try? WireClient(port: server.port, source: "127.0.0.2").exchangeHealth()) == 200 })
         try Self.expectUnharmed(server, victim)
     }
 }
 
-extension RawSocket {
+extension WireClient {
     /// The status of `GET /healthz` on this connection, or nil if refused.
     func exchangeHealth() -> Int? {
         send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")

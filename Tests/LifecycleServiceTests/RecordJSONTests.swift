@@ -1,11 +1,12 @@
 import Foundation
+import TestSupport
 import Testing
 import LifecycleKit
 import LifecycleStore
 import MicroHTTP
 @testable import LifecycleService
 
-@Suite("record JSON")
+@Suite("record JSON", .sqliteOnly("encodes records; opens no store"))
 struct RecordJSONTests {
     /// Records of every shape: from real machines driven by random inputs, plus hand-made
     /// ones with every optional member and awkward strings.
@@ -70,7 +71,7 @@ struct RecordInstanceTests {
     @Test("event, action, launch and 409 answers, and history, name the instance right after the sequence number")
     func answersAndHistory() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("my-iphone")
         let event = try c.event("my-iphone", #"{"event": "didFinishLaunching"}"#)
         #expect(event.text.hasPrefix(#"{"sequence":2,"instance":"my-iphone","version":1,"kind":"event","#), "\(event.text)")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import LifecycleKit
 import MicroHTTP
@@ -10,7 +11,7 @@ struct ReplayAndRenderTests {
     @Test("replaying POST /v1/instances without an id names the instance first created, in Location too")
     func replayNamesStoredInstance() throws {
         let server = try TestServer()
-        var c = try server.connect()
+        var c = server.router()
         let key = [("Idempotency-Key", "create-once")]
         let first = try c.request("POST", "/v1/instances", headers: key, body: [], contentType: nil)
         #expect(first.status == 201)
@@ -20,7 +21,7 @@ struct ReplayAndRenderTests {
         #expect(again.status == 201 && again.body == first.body)
         #expect(again.header("location") == "/v1/instances/\(id)")
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         let afterRestart = try c.request("POST", "/v1/instances", headers: key, body: [], contentType: nil)
         #expect(afterRestart.header("location") == "/v1/instances/\(id)" && afterRestart.body == first.body)
         #expect((try c.request("GET", "/v1/instances").json["items"] as? [Any])?.count == 1, "one instance was created")
@@ -29,7 +30,7 @@ struct ReplayAndRenderTests {
     @Test("replaying a create whose instance was deleted is refused with 409 naming it, and creates nothing")
     func replayAfterDelete() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         let key = [("Idempotency-Key", "gone-1")]
         let first = try c.request("POST", "/v1/instances", headers: key, body: [], contentType: nil)
         let id = try #require(first.json["id"] as? String)
@@ -54,7 +55,7 @@ struct ReplayAndRenderTests {
         #expect(try c.request("GET", "/v1/instances/named").json["model"] as? String == "android-activity")
     }
 
-    @Test("keys a version-2 database kept as responses replay the same answers after the upgrade, and apply nothing again", TestStore.sqliteFileOnly)
+    @Test("keys a version-2 database kept as responses replay the same answers after the upgrade, and apply nothing again", .sqliteOnly("writes a version-2 SQLite schema"))
     func replayAcrossUpgrade() throws {
         let server = try TestServer()
         var c = try server.connect()
@@ -125,7 +126,7 @@ struct ReplayAndRenderTests {
          "transitions": [{"from": "idle", "event": "start", "to": "on"}]}
         """.write(toFile: models.path + "/dial.json", atomically: true, encoding: .utf8)
         let server = try TestServer { $0.modelsDirectory = models.path }
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("knob", model: "dial")
         // HTTP bodies cannot carry infinity (the parser refuses it); the registry's own callers can.
         let answers = try commitAsOneBatch(server.service!.registry, [

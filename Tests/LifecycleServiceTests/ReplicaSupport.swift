@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 #if canImport(Glibc)
@@ -125,9 +126,9 @@ final class ReplicaSubscriber: Sendable {
         var lastEventID = after
         var isFirst = true
         while true {
-            let client: EventStreamClient
+            let client: EventStream
             do {
-                client = try EventStreamClient(port: port, path: "/v1/stream", headers: [("Last-Event-ID", String(lastEventID))])
+                client = try EventStream(port: port, path: "/v1/stream", headers: [("Last-Event-ID", String(lastEventID))])
                 guard client.status == 200 else { throw HTTPClientError(description: "GET /v1/stream on \(port) answered \(client.status)") }
             } catch {
                 state.withLock { $0.failure = "cannot subscribe on \(port): \(error)" }
@@ -231,7 +232,7 @@ final class ReplicaWriters: Sendable {
 
     private func run(writer: Int, ports: [UInt16], writes: Int, instance: String) {
         var replica = writer % ports.count
-        var connection: HTTPConnection?
+        var connection: WireClient?
         let deadline = Date().addingTimeInterval(240)
         for index in 0..<writes {
             let key = "w\(writer)-\(index)"
@@ -245,7 +246,7 @@ final class ReplicaWriters: Sendable {
                 }
                 let response: HTTPResponse
                 do {
-                    if connection == nil { connection = try HTTPConnection(port: ports[replica]) }
+                    if connection == nil { connection = try WireClient(port: ports[replica]) }
                     response = try connection!.request("POST", "/v1/instances/\(instance)/\(path)", json: json, headers: [("Idempotency-Key", key)])
                 } catch {
                     // The replica is gone (or going): the same request, with the same key, to the next one.

@@ -1,5 +1,5 @@
 import Foundation
-import PostgresSupport
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +7,7 @@ import Glibc
 
 /// Several `lifecycled` processes on one PostgreSQL database, as replicas behind a load
 /// balancer: any replica takes any write, and every replica's stream carries every record.
-@Suite("replicas on one PostgreSQL", .serialized)
+@Suite("replicas on one PostgreSQL", .serialized, .sqliteOnly("its replicas run on a PostgreSQL of their own in either pass"))
 struct ReplicaTests {
     static let writers = 8
     static let instances = 4
@@ -31,7 +31,7 @@ struct ReplicaTests {
         defer { subscribers.forEach { $0.stop() } }
         for index in 0..<Self.instances {
             // Each instance is made on another replica than the one before.
-            let made = try HTTPConnection(port: replicas.ports[index % replicas.count]).makeInstance("rep-\(index)", events: coldStart)
+            let made = try WireClient(port: replicas.ports[index % replicas.count]).makeInstance("rep-\(index)", events: coldStart)
             #expect(made.status == 200, "rep-\(index): \(made.text)")
         }
 
@@ -84,7 +84,7 @@ struct ReplicaTests {
 
         // Histories: contiguous versions; past the cold start, exactly the answered writes' records.
         let alive = replicas.alive
-        let reader = try HTTPConnection(port: replicas.ports[alive[0]])
+        let reader = try WireClient(port: replicas.ports[alive[0]])
         var historySizes: [String: Int] = [:]
         for index in 0..<Self.instances {
             let id = "rep-\(index)"
@@ -108,7 +108,7 @@ struct ReplicaTests {
             }
             // Every replica's cached instance catches up with the store.
             for replica in alive {
-                let c = try HTTPConnection(port: replicas.ports[replica])
+                let c = try WireClient(port: replicas.ports[replica])
                 #expect(
                     try eventually(within: 20) { try c.request("GET", "/v1/instances/\(id)").json["version"] as? Int == versions.last },
                     "replica \(replica) shows \(id) at version \(versions.last ?? 0)"
@@ -118,7 +118,7 @@ struct ReplicaTests {
 
         // Every write sent again, with its key, to another replica than the one that answered
         // it: the same answer, byte for byte, and nothing written.
-        let connections = try alive.map { try HTTPConnection(port: replicas.ports[$0]) }
+        let connections = try alive.map { try WireClient(port: replicas.ports[$0]) }
         for (index, answer) in answers.enumerated() {
             let writer = Int(answer.key.dropFirst().prefix { $0 != "-" })!
             let (path, json) = ReplicaWriters.body(writer: writer, index: Int(answer.key.split(separator: "-")[1])!, key: answer.key)
@@ -143,12 +143,12 @@ struct ReplicaTests {
         let replicas = try Replicas(
             2, databaseURL: try cluster.makeDatabase(), perReplica: [[], ["--database-listen-url", try cluster.makeDatabase(), "--poll-interval", "0.2"]]
         )
-        let writer = try HTTPConnection(port: replicas.ports[0])
+        let writer = try WireClient(port: replicas.ports[0])
         let deaf = try ReplicaSubscriber(port: replicas.ports[1], after: 0)
         defer { deaf.stop() }
         try writer.makeInstance("p", events: coldStart)
         #expect(deaf.waitForRecord(4, within: 20), "the stream on the replica without notifications reached 4; it is at \(deaf.lastRecordID)")
-        let listed = try HTTPConnection(port: replicas.ports[1]).request("GET", "/v1/instances").json["items"] as? [[String: Any]]
+        let listed = try WireClient(port: replicas.ports[1]).request("GET", "/v1/instances").json["items"] as? [[String: Any]]
         #expect(listed?.first?["state"] as? String == "foreground", "its copy caught up too: \(String(describing: listed))")
     }
 
@@ -159,8 +159,8 @@ struct ReplicaTests {
         // Replica 1 listens on another database, whose channel no commit here notifies, and
         // polls once a minute: it learns of replica 0's commits only when it commits itself.
         let replicas = try Replicas(2, databaseURL: url, perReplica: [[], ["--database-listen-url", try cluster.makeDatabase(), "--poll-interval", "60"]])
-        let ahead = try HTTPConnection(port: replicas.ports[0])
-        let behind = try HTTPConnection(port: replicas.ports[1])
+        let ahead = try WireClient(port: replicas.ports[0])
+        let behind = try WireClient(port: replicas.ports[1])
         let seen = try ReplicaSubscriber(port: replicas.ports[0], after: 0)
         defer { seen.stop() }
         try ahead.makeInstance("r", events: coldStart)
@@ -189,7 +189,7 @@ struct ReplicaTests {
     @Test("a write on one replica, then at once the next on another: each decides on what the other committed")
     func writeThenWriteElsewhere() throws {
         let replicas = try Replicas(3, databaseURL: try PostgresCluster.shared.makeDatabase())
-        let c = try replicas.ports.map { try HTTPConnection(port: $0) }
+        let c = try replicas.ports.map { try WireClient(port: $0) }
         for round in 0..<20 {
             let id = "x-\(round)"
             let created = try c[0].request("PUT", "/v1/instances/\(id)", json: "{}")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 @testable import Logging
@@ -12,7 +13,7 @@ struct RequestLogTests {
         let data = TemporaryDirectory()
         let server = try LifecycledProcess.serving(dataDirectory: data.path)
         defer { server.signal(SIGTERM); server.finish() }
-        let connection = try HTTPConnection(port: server.port)
+        let connection = try WireClient(port: server.port)
 
         let kept = try connection.request("GET", "/v1/models/ios-app", headers: [("X-Request-ID", "trace-4bf92f35.00f0:7")])
         #expect(kept.header("x-request-id") == "trace-4bf92f35.00f0:7")
@@ -37,7 +38,7 @@ struct RequestLogTests {
         let data = TemporaryDirectory()
         let server = try LifecycledProcess.serving(dataDirectory: data.path)
         defer { server.signal(SIGTERM); server.finish() }
-        let connection = try HTTPConnection(port: server.port)
+        let connection = try WireClient(port: server.port)
         #expect(try connection.request("PUT", "/v1/instances/noted", json: "{}", headers: [("X-Request-ID", "make-it")]).status == 201)
         #expect(try connection.event("noted", #"{"event": "didBecomeActive"}"#, headers: [("X-Request-ID", "odd-one")]).status == 409)
         let created = server.waitForLogLine(containing: ["msg=\"instance created\"", "request_id=make-it"])
@@ -51,7 +52,7 @@ struct RequestLogTests {
         let data = TemporaryDirectory()
         let server = try LifecycledProcess.serving(dataDirectory: data.path)
         defer { server.signal(SIGTERM); server.finish() }
-        let connection = try HTTPConnection(port: server.port)
+        let connection = try WireClient(port: server.port)
         let bad = try connection.request("GET", "/v1/instances/a%00b", headers: [("X-Request-ID", "bad-target")])
         #expect(bad.status == 400 && bad.header("x-request-id") == "bad-target")
         let line = server.waitForLogLine(containing: ["request_id=bad-target"])
@@ -68,7 +69,7 @@ struct RequestLogTests {
         let data = TemporaryDirectory()
         let server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--log-format", "json"])
         defer { server.signal(SIGTERM); server.finish() }
-        _ = try HTTPConnection(port: server.port).request("GET", "/healthz", headers: [("X-Request-ID", "json-line")])
+        _ = try WireClient(port: server.port).request("GET", "/healthz", headers: [("X-Request-ID", "json-line")])
         let line = try #require(server.waitForLogLine(containing: ["json-line"]))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
         #expect(object["msg"] == "request" && object["level"] == "info" && object["route"] == "/healthz" && object["status"] == "200")
@@ -114,7 +115,7 @@ struct RequestLogTests {
         defer { server.signal(SIGTERM); server.finish() }
         let long = String(repeating: "M", count: 31_000)
         for (n, method) in ["BREW", "GET\u{202E}TEG", String(repeating: "M", count: 5_000), long].enumerated() {
-            let raw = try RawSocket(port: server.port)
+            let raw = try WireClient(port: server.port)
             raw.send("\(method) /healthz HTTP/1.1\r\nHost: x\r\nX-Request-ID: method-\(n)\r\n\r\n")
             let response = try raw.readResponse()
             let line = try #require(server.waitForLogLine(containing: ["msg=request", "request_id=method-\(n) "]), "\(server.standardErrorSoFar.suffix(2000))")

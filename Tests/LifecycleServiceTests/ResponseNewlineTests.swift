@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleService
 
@@ -71,7 +72,7 @@ struct ResponseNewlineTests {
     @Test("a record's answer is its history item and its stream data, with the newline that ends a body")
     func recordAnswerMatchesHistory() throws {
         let server = try TestServer()
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("phone")
         let answered = try c.event("phone", #"{"event": "didFinishLaunching"}"#)
         let history = try c.request("GET", "/v1/instances/phone/history")

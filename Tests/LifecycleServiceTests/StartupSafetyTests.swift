@@ -1,10 +1,11 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import LifecycleStore
 
 @Suite("start-up safety", .serialized)
 struct StartupSafetyTests {
-    @Test("a second lifecycled on the same data folder exits 1 naming the folder and the first's pid")
+    @Test("a second lifecycled on the same data folder exits 1 naming the folder and the first's pid", .sqliteOnly("the data folder's lock is the SQLite store's"))
     func secondProcess() throws {
         let data = TemporaryDirectory()
         let first = try LifecycledProcess.serving(dataDirectory: data.path)
@@ -12,7 +13,7 @@ struct StartupSafetyTests {
             first.signal(SIGTERM)
             first.finish()
         }
-        let c = try HTTPConnection(port: first.port)
+        let c = try WireClient(port: first.port)
         try c.makeInstance("a", events: coldStart)
 
         let second = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path]).finish(within: 10)
@@ -25,13 +26,13 @@ struct StartupSafetyTests {
         #expect(write.json["sequence"] as? Int == 5, "after the creation record and the three of the cold start")
     }
 
-    @Test("a database emptied or deleted while stopped is refused; --accept-data-loss starts it and numbering continues")
+    @Test("a database emptied or deleted while stopped is refused; --accept-data-loss starts it and numbering continues", .sqliteOnly("empties and deletes the SQLite file"))
     func lostDatabase() throws {
         let data = TemporaryDirectory()
         let database = data.path + "/" + SQLiteStore.fileName
         for damage in ["emptied", "deleted"] {
             var server = try LifecycledProcess.serving(dataDirectory: data.path)
-            let c = try HTTPConnection(port: server.port)
+            let c = try WireClient(port: server.port)
             try c.makeInstance("app-\(damage)", events: coldStart)
             let last = try #require(try c.event("app-\(damage)", #"{"event": "willResignActive"}"#).json["sequence"] as? Int)
             server.signal(SIGTERM)
@@ -53,7 +54,7 @@ struct StartupSafetyTests {
             else { #expect(!FileManager.default.fileExists(atPath: database), "a refused database is not recreated") }
 
             server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--accept-data-loss"])
-            let after = try HTTPConnection(port: server.port)
+            let after = try WireClient(port: server.port)
             #expect(try after.request("GET", "/v1/instances/app-\(damage)").status == 404, "the loss is real")
             let next = try after.makeInstance("new", events: ["didFinishLaunching"])
             // Creating "new" took the first number after the last one handed out.
@@ -69,12 +70,12 @@ struct StartupSafetyTests {
         #expect(server.finish().status == 0)
     }
 
-    @Test("a database with 4 KiB of garbage in the middle is refused at start (quick_check)")
+    @Test("a database with 4 KiB of garbage in the middle is refused at start (quick_check)", .sqliteOnly("writes garbage into the SQLite file"))
     func damagedDatabase() throws {
         let data = TemporaryDirectory()
         let database = data.path + "/" + SQLiteStore.fileName
         let server = try LifecycledProcess.serving(dataDirectory: data.path)
-        let c = try HTTPConnection(port: server.port)
+        let c = try WireClient(port: server.port)
         for i in 0..<10 {
             try c.makeInstance("app-\(i)")
             for _ in 0..<150 { #expect(try c.request("POST", "/v1/instances/app-\(i)/relaunches").status == 200) }

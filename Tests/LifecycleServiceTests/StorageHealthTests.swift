@@ -3,7 +3,7 @@ import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
 
-@Suite("Storage health: the state machine /healthz reads, driven without a store")
+@Suite("Storage health: the state machine /healthz reads, driven without a store", .sqliteOnly("a state machine; opens no store"))
 struct StorageHealthTests {
     @Test("a write's failure is cleared by a commit, a read's by a read; damage stays; the first failure is logged once")
     func storageHealth() {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -9,7 +10,7 @@ import Testing
 struct StreamEndpointTests {
     /// Posts `count` events alternating background/foreground on a foreground instance;
     /// returns the records as answered.
-    static func cycle(_ c: HTTPConnection, _ id: String, _ count: Int) throws -> [[String: Any]] {
+    static func cycle(_ c: WireClient, _ id: String, _ count: Int) throws -> [[String: Any]] {
         try (0..<count).map { index in
             try c.event(id, index % 2 == 0 ? #"{"event": "didEnterBackground"}"# : #"{"event": "didBecomeActive"}"#).json
         }
@@ -19,7 +20,7 @@ struct StreamEndpointTests {
     func framing() throws {
         let server = try TestServer()
         let c = try server.connect()
-        let stream = try EventStreamClient(port: server.port, path: "/v1/stream")
+        let stream = try EventStream(port: server.port, path: "/v1/stream")
         #expect(stream.status == 200)
         #expect(stream.header("content-type") == "text/event-stream; charset=utf-8")
         #expect(stream.header("cache-control") == "no-cache")
@@ -47,16 +48,16 @@ struct StreamEndpointTests {
     func filters() throws {
         let server = try TestServer()
         let c = try server.connect()
-        let unexpected = try EventStreamClient(port: server.port, path: "/v1/stream?outcome=unexpected")
-        let android = try EventStreamClient(port: server.port, path: "/v1/stream?model=android-activity")
-        let pair = try EventStreamClient(port: server.port, path: "/v1/stream?instance=a&instance=c")
-        let one = try EventStreamClient(port: server.port, path: "/v1/instances/c/stream", headTimeout: 10)
+        let unexpected = try EventStream(port: server.port, path: "/v1/stream?outcome=unexpected")
+        let android = try EventStream(port: server.port, path: "/v1/stream?model=android-activity")
+        let pair = try EventStream(port: server.port, path: "/v1/stream?instance=a&instance=c")
+        let one = try EventStream(port: server.port, path: "/v1/instances/c/stream", headTimeout: 10)
         #expect(one.status == 404)
 
         try c.makeInstance("a", events: ["didFinishLaunching"])
         try c.makeInstance("b", model: "android-activity")
         try c.makeInstance("c", events: ["didBecomeActive"])  // unexpected in initializing
-        let perInstance = try EventStreamClient(port: server.port, path: "/v1/instances/c/stream?lastEventId=0")
+        let perInstance = try EventStream(port: server.port, path: "/v1/instances/c/stream?lastEventId=0")
         _ = try c.event("b", #"{"event": "onCreate"}"#)
         _ = try c.event("c", #"{"event": "didFinishLaunching"}"#)
 
@@ -74,11 +75,11 @@ struct StreamEndpointTests {
 
         for path in ["/v1/stream?model=nope", "/v1/stream?outcome=weird", "/v1/stream?instance=..", "/v1/stream?colour=red",
                      "/v1/stream?lastEventId=-1", "/v1/stream?lastEventId=1&lastEventId=2", "/v1/instances/a/stream?model=ios-app"] {
-            let refused = try EventStreamClient(port: server.port, path: path)
+            let refused = try EventStream(port: server.port, path: path)
             #expect(refused.status == 400, "\(path)")
             #expect(refused.header("content-type") == "application/problem+json", "\(path)")
         }
-        let badHeader = try EventStreamClient(port: server.port, path: "/v1/stream", headers: [("Last-Event-ID", "x1")])
+        let badHeader = try EventStream(port: server.port, path: "/v1/stream", headers: [("Last-Event-ID", "x1")])
         #expect(badHeader.status == 400)
     }
 
@@ -87,7 +88,7 @@ struct StreamEndpointTests {
         let server = try TestServer()
         let setup = try server.connect()
         for poster in 0..<8 { try setup.makeInstance("p\(poster)", events: coldStart) }
-        let streams = try (0..<100).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream") }
+        let streams = try (0..<100).map { _ in try EventStream(port: server.port, path: "/v1/stream") }
         let perPoster = 40
         let answered = Mutex<[Int64]>([])
         startClients(8, port: server.port) { poster, c in
@@ -111,7 +112,7 @@ struct StreamEndpointTests {
         let posted = Mutex<[Int64]>([])
         let port = server.port
         let poster = Thread {
-            guard let c = try? HTTPConnection(port: port) else { return }
+            guard let c = try? WireClient(port: port) else { return }
             while isPosting.load(ordering: .relaxed) {
                 guard let records = try? Self.cycle(c, "r", 2) else { return }
                 posted.withLock { $0 += records.compactMap { ($0["sequence"] as? Int).map(Int64.init) } }
@@ -124,7 +125,7 @@ struct StreamEndpointTests {
         for _ in 0..<12 {
             var headers: [(String, String)] = []
             if let lastID { headers.append(("Last-Event-ID", String(lastID))) }
-            let stream = try EventStreamClient(port: server.port, path: "/v1/stream", headers: headers)
+            let stream = try EventStream(port: server.port, path: "/v1/stream", headers: headers)
             let take = Int.random(in: 1...60, using: &generator)
             let events = stream.next(take, timeout: 30)
             #expect(events.count == take)
@@ -146,24 +147,24 @@ struct StreamEndpointTests {
         let server = try TestServer { $0.historyLimit = 3 }
         var c = try server.connect()
         try c.makeInstance("x", events: coldStart)
-        let before = try EventStreamClient(port: server.port, path: "/v1/instances/x/stream?lastEventId=0")
+        let before = try EventStream(port: server.port, path: "/v1/instances/x/stream?lastEventId=0")
         let firstFour = before.next(4)
         #expect(firstFour.map(\.type) == ["created", "record", "record", "record"])
         try server.restart()
         c = try server.connect()
         let records = try Self.cycle(c, "x", 2)
-        let resumed = try EventStreamClient(port: server.port, path: "/v1/instances/x/stream", headers: [("Last-Event-ID", String(firstFour.last!.id!))])
+        let resumed = try EventStream(port: server.port, path: "/v1/instances/x/stream", headers: [("Last-Event-ID", String(firstFour.last!.id!))])
         #expect(resumed.next(2).compactMap(\.id) == records.map { Int64($0["sequence"] as! Int) })
 
         // History keeps 3 records: the first ones are gone, and a resume from 0 says so first.
         _ = try Self.cycle(c, "x", 4)
-        let fromStart = try EventStreamClient(port: server.port, path: "/v1/stream?lastEventId=1")
+        let fromStart = try EventStream(port: server.port, path: "/v1/stream?lastEventId=1")
         let gap = try #require(fromStart.next())
         #expect(gap.type == "gap")
         #expect((gap.json["droppedThrough"] as? Int ?? 0) > 1)
         #expect(fromStart.next()?.type == "record")
 
-        let future = try EventStreamClient(port: server.port, path: "/v1/stream?lastEventId=999999")
+        let future = try EventStream(port: server.port, path: "/v1/stream?lastEventId=999999")
         let reset = try #require(future.next())
         #expect(reset.type == "reset")
         let newest = try #require(reset.json["newest"] as? Int)
@@ -175,7 +176,7 @@ struct StreamEndpointTests {
     @Test("an idle stream gets heartbeat comments")
     func heartbeat() throws {
         let server = try TestServer { $0.heartbeat = 0.2 }
-        let stream = try EventStreamClient(port: server.port, path: "/v1/stream")
+        let stream = try EventStream(port: server.port, path: "/v1/stream")
         let deadline = Date().addingTimeInterval(10)
         while stream.comments.count < 2, Date() < deadline { _ = stream.next(timeout: 0.3) }
         #expect(stream.comments.count >= 2)
@@ -186,7 +187,7 @@ struct StreamEndpointTests {
         let server = try TestServer { $0.streamBuffer = 8 * 1024 }
         let c = try server.connect()
         try c.makeInstance("o", events: coldStart)
-        let stuck = try EventStreamClient(port: server.port, path: "/v1/stream", receiveBuffer: 4096)
+        let stuck = try EventStream(port: server.port, path: "/v1/stream", receiveBuffer: 4096)
         // Far more than the socket buffers (megabytes on loopback) and the stream's budget hold:
         // 800 actions of 16 KB each (an 8 KB url, repeated as the action it replaced).
         let url = "https://example.com/" + String(repeating: "a", count: 8000)
@@ -204,7 +205,7 @@ struct StreamEndpointTests {
         let received = events.dropLast().compactMap(\.id).filter { $0 > 3 }
         #expect(received.last.map { Int($0) } ?? 3 <= lastSent)
         // Reconnecting from the overflow's id replays the rest: nothing is lost.
-        let again = try EventStreamClient(port: server.port, path: "/v1/stream", headers: [("Last-Event-ID", String(lastSent))])
+        let again = try EventStream(port: server.port, path: "/v1/stream", headers: [("Last-Event-ID", String(lastSent))])
         let rest = answered.filter { $0 > Int64(lastSent) }
         #expect(again.next(rest.count, timeout: 60).compactMap(\.id) == rest)
     }
@@ -217,8 +218,8 @@ struct StreamEndpointTests {
         }
         let c = try server.connect()
         try c.makeInstance("k", events: coldStart)
-        let streams = try (0..<1000).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream") }
-        let refused = try EventStreamClient(port: server.port, path: "/v1/stream")
+        let streams = try (0..<1000).map { _ in try EventStream(port: server.port, path: "/v1/stream") }
+        let refused = try EventStream(port: server.port, path: "/v1/stream")
         #expect(refused.status == 503 && refused.header("retry-after") != nil)
         let answered = try Self.cycle(c, "k", 20).map { Int64($0["sequence"] as! Int) }
         for stream in streams { #expect(stream.next(20, timeout: 60).compactMap(\.id) == answered) }

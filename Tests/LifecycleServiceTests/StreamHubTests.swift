@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import LifecycleStore
 import Logging
 import MicroHTTP
@@ -20,7 +21,7 @@ func storedRecords(_ store: any InstanceStore, through last: Int64) throws -> [I
 }
 
 /// Posts the app cycle to `id`, `count` events, and returns the sequence numbers answered.
-func postCycle(_ c: HTTPConnection, _ id: String, count: Int, from start: Int = 0) throws -> [Int64] {
+func postCycle(_ c: WireClient, _ id: String, count: Int, from start: Int = 0) throws -> [Int64] {
     try (start..<(start + count)).map { i in
         let response = try c.event(id, #"{"event": "\#(appCycle[i % appCycle.count])"}"#)
         guard response.status == 200, let sequence = sequence(of: response) else {
@@ -430,7 +431,7 @@ struct StreamHubTests {
         #expect(idle.records.map(\.type) == ["created"])
     }
 
-    @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back", TestStore.sqliteFileOnly)
+    @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back", .sqliteOnly("a trigger in the SQLite file fails the writes"))
     func failedBatchPublishesCommitsOnly() throws {
         let server = try TestServer()
         let c = try server.connect()
@@ -493,7 +494,7 @@ struct StreamHubTests {
     }
 }
 
-@Suite("stream settings")
+@Suite("stream settings", .sqliteOnly("parses flags; opens no store"))
 struct StreamSettingsTests {
     @Test("--heartbeat, --stream-buffer, --stream-ring and --max-subscribers: defaults, flags, variables, refusals, help")
     func settings() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -10,8 +11,8 @@ import Glibc
 @Suite("streams whose client closed", .serialized)
 struct StreamPeerCloseTests {
     /// Another client than the streams' (127.0.0.1), outside their per-client limit.
-    static func otherClient(_ server: TestServer) throws -> HTTPConnection {
-        try HTTPConnection(port: server.port, source: "127.0.0.2")
+    static func otherClient(_ server: TestServer) throws -> WireClient {
+        try WireClient(port: server.port, source: "127.0.0.2")
     }
 
     /// `lifecycled_stream_subscribers` as `GET /metrics` answers it now, to another client.
@@ -29,7 +30,7 @@ struct StreamPeerCloseTests {
             $0.heartbeat = 60
             $0.maxConnectionsPerClient = cap
         }
-        var streams = try (0..<cap).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream") }
+        var streams = try (0..<cap).map { _ in try EventStream(port: server.port, path: "/v1/stream") }
         #expect(streams.allSatisfy { $0.status == 200 })
         #expect(eventually(within: 5) { server.service!.hub.subscriberCount == cap })
         // Half shut down (FIN), half closed with the stream's first bytes unread (RST).
@@ -37,10 +38,10 @@ struct StreamPeerCloseTests {
         streams = []
 
         #expect(eventually(within: 1) { (try? Self.subscriberGauge(server)) == 0 }, "the subscriber gauge went back to 0")
-        var again: [EventStreamClient] = []
+        var again: [EventStream] = []
         for index in 0..<cap {
             let accepted = eventually(within: 1) {
-                guard let stream = try? EventStreamClient(port: server.port, path: "/v1/stream", headTimeout: 1), stream.status == 200 else { return false }
+                guard let stream = try? EventStream(port: server.port, path: "/v1/stream", headTimeout: 1), stream.status == 200 else { return false }
                 again.append(stream)
                 return true
             }
@@ -55,7 +56,7 @@ struct StreamPeerCloseTests {
     @Test("a stream's client that sends bytes but keeps its side open is not taken for gone")
     func bytesAreNotAClose() throws {
         let server = try TestServer { $0.heartbeat = 60 }
-        let stream = try EventStreamClient(port: server.port, path: "/v1/stream")
+        let stream = try EventStream(port: server.port, path: "/v1/stream")
         #expect(stream.status == 200)
         // A pipelined request, which waits behind the stream.
         stream.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -12,9 +13,9 @@ struct StreamProcessTests {
     func shutdownWithOpenStreams() throws {
         let data = TemporaryDirectory()
         let server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--max-connections-per-client", "2000"])
-        let setup = try HTTPConnection(port: server.port)
+        let setup = try WireClient(port: server.port)
         for id in 0..<8 { try setup.makeInstance("s\(id)", events: coldStart) }
-        let streams = try (0..<1000).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream") }
+        let streams = try (0..<1000).map { _ in try EventStream(port: server.port, path: "/v1/stream") }
         for stream in streams.prefix(10) { #expect(stream.status == 200) }
         // Posters keep writing until the server goes away.
         let posters = startClients(8, port: server.port) { index, c in
@@ -47,7 +48,7 @@ struct StreamProcessTests {
         let data = TemporaryDirectory()
         var server = try LifecycledProcess.serving(dataDirectory: data.path)
         let port = server.port
-        var c = try HTTPConnection(port: port)
+        var c = try WireClient(port: port)
         try c.makeInstance("es", events: coldStart)
 
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -73,7 +74,7 @@ struct StreamProcessTests {
         for index in 0..<4 {
             if index == 0 {
                 server = try LifecycledProcess.serving(dataDirectory: data.path, port: port)
-                c = try HTTPConnection(port: port)
+                c = try WireClient(port: port)
             }
             _ = try c.event("es", index % 2 == 0 ? #"{"event": "didEnterBackground"}"# : #"{"event": "didBecomeActive"}"#)
         }

@@ -1,54 +1,9 @@
 import Foundation
+import TestSupport
 import LifecycleStore
 import MicroHTTP
 import Synchronization
 @testable import LifecycleService
-
-/// One parsed block of an event stream (the lines up to an empty line).
-struct StreamEvent: Equatable, CustomStringConvertible {
-    var id: Int64?
-    var type: String?
-    var data: String?
-    var comment: String?
-    var retry: Int?
-
-    /// A record: it has an id, a type and data.
-    var isRecord: Bool { id != nil && data != nil && ["record", "action", "relaunch", "created", "deleted"].contains(type ?? "") }
-
-    /// The data as a JSON object.
-    var json: [String: Any] {
-        guard let data, let object = try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any] else { return [:] }
-        return object
-    }
-
-    var description: String { "{id \(id.map(String.init) ?? "-") \(type ?? "-") \(data ?? comment.map { ": \($0)" } ?? retry.map { "retry \($0)" } ?? "")}" }
-}
-
-/// Parses complete blocks of `text/event-stream` bytes; an unfinished block stays in `bytes`.
-func parseEvents(_ bytes: inout [UInt8]) -> [StreamEvent] {
-    var events: [StreamEvent] = []
-    var start = 0
-    var index = 0
-    while index + 1 < bytes.count {
-        guard bytes[index] == 0x0A, bytes[index + 1] == 0x0A else {
-            index += 1
-            continue
-        }
-        var event = StreamEvent()
-        for line in String(decoding: bytes[start..<index], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix(": ") { event.comment = String(line.dropFirst(2)) }
-            else if line.hasPrefix("id: ") { event.id = Int64(line.dropFirst(4)) }
-            else if line.hasPrefix("event: ") { event.type = String(line.dropFirst(7)) }
-            else if line.hasPrefix("data: ") { event.data = String(line.dropFirst(6)) }
-            else if line.hasPrefix("retry: ") { event.retry = Int(line.dropFirst(7)) }
-        }
-        events.append(event)
-        index += 2
-        start = index
-    }
-    bytes.removeFirst(start)
-    return events
-}
 
 /// Reads a subscription the way the server does, without a socket: `read(into:)` until it
 /// answers `.wait`, then nothing until its waker is called.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import MicroHTTP
 import Synchronization
 import Testing
@@ -9,15 +10,15 @@ import Glibc
 /// Streamed responses on the real server (MicroHTTP's ``HTTPServer`` over libmicrohttpd),
 /// with streams fed by the test. A libmicrohttpd panic aborts the whole test process, so
 /// any misuse of suspend and resume fails the run.
-@Suite("streamed responses", .serialized)
+@Suite("streamed responses", .serialized, .sqliteOnly("the HTTP server alone; opens no store"))
 struct StreamingServerTests {
     static func event(_ number: Int, size: Int = 0) -> String {
         "id: \(number)\ndata: {\"n\":\(number)\(size > 0 ? ",\"pad\":\"" + String(repeating: "x", count: size) + "\"" : "")}\n\n"
     }
 
     /// Opens `GET /stream?n=number` and waits for its head; returns the client and its stream.
-    static func openStream(_ fixture: StreamServer, _ number: Int) throws -> (StreamClient, QueueStream) {
-        let client = try StreamClient(port: fixture.port, get: "/stream?n=\(number)")
+    static func openStream(_ fixture: StreamServer, _ number: Int) throws -> (WireClient, QueueStream) {
+        let client = try WireClient(port: fixture.port, get: "/stream?n=\(number)")
         guard client.read(until: { $0.response != nil }) else { throw HTTPClientError(description: "no head for stream \(number)") }
         return (client, try fixture.streams.waitFor(number))
     }
@@ -80,8 +81,8 @@ struct StreamingServerTests {
     @Test("events pushed back to back from other threads, racing the server's reads, all arrive in order")
     func pushesRacingReads() throws {
         let fixture = try StreamServer()
-        let clients = try (0..<8).map { try StreamClient(port: fixture.port, get: "/stream?n=\($0)") }
-        #expect(StreamClient.read(clients, within: 10) { $0.allSatisfy { $0.response != nil } })
+        let clients = try (0..<8).map { try WireClient(port: fixture.port, get: "/stream?n=\($0)") }
+        #expect(WireClient.read(clients, within: 10) { $0.allSatisfy { $0.response != nil } })
         let streams = try (0..<8).map { try fixture.streams.waitFor($0) }
         let events = (0..<2000).map { Self.event($0) }
         // Pushes land while the server reads, writes, or is about to suspend; a wake lost
@@ -90,14 +91,14 @@ struct StreamingServerTests {
             Thread.detachNewThread { for event in events { stream.push(event) } }
         }
         let all = events.joined()
-        #expect(StreamClient.read(clients, within: 30) { $0.allSatisfy { $0.response?.body.count == all.utf8.count } })
+        #expect(WireClient.read(clients, within: 30) { $0.allSatisfy { $0.response?.body.count == all.utf8.count } })
         #expect(clients.allSatisfy { $0.response?.text == all })
     }
 
     @Test("a deferred handler can answer with a stream")
     func deferredStream() throws {
         let fixture = try StreamServer()
-        let client = try StreamClient(port: fixture.port, get: "/deferred-stream?n=7")
+        let client = try WireClient(port: fixture.port, get: "/deferred-stream?n=7")
         #expect(client.read { $0.response?.text == "data: first\n\n" })
         #expect(client.response?.header("content-type") == ServerSentEvents.contentType)
         let stream = try fixture.streams.waitFor(7)
@@ -108,7 +109,7 @@ struct StreamingServerTests {
     @Test("an HTTP/1.0 client gets the stream unchunked, ended by the close")
     func http10() throws {
         let fixture = try StreamServer()
-        let client = try StreamClient(port: fixture.port, get: "/stream?n=1", version: "HTTP/1.0")
+        let client = try WireClient(port: fixture.port, get: "/stream?n=1", version: "HTTP/1.0")
         let stream = try fixture.streams.waitFor(1)
         stream.push(Self.event(1))
         stream.push(Self.event(2))
@@ -122,7 +123,7 @@ struct StreamingServerTests {
     @Test("HEAD on a stream sends the head only (no chunk, no length) and closes, and finishes the stream")
     func head() throws {
         let fixture = try StreamServer()
-        let client = try StreamClient(port: fixture.port)
+        let client = try WireClient(port: fixture.port)
         client.send("HEAD /stream?n=1 HTTP/1.1\r\nHost: test\r\n\r\n")
         #expect(client.read { $0.isClosed })
         #expect(client.response?.status == 200)
@@ -162,10 +163,10 @@ struct StreamingServerTests {
         #expect(client.read { $0.response?.text == Self.event(1) })
         // A connection that sends nothing is closed after a second; once it is, the
         // suspended stream has been waiting longer than both limits.
-        let idle = try StreamClient(port: fixture.port)
+        let idle = try WireClient(port: fixture.port)
         #expect(idle.read(within: 15) { $0.isClosed })
         #expect(eventually { stream.waits > 0 })
-        let idle2 = try StreamClient(port: fixture.port)
+        let idle2 = try WireClient(port: fixture.port)
         #expect(idle2.read(within: 15) { $0.isClosed })
         stream.push(Self.event(2))
         #expect(client.read { $0.response?.text == Self.event(1) + Self.event(2) })
@@ -176,9 +177,9 @@ struct StreamingServerTests {
     func unacknowledgedTimeout() throws {
         let fixture = try StreamServer(connectionTimeout: 7)
         let (client, _) = try Self.openStream(fixture, 1)
-        let plain = try StreamClient(port: fixture.port, get: "/plain")
+        let plain = try WireClient(port: fixture.port, get: "/plain")
         #expect(plain.read { $0.response?.isComplete == true })
-        func userTimeout(_ client: StreamClient) -> UInt32? {
+        func userTimeout(_ client: WireClient) -> UInt32? {
             guard let fd = serverSocket(serverPort: fixture.port, clientPort: client.localPort) else { return nil }
             var milliseconds: UInt32 = 0
             var length = socklen_t(MemoryLayout<UInt32>.size)
@@ -212,15 +213,15 @@ struct StreamingServerTests {
         let fixture = try StreamServer()
         let streamCount = 1000
         let deferredCount = 50
-        var clients: [StreamClient] = []
-        for number in 0..<streamCount { clients.append(try StreamClient(port: fixture.port, get: "/stream?n=\(number)")) }
-        #expect(StreamClient.read(clients, within: 30) { $0.allSatisfy { $0.response != nil } })
+        var clients: [WireClient] = []
+        for number in 0..<streamCount { clients.append(try WireClient(port: fixture.port, get: "/stream?n=\(number)")) }
+        #expect(WireClient.read(clients, within: 30) { $0.allSatisfy { $0.response != nil } })
         #expect(eventually(within: 30) { fixture.streams.count == streamCount })
         let streams = (0..<streamCount).map { fixture.streams[$0]! }
         #expect(streams.allSatisfy { $0.starts == 1 })
 
-        var waiting: [StreamClient] = []
-        for number in 0..<deferredCount { waiting.append(try StreamClient(port: fixture.port, get: "/deferred?n=\(number)")) }
+        var waiting: [WireClient] = []
+        for number in 0..<deferredCount { waiting.append(try WireClient(port: fixture.port, get: "/deferred?n=\(number)")) }
         #expect(eventually(within: 30) { fixture.replies.count == deferredCount })
 
         // A quarter gets a long write (it is still being sent when stop() begins), a quarter
@@ -262,7 +263,7 @@ struct StreamingServerTests {
             stopped.signal()
         }
         let everyone = clients + waiting
-        #expect(StreamClient.read(everyone, within: 60) { $0.allSatisfy(\.isClosed) }, "connections still open after the stop")
+        #expect(WireClient.read(everyone, within: 60) { $0.allSatisfy(\.isClosed) }, "connections still open after the stop")
         #expect(stopped.wait(timeout: .now() + 60) == .success)
         let seconds = Double(stopNanoseconds.current) / 1e9
         #expect(seconds < 5, "stop() took \(seconds) s")
@@ -288,9 +289,9 @@ struct StreamingServerTests {
         let fixture = try StreamServer()
         // A deferred request never answered in time, and a stream whose client reads nothing
         // (its socket buffers fill, so its end cannot be sent).
-        let pending = try StreamClient(port: fixture.port, get: "/deferred?n=1")
+        let pending = try WireClient(port: fixture.port, get: "/deferred?n=1")
         let respond = try fixture.replies.waitFor(1)
-        let stuck = try StreamClient(port: fixture.port, get: "/stream?n=2", receiveBuffer: 4096)
+        let stuck = try WireClient(port: fixture.port, get: "/stream?n=2", receiveBuffer: 4096)
         let stream = try fixture.streams.waitFor(2)
         let waker = try #require(stream.waker)
         // Small kernel buffers on both sides hold less than one chunk (about 32 KiB), so
@@ -323,10 +324,10 @@ struct StreamingServerTests {
     func queuedWhileStopping() throws {
         let fixture = try StreamServer()
         // A deferred request answered with a stream only once the stop has begun.
-        let client = try StreamClient(port: fixture.port, get: "/deferred?n=1")
+        let client = try WireClient(port: fixture.port, get: "/deferred?n=1")
         let respond = try fixture.replies.waitFor(1)
         let streamAfterStop = QueueStream(Array("data: never\n\n".utf8))
-        let probe = try RawSocket(port: fixture.port)
+        let probe = try WireClient(port: fixture.port)
         // Answered once before the stop, so the server has accepted this connection: one still
         // in the listening socket's backlog when the stop begins is turned away instead.
         probe.send("GET /plain HTTP/1.1\r\nHost: test\r\n\r\n")

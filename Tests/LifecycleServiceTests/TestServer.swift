@@ -1,5 +1,5 @@
 import Foundation
-import PostgresSupport
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -7,15 +7,13 @@ import Testing
 /// Which store the service tests run on: SQLite in each server's data folder, or, with
 /// `LIFECYCLED_TEST_STORE=postgres` (`make postgres-test`), a fresh PostgreSQL database per
 /// data folder on the test cluster (see ``PostgresCluster``), kept across restarts.
+///
+/// `make postgres-test` runs every suite of this target in that second pass, but for those
+/// (and the tests) marked ``Testing/Trait/sqliteOnly(_:)``.
 enum TestStore {
     static let isPostgres = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_STORE"] == "postgres"
 
     private static let databases = Mutex<[String: String]>([:])
-
-    /// For a test that works on the SQLite file itself (a trigger that fails writes, a page
-    /// cap for a full disk, an old schema): it runs in the SQLite pass of `make test` and not in
-    /// the PostgreSQL pass, where there is no such file.
-    static let sqliteFileOnly = Testing.ConditionTrait.enabled(if: !isPostgres, "works on the SQLite file; runs in the SQLite pass")
 
     /// The database URL for a server on `dataDirectory`: the same one each time, so a restart
     /// finds what was committed; `nil` on SQLite.
@@ -31,16 +29,16 @@ enum TestStore {
     }
 }
 
-/// A folder under /tmp, removed when the value is dropped.
-final class TemporaryDirectory {
-    let path: String
-
-    init(_ label: String = "lifecycled-test") {
-        path = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+extension Trait where Self == ConditionTrait {
+    /// A suite or test that runs in the SQLite pass of `make test` only, not again in the
+    /// PostgreSQL pass (`make postgres-test`): one that works on the SQLite file itself (a
+    /// trigger that fails writes, a page cap for a full disk, an old schema, the folder's
+    /// lock), one that never opens a store (flag parsing, the HTTP server alone, the
+    /// Makefile), or one whose servers run on a PostgreSQL of their own in either pass.
+    /// `reason` says which; a suite without this runs in both passes.
+    static func sqliteOnly(_ reason: Comment) -> Self {
+        .enabled(if: !TestStore.isPostgres, reason)
     }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
 /// The real service on a free loopback port, with its own data folder and a small
@@ -81,10 +79,29 @@ final class TestServer {
         service = try Service(configuration: configuration)
     }
 
-    func connect() throws -> HTTPConnection { try HTTPConnection(port: port) }
+    func connect() throws -> WireClient { try WireClient(port: port) }
+
+    /// A client of this service's middlewares and router, without a socket.
+    func router() -> RouterClient { RouterClient(self) }
 }
 
-extension HTTPConnection {
+/// What the API tests ask of a client: a ``WireClient`` over the wire, or a ``RouterClient``
+/// straight through the service's middlewares and router.
+protocol APIClient {
+    func request(_ method: String, _ path: String, headers: [(String, String)], body: [UInt8]?, contentType: String?) throws -> HTTPResponse
+}
+
+extension WireClient: APIClient {}
+
+extension APIClient {
+    func request(_ method: String, _ path: String, headers: [(String, String)] = []) throws -> HTTPResponse {
+        try request(method, path, headers: headers, body: nil, contentType: nil)
+    }
+
+    func request(_ method: String, _ path: String, json: String, headers: [(String, String)] = []) throws -> HTTPResponse {
+        try request(method, path, headers: headers, body: Array(json.utf8), contentType: "application/json")
+    }
+
     /// Creates an instance with PUT and walks it through the given events.
     @discardableResult
     func makeInstance(_ id: String, model: String = "ios-app", events: [String] = []) throws -> HTTPResponse {

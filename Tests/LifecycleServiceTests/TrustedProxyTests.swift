@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import MicroHTTP
 import Testing
 #if canImport(Glibc)
@@ -54,18 +55,18 @@ struct TrustedProxyTests {
             $0.maxConnectionsPerClient = 2
             $0.heartbeat = 60
         }
-        var first = try (0..<2).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream", headers: Self.forwarded("203.0.113.7")) }
+        var first = try (0..<2).map { _ in try EventStream(port: server.port, path: "/v1/stream", headers: Self.forwarded("203.0.113.7")) }
         #expect(first.allSatisfy { $0.status == 200 })
-        let third = try EventStreamClient(port: server.port, path: "/v1/stream", headers: Self.forwarded("203.0.113.7"))
+        let third = try EventStream(port: server.port, path: "/v1/stream", headers: Self.forwarded("203.0.113.7"))
         #expect(third.status == 429 && third.header("retry-after") == "5" && third.header("content-type") == "application/problem+json")
         #expect(String(decoding: third.readBody(), as: UTF8.self).contains("--max-connections-per-client"))
         // Another client through the same proxy: five connections from 127.0.0.1 by now.
-        let other = try (0..<2).map { _ in try EventStreamClient(port: server.port, path: "/v1/stream", headers: Self.forwarded("198.51.100.4, 203.0.113.8")) }
+        let other = try (0..<2).map { _ in try EventStream(port: server.port, path: "/v1/stream", headers: Self.forwarded("198.51.100.4, 203.0.113.8")) }
         #expect(other.allSatisfy { $0.status == 200 })
         // A client's stream that closes frees its place at once.
         first.removeLast()
         #expect(eventually(within: 1) {
-            guard let again = try? EventStreamClient(port: server.port, path: "/v1/stream", headers: Self.forwarded("203.0.113.7")), again.status == 200 else { return false }
+            guard let again = try? EventStream(port: server.port, path: "/v1/stream", headers: Self.forwarded("203.0.113.7")), again.status == 200 else { return false }
             first.append(again)
             return true
         })
@@ -95,10 +96,10 @@ struct TrustedProxyTests {
         let c = try server.connect()
         #expect(try c.request("GET", "/v1/instances", headers: Self.forwarded("203.0.113.7")).status == 200)
         #expect(try c.request("GET", "/v1/instances", headers: Self.forwarded("203.0.113.8")).status == 429)
-        let second = try RawSocket(port: server.port)
+        let second = try WireClient(port: server.port)
         second.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n")
         #expect(try second.readResponse().status != 0)
-        let third = try RawSocket(port: server.port)
+        let third = try WireClient(port: server.port)
         third.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.10\r\n\r\n")
         #expect((try? third.readResponse(within: 5)) == nil && third.isClosed, "the third connection from 127.0.0.1 is refused")
     }
@@ -108,7 +109,7 @@ struct TrustedProxyTests {
         let data = TemporaryDirectory()
         let server = try LifecycledProcess.serving(dataDirectory: data.path, extra: ["--trusted-proxy", "127.0.0.1"])
         defer { server.signal(SIGTERM); server.finish() }
-        let connection = try HTTPConnection(port: server.port)
+        let connection = try WireClient(port: server.port)
         #expect(try connection.request("GET", "/v1/instances", headers: Self.forwarded("198.51.100.1, 203.0.113.7")).status == 200)
         let line = server.waitForLogLine(containing: ["msg=request", "route=/v1/instances "])
         #expect(line?.contains("client=203.0.113.7") == true, "\(server.standardErrorSoFar)")

@@ -31,7 +31,7 @@ private final class Committed: CommittedState {
     }
 }
 
-@Suite("Write rules: decided over what is committed, without a thread, a store or a server")
+@Suite("Write rules: decided over what is committed, without a thread, a store or a server", .sqliteOnly("pure rules; opens no store"))
 struct WriteRulesTests {
     let time = Date(timeIntervalSince1970: 1_800_000_000)
 

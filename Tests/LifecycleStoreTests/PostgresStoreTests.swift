@@ -1,19 +1,9 @@
 import Foundation
 import LifecycleKit
-import PostgresSupport
+import TestSupport
 import Synchronization
 import Testing
 @testable import LifecycleStore
-
-/// Polls `condition` until it holds or `seconds` pass; whether it came to hold.
-func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        Thread.sleep(forTimeInterval: 0.02)
-    }
-    return try condition()
-}
 
 /// Counts the calls of a commit observer.
 final class Wakes: Sendable {

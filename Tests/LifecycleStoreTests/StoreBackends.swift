@@ -1,5 +1,5 @@
 import Foundation
-import PostgresSupport
+import TestSupport
 import Testing
 @testable import LifecycleStore
 

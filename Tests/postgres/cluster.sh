@@ -9,7 +9,9 @@
 #                                      cluster (socket in DIR, port 6432, two server
 #                                      connections per database, so clients share them);
 #                                      prints its URL.
-#   cluster.sh stop DIR                stop both (fast shutdown); DIR stays.
+#   cluster.sh stop DIR [immediate]    stop both (fast shutdown); DIR stays. With immediate,
+#                                      no shutdown checkpoint: for a cluster that is removed
+#                                      next (its data is never read again).
 #
 # The server refuses to run as root: as root, it runs as the `postgres` user (runuser), and
 # DIR is given to that user. fsync stays on: the tests check durability.
@@ -19,7 +21,7 @@ BIN=${POSTGRES_BIN:-/usr/lib/postgresql/15/bin}
 PORT=5432  # names the socket file only (DIR/.s.PGSQL.5432): there is no TCP listener
 BOUNCER_PORT=6432
 
-usage() { echo "usage: $0 start DIR [OWNER_PID] | bouncer DIR | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start DIR [OWNER_PID] | bouncer DIR | stop DIR [immediate]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 command=$1
 dir=$(realpath -m "$2")
@@ -58,7 +60,7 @@ start)
     if [ $# -ge 3 ]; then
         owner=$3
         script=$(realpath "$0")
-        setsid bash -c "while kill -0 $owner 2>/dev/null; do sleep 1; done; '$script' stop '$dir'; rm -rf '$dir'" \
+        setsid bash -c "while kill -0 $owner 2>/dev/null; do sleep 1; done; '$script' stop '$dir' immediate; rm -rf '$dir'" \
             </dev/null >/dev/null 2>&1 &
     fi
     echo "postgresql:///postgres?host=$dir&port=$PORT&user=postgres"
@@ -92,7 +94,7 @@ stop)
         rm -f "$dir/pgbouncer.pid"
     fi
     if [ -s "$dir/data/postmaster.pid" ]; then
-        as_server "$BIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+        as_server "$BIN/pg_ctl" -D "$dir/data" -m "${3:-fast}" -w -t 60 stop >/dev/null
     fi
     ;;
 *)

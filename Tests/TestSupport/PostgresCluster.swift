@@ -132,11 +132,13 @@ public final class PostgresCluster: Sendable {
         return pooled
     }
 
-    /// Stops the server and removes its folder.
+    /// Stops the server and removes its folder. The stop is immediate: what the cluster holds
+    /// is never read again, so the shutdown checkpoint (which after a whole test run writes
+    /// out every test database's pages) is not waited for.
     public func remove() {
         guard let directory else { return }
         do {
-            _ = try Self.runScript("stop", directory)
+            _ = try Self.runScript("stop", directory, "immediate")
         } catch {
             FileHandle.standardError.write(Data("cannot stop the test PostgreSQL in \(directory): \(error)\n".utf8))
         }

@@ -1,0 +1,99 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Polls `condition` until it holds or `seconds` pass: the tests' one way to wait for
+/// something another thread or process does.
+public func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    repeat {
+        if try condition() { return true }
+        usleep(20_000)
+    } while Date() < deadline
+    return false
+}
+
+/// A folder under /tmp, removed when the value is dropped.
+public final class TemporaryDirectory {
+    public let path: String
+
+    public init(_ label: String = "lifecycled-test") {
+        path = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A TCP socket bound to a free port on 127.0.0.1 (close-on-exec), closed when dropped: with
+/// `listening`, a listener whose connections the kernel accepts into its backlog and nobody
+/// reads (a server that never answers).
+public final class LoopbackListener {
+    public let fd: Int32
+    public let port: UInt16
+
+    public init(listening: Bool) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        self.fd = fd
+        guard fd >= 0 else {
+            port = 0
+            throw HTTPClientError(description: "socket failed: \(String(cString: strerror(errno)))")
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        // deinit closes it (it runs when an initializer throws after setting every property).
+        guard bound == 0, !listening || listen(fd, 8) == 0 else {
+            port = 0
+            throw HTTPClientError(description: "bind or listen failed: \(String(cString: strerror(errno)))")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        port = UInt16(bigEndian: address.sin_port)
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+}
+
+/// A free loopback port, found by binding port 0 and letting it go.
+public func freePort() -> UInt16 {
+    (try? LoopbackListener(listening: false))?.port ?? 0
+}
+
+/// Collects what a pipe carries, read as it arrives so the writer never blocks on a full pipe.
+public final class PipeCollector: Sendable {
+    /// The end the child writes to (its stdout or stderr).
+    public let writeEnd: FileHandle
+    private let data = Mutex(Data())
+    private let done = DispatchSemaphore(value: 0)
+
+    public init() {
+        // Both ends close-on-exec from the start (a socket pair made with SOCK_CLOEXEC, not a
+        // pipe marked afterwards): otherwise a child spawned meanwhile by a test running in
+        // parallel inherits the write end, and end-of-file never comes while that child lives.
+        var fds: [Int32] = [-1, -1]
+        precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0, "socketpair failed")
+        writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+        let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
+        Thread.detachNewThread { [self] in
+            while true {
+                let chunk = readEnd.availableData
+                if chunk.isEmpty { break }
+                data.withLock { $0.append(chunk) }
+            }
+            done.signal()
+        }
+    }
+
+    /// What has arrived so far.
+    public var received: String { data.withLock { String(decoding: $0, as: UTF8.self) } }
+
+    /// Everything written, once every writer has closed the pipe.
+    public func finish() -> String {
+        done.wait()
+        return received
+    }
+}

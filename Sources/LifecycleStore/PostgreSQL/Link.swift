@@ -1,10 +1,8 @@
 import Foundation
 import Synchronization
 
-/// A connection made again when lost, no more often than a backoff allows: after a failed
-/// attempt the next waits 100 ms, then twice as long each time up to 2 s. In between, asking
-/// for the connection fails at once with the last attempt's reason. Reports the start and the
-/// end of each outage, once each.
+/// A connection made again when lost, with a backoff (100 ms, doubling up to 2 s) during which
+/// asking for it fails at once with the last reason. Reports each outage's start and end once.
 struct Link {
     let url: String
     /// Which connection this is, in reports: `write`, `read` or `listen`.
@@ -25,8 +23,7 @@ struct Link {
         self.report = report
     }
 
-    /// The connection for an operation that must be over by `deadline`, made now (by then)
-    /// if there is none and the backoff allows.
+    /// The connection for an operation that must be over by `deadline`, made now if the backoff allows.
     mutating func connection(by deadline: Deadline) throws(PostgreSQLError) -> Connection {
         if let current, !current.isLost {
             current.deadline = deadline
@@ -74,8 +71,8 @@ struct Link {
     }
 }
 
-/// `LISTEN lifecycled_commits` on a connection of its own, on a thread of its own, calling
-/// `wake` for each notification and after each (re)connection. A lost connection is made again with ``Link``'s backoff.
+/// `LISTEN lifecycled_commits` on a connection and thread of its own, calling `wake` for each
+/// notification and after each (re)connection, since those sent while away are lost.
 final class CommitListener: Sendable {
     private let stopped = Atomic<Bool>(false)
 

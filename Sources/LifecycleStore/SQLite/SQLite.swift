@@ -12,19 +12,16 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     /// Whether the disk (or quota) is full.
     public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
 
-    /// Whether the statement's own data was refused (a constraint or trigger, a value too big
-    /// or of the wrong type), as opposed to the database failing for every statement.
+    /// Whether the statement's own data was refused (a constraint or trigger, a value too big or of the wrong type).
     public var isSpecificToWrite: Bool { [SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH].contains(primaryCode) }
 
-    /// Whether the file is damaged. Damage may lie in pages only some writes touch, so other
-    /// writes can still commit, but it does not heal: it is the store's failure, not the write's.
+    /// Whether the file is damaged: other writes may still commit, but it is the store's failure, not the write's.
     public var isDamage: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
 
     public var description: String { "SQLite error \(code): \(message)" }
 }
 
-/// One SQLite connection. Owns the `sqlite3*` and closes it in `deinit`.
-/// Not thread-safe: the owner serialises access.
+/// One SQLite connection, owning its `sqlite3*`; the owner serialises access.
 final class Database {
     private let handle: OpaquePointer
 
@@ -43,7 +40,7 @@ final class Database {
         }
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5000)
-        // Replaces the automatic checkpoint (its WAL hook): commits never checkpoint.
+        // Replaces the automatic checkpoint (`wal_autocheckpoint` would remove it): commits never checkpoint.
         sqlite3_wal_hook(handle, { context, _, _, frames in
             Unmanaged<Database>.fromOpaque(context!).takeUnretainedValue().walFrames = Int(frames)
             return SQLITE_OK
@@ -52,8 +49,7 @@ final class Database {
 
     deinit { sqlite3_close_v2(handle) }
 
-    /// Frames in the WAL after this connection's last commit, as SQLite's WAL hook reports
-    /// them; 0 after a checkpoint here that lets the next write start the WAL over.
+    /// Frames in the WAL after this connection's last commit; 0 after a checkpoint that starts it over.
     private(set) var walFrames = 0
 
     /// The one place result codes become Swift errors.
@@ -73,8 +69,7 @@ final class Database {
         return Statement(handle: statement!, database: self)
     }
 
-    /// Runs `body` in one transaction (`BEGIN IMMEDIATE` to write, `BEGIN` for one read
-    /// snapshot): committed if it returns, rolled back if it throws.
+    /// Runs `body` in one transaction (`BEGIN` for a read snapshot), rolled back if it throws.
     func transaction<T>(_ begin: String = "BEGIN IMMEDIATE", _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         try execute(begin)
         do {
@@ -91,9 +86,7 @@ final class Database {
         }
     }
 
-    /// Rolls back the open transaction, unless SQLite already has (it does after some
-    /// errors). A rollback that fails leaves the connection inside the transaction: callers
-    /// report it with the error that made them roll back.
+    /// Rolls back the open transaction, unless SQLite already has (after some errors).
     func rollBack() throws(SQLiteError) {
         guard sqlite3_get_autocommit(handle) == 0 else { return }
         try execute("ROLLBACK")
@@ -103,8 +96,7 @@ final class Database {
     enum Checkpoint {
         /// Copies what it can without waiting for anyone.
         case passive
-        /// Also waits (up to the busy timeout) until no reader needs the WAL, so the next
-        /// write starts it over from the beginning.
+        /// Also waits (up to the busy timeout) until no reader needs the WAL, so the next write starts it over.
         case restart
         /// As `restart`, and empties the WAL file.
         case truncate
@@ -142,7 +134,6 @@ final class Statement {
     /// A value that can be bound to a parameter.
     enum Binding: Sendable {
         case integer(Int64)
-        case real(Double)
         case text(String)
         case blob([UInt8])
         case null
@@ -158,7 +149,6 @@ final class Statement {
             let code: Int32
             switch value {
             case .integer(let v): code = sqlite3_bind_int64(handle, index, v)
-            case .real(let v): code = sqlite3_bind_double(handle, index, v)
             case .text(let v): code = v.utf8CString.withUnsafeBufferPointer { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count - 1)) }
             case .blob(let v): code = v.withUnsafeBytes { lc_sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
             case .null: code = sqlite3_bind_null(handle, index)

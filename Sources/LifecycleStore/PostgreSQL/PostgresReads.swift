@@ -26,12 +26,7 @@ extension PostgresStore {
             guard !reader.isClosed else { throw StoreError("\(what): the store is closed") }
             var retried = false
             while true {
-                let connection: Connection
-                do throws(PostgreSQLError) {
-                    connection = try reader.link.connection(by: deadline)
-                } catch {
-                    throw StoreError(error, doing: what)
-                }
+                let connection = try checked(what) { () throws(PostgreSQLError) in try reader.link.connection(by: deadline) }
                 do throws(PostgreSQLError) {
                     return try body(connection)
                 } catch {

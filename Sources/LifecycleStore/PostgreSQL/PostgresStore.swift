@@ -85,11 +85,8 @@ public final class PostgresStore: InstanceStore, Sendable {
         self.options = options
         self.report = report
         var link = Link(url: url, role: "write", report: report)
-        let connection: Connection
-        do {
-            connection = try link.connection(by: Deadline(options.timeout))
-        } catch {
-            throw StoreError(error, doing: "cannot open the PostgreSQL store")
+        let connection = try checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
+            try link.connection(by: Deadline(options.timeout))
         }
         let sequence = try checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
             try Self.transaction(connection) { () throws(PostgreSQLError) in
@@ -246,12 +243,7 @@ public final class PostgresStore: InstanceStore, Sendable {
     private static func begin(by deadline: Deadline, _ link: inout Link, options: Options) throws(StoreError) -> PostgresTransaction {
         var retried = false
         while true {
-            let connection: Connection
-            do {
-                connection = try link.connection(by: deadline)
-            } catch {
-                throw StoreError(error, doing: "cannot begin a transaction")
-            }
+            let connection = try checked("cannot begin a transaction") { () throws(PostgreSQLError) in try link.connection(by: deadline) }
             do throws(PostgreSQLError) {
                 let counter = try connection.execute([
                     Connection.Statement("BEGIN"),

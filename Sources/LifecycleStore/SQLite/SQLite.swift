@@ -131,27 +131,20 @@ final class Statement {
 
     deinit { sqlite3_finalize(handle) }
 
-    /// A value that can be bound to a parameter.
-    enum Binding: Sendable {
-        case integer(Int64)
-        case text(String)
-        case blob([UInt8])
-        case null
-    }
-
-    /// Binds values to `?1`, `?2`, ... after clearing earlier bindings and state.
+    /// Binds values to `?1`, `?2`, ... after clearing earlier bindings and state; booleans as 0 or 1.
     @discardableResult
-    func bind(_ values: [Binding]) throws(SQLiteError) -> Statement {
+    func bind(_ values: [ColumnValue]) throws(SQLiteError) -> Statement {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let code: Int32
             switch value {
-            case .integer(let v): code = sqlite3_bind_int64(handle, index, v)
-            case .text(let v): code = v.utf8CString.withUnsafeBufferPointer { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count - 1)) }
-            case .blob(let v): code = v.withUnsafeBytes { lc_sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
-            case .null: code = sqlite3_bind_null(handle, index)
+            case .integer(nil), .text(nil): code = sqlite3_bind_null(handle, index)
+            case .integer(let v?): code = sqlite3_bind_int64(handle, index, v)
+            case .boolean(let v): code = sqlite3_bind_int64(handle, index, v ? 1 : 0)
+            case .text(let v?): code = v.utf8CString.withUnsafeBufferPointer { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count - 1)) }
+            case .bytes(let v): code = v.withUnsafeBytes { lc_sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
             }
             try database.check(code)
         }
@@ -159,7 +152,7 @@ final class Statement {
     }
 
     /// Runs a statement that returns no rows.
-    func run(_ values: [Binding] = []) throws(SQLiteError) {
+    func run(_ values: [ColumnValue] = []) throws(SQLiteError) {
         try bind(values)
         let code = sqlite3_step(handle)
         sqlite3_reset(handle)
@@ -167,7 +160,7 @@ final class Statement {
     }
 
     /// Steps through result rows, calling `body` with a row reader each time.
-    func forEachRow(_ values: [Binding] = [], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {
+    func forEachRow(_ values: [ColumnValue] = [], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {
         try bind(values)
         defer { sqlite3_reset(handle) }
         while true {
@@ -179,7 +172,7 @@ final class Statement {
     }
 
     /// The first row's reading, or `nil` when there is no row.
-    func first<T>(_ values: [Binding] = [], _ read: (Row) throws(SQLiteError) -> T) throws(SQLiteError) -> T? {
+    func first<T>(_ values: [ColumnValue] = [], _ read: (Row) throws(SQLiteError) -> T) throws(SQLiteError) -> T? {
         var result: T?
         try bind(values)
         defer { sqlite3_reset(handle) }
@@ -206,30 +199,11 @@ struct Row: StoredRow {
 
     func byteCount(_ column: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(column))) }
 
-    func blob(_ column: Int) -> [UInt8] {
+    func bytes(_ column: Int) -> [UInt8] {
         let count = byteCount(column)
         guard count > 0, let pointer = sqlite3_column_blob(handle, Int32(column)) else { return [] }
         return Array(UnsafeRawBufferPointer(start: pointer, count: count))
     }
-
-    func bytes(_ column: Int) -> [UInt8] { blob(column) }
-}
-
-extension Statement.Binding {
-    /// A codec's value as SQLite keeps it: booleans as 0 or 1.
-    init(_ value: ColumnValue) {
-        self = switch value {
-        case .integer(let v): v.map { .integer($0) } ?? .null
-        case .text(let v): v.map { .text($0) } ?? .null
-        case .bytes(let v): .blob(v)
-        case .boolean(let v): .integer(v ? 1 : 0)
-        }
-    }
-}
-
-extension Statement {
-    /// Runs the statement with a codec's values bound to `?1`, `?2`, ... in order.
-    func run(_ values: [ColumnValue]) throws(SQLiteError) { try run(values.map(Binding.init)) }
 }
 
 extension SQLiteError: StoreFailure {

@@ -22,11 +22,7 @@ final class SQLiteTransaction: StoreTransaction {
     }
 
     func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
-        try checked("cannot read instances") { () throws(SQLiteError) in
-            var found: [StoredInstance] = []
-            for id in ids { if let instance = try statements.selectInstance.first([.text(id)], Codec.instance) { found.append(instance) } }
-            return found
-        }
+        try checked("cannot read instances") { () throws(SQLiteError) in try statements.selectInstance.instances(ids) }
     }
 
     func instanceCount() throws(StoreError) -> Int {

@@ -47,12 +47,8 @@ extension SQLiteStore {
             let transaction = SQLiteTransaction(
                 statements: writer.statements, options: options, unscopedKeysThrough: unscopedKeysThrough, sequence: writer.sequence
             )
-            do throws(SQLiteError) {
-                try writer.database.execute("BEGIN IMMEDIATE")
-            } catch {
-                throw StoreError(error, doing: "cannot begin a transaction")
-            }
             let database = writer.database
+            try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.execute("BEGIN IMMEDIATE") }
             do throws(StoreError) {
                 result = try body(transaction)
                 try transaction.finish()
@@ -139,7 +135,7 @@ struct WriteStatements {
     let countInstances: Statement
 
     init(_ database: Database) throws(SQLiteError) {
-        selectInstance = try database.prepare("SELECT \(SQLiteStore.instanceColumns) FROM instances WHERE id = ?1")
+        selectInstance = try database.prepare(SQLiteStore.selectInstance)
         countInstances = try database.prepare("SELECT count(*) FROM instances")
         let columns = SQLiteStore.instanceColumnNames
         let values = columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")

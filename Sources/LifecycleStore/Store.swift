@@ -13,15 +13,13 @@ public protocol InstanceStore: AnyObject, Sendable {
     var lastSequence: Int64 { get }
     /// The last sequence number committed by any process: asks the database where others may write.
     func latestSequence() throws(StoreError) -> Int64
-    /// Calls `wake` (on any thread) when another process may have committed: a hint, so listeners poll
-    /// ``latestSequence()`` too.
+    /// Calls `wake` (on any thread) when another process may have committed: a hint; poll ``latestSequence()`` too.
     func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void)
     /// Runs `body` in one transaction. Writes are serialised.
     func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
     /// Committed records of one instance after sequence number `after`, oldest first, within `limit`; applied inputs only.
     func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage
-    /// Committed records of every instance, and deletion records, numbered in (`after`, `through`], that pass `filter`, in
-    /// sequence order, within `limit`.
+    /// Committed records and deletion records numbered in (`after`, `through`] that pass `filter`, in order, within `limit`.
     func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage
     /// The committed coverage counters of every model (see ``StoreTransaction/addCoverage(_:)``).
     func loadCoverage() throws(StoreError) -> CoverageCounts

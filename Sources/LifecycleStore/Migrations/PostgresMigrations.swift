@@ -1,5 +1,4 @@
-/// PostgreSQL's schema (`meta.schema_version` counts what ran). Integers are `bigint` throughout,
-/// times milliseconds as in SQLite, so that every integer reads back the same way.
+/// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
     static let all: [Migration] = [v1]
 

@@ -1,8 +1,7 @@
 import Foundation
 import Synchronization
 
-/// A connection made again when lost, with a backoff (100 ms, doubling up to 2 s) during which
-/// asking for it fails at once with the last reason. Reports each outage's start and end once.
+/// A connection made again when lost, with a backoff (100 ms doubling to 2 s) in which asking fails at once.
 struct Link {
     let url: String
     /// Which connection this is, in reports: `write`, `read` or `listen`.
@@ -71,8 +70,7 @@ struct Link {
     }
 }
 
-/// `LISTEN lifecycled_commits` on a connection and thread of its own, calling `wake` for each
-/// notification and after each (re)connection, since those sent while away are lost.
+/// `LISTEN` on a connection and thread of its own: `wake` after each notification and (re)connection.
 final class CommitListener: Sendable {
     private let stopped = Atomic<Bool>(false)
 
@@ -90,8 +88,8 @@ final class CommitListener: Sendable {
 
     private var isStopped: Bool { stopped.load(ordering: .relaxed) }
 
-    /// How long one wait on the socket lasts at most, so that ``stop()`` takes effect soon.
-    private static let slice: Duration = .milliseconds(100)
+    /// How long one wait on the socket lasts at most, in milliseconds, so that ``stop()`` takes effect soon.
+    private static let slice: Int32 = 100
 
     private func run(url: String, timeout: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
         var link = Link(url: url, role: "listen", report: report)
@@ -102,14 +100,14 @@ final class CommitListener: Sendable {
                 try connection.execute("LISTEN \(PostgresStore.channel)")
             } catch {
                 link.dropIfLost(error)
-                Thread.sleep(forTimeInterval: Self.seconds(Self.slice))
+                Thread.sleep(forTimeInterval: Double(Self.slice) / 1000)
                 continue
             }
             // Whatever was notified while there was no connection is lost.
             wake()
             while !isStopped {
                 var descriptor = pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&descriptor, 1, Int32(Self.slice / .milliseconds(1)))
+                let ready = poll(&descriptor, 1, Self.slice)
                 do throws(PostgreSQLError) {
                     if ready < 0 && errno != EINTR {
                         throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
@@ -121,9 +119,5 @@ final class CommitListener: Sendable {
                 }
             }
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

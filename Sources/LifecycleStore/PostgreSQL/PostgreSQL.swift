@@ -13,8 +13,7 @@ final class Connection {
     /// Set when an exchange broke off half-way: results may be on their way, so nothing more can be sent.
     private var isAbandoned = false
 
-    /// Connects to `url`, a libpq connection URI or `key=value` string, by `deadline` (name
-    /// resolution excepted: the system resolver bounds it).
+    /// Connects to `url`, a libpq URI or `key=value` string, by `deadline` (the resolver bounds name lookups).
     init(url: String, deadline: Deadline) throws(PostgreSQLError) {
         // Keepalives: a vanished peer fails the idle listening connection in about 10 s, not two hours.
         // `dbname` (the URL) comes last, so that its settings win over these defaults.
@@ -131,8 +130,7 @@ final class Connection {
         try execute([Statement(sql, parameters)])[0]
     }
 
-    /// Runs `statements` in one round trip (pipeline mode). PostgreSQL skips the rest after a
-    /// failure, which is thrown (and aborts an open transaction: the caller rolls back).
+    /// Runs `statements` in one round trip (pipeline mode); the first failure is thrown, and the rest skipped.
     @discardableResult
     func execute(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
         guard !statements.isEmpty else { return [] }

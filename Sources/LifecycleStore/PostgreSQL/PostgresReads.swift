@@ -44,8 +44,7 @@ extension PostgresStore {
     /// Instances one statement of ``loadInstances()`` reads.
     static let loadPageSize = 10_000
 
-    /// In pages by id, each within ``Options/timeout`` however many instances there are. Pages
-    /// are different snapshots: a replica's catch-up reads again what was committed meanwhile.
+    /// In pages by id, each within ``Options/timeout``; a replica's catch-up reconciles their snapshots.
     public func loadInstances() throws(StoreError) -> [StoredInstance] {
         var loaded: [StoredInstance] = []
         while true {

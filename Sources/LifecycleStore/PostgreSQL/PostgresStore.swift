@@ -21,8 +21,7 @@ public final class PostgresStore: InstanceStore, Sendable {
         public var tombstoneLifetime: TimeInterval
         /// A direct connection for `LISTEN`, which PgBouncer in transaction mode cannot carry; `nil`: the store's URL.
         public var listenURL: String?
-        /// The longest a write transaction (from connecting to COMMIT), the opening of the store,
-        /// or one page of ``loadInstances()`` may wait on PostgreSQL.
+        /// The longest a write transaction, the store's opening or a page of ``loadInstances()`` may wait.
         public var timeout: Duration
         /// The longest a read may wait, for the shared read connection too: reads run on HTTP threads.
         public var readTimeout: Duration
@@ -76,8 +75,7 @@ public final class PostgresStore: InstanceStore, Sendable {
     private let knownSequence = Mutex<Int64>(0)
     private let listeners = Mutex<[CommitListener]>([])
 
-    /// Connects to `url` (a libpq URI or `key=value` string) and creates or migrates the schema;
-    /// throws if PostgreSQL cannot be reached now. `report` receives what an operator should see.
+    /// Connects to `url` and creates or migrates the schema; throws if PostgreSQL cannot be reached now.
     public init(
         url: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
     ) throws(StoreError) {
@@ -156,8 +154,7 @@ public final class PostgresStore: InstanceStore, Sendable {
         ]
     }
 
-    /// `delete` (a DELETE returning `seq`) raising `meta.dropped_through` to the largest number it
-    /// deleted, in one statement so that it can be pipelined.
+    /// `delete` (returning `seq`) raising `meta.dropped_through` to the largest it deleted, in one pipelinable statement.
     static func raisingDroppedFloor(_ delete: String) -> String {
         """
         WITH gone AS (\(delete))
@@ -182,8 +179,7 @@ public final class PostgresStore: InstanceStore, Sendable {
         return sequence
     }
 
-    /// Listens on ``Options/listenURL`` (see ``CommitListener``): `wake` follows each commit's
-    /// notification, this process's too, and each (re)connection.
+    /// Listens on ``Options/listenURL`` (see ``CommitListener``); this process's commits wake it too.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {
         let listener = CommitListener(url: options.listenURL ?? url, timeout: options.timeout, report: report, wake: wake)
         listeners.withLock { $0.append(listener) }
@@ -238,8 +234,7 @@ public final class PostgresStore: InstanceStore, Sendable {
         return result!
     }
 
-    /// Begins a transaction and takes the counter row's lock. A connection found lost here lost
-    /// nothing: it is made again once at once, so the first write after an outage succeeds.
+    /// Begins and locks the counter row; a lost connection is made again once at once, so the first write after an outage succeeds.
     private static func begin(by deadline: Deadline, _ link: inout Link, options: Options) throws(StoreError) -> PostgresTransaction {
         var retried = false
         while true {

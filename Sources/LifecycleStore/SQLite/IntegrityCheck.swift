@@ -1,8 +1,7 @@
 import Foundation
 import Synchronization
 
-/// `PRAGMA quick_check` on its own connection and thread, beside the rest of start-up, which then
-/// costs the longer of the two rather than their sum (0.4 to 0.7 s for 1,000,000 records).
+/// `PRAGMA quick_check` on its own thread, beside the rest of start-up (0.4 to 0.7 s for 1,000,000 records).
 final class IntegrityCheck: Sendable {
     private let outcome = Mutex<Result<Void, StoreError>?>(nil)
     private let done = DispatchSemaphore(value: 0)

@@ -12,9 +12,7 @@ extension SQLiteStore {
 
         init(_ database: Database) throws(SQLiteError) {
             self.database = database
-            // A client pages with the last sequence number it saw, which belongs to this
-            // instance: start the index range right after that record's version instead of
-            // walking the instance's history from the beginning.
+            // Start the index range after the version of the record `after` names, not at the history's beginning.
             selectHistory = try database.prepare("""
                 SELECT seq, body FROM records
                 WHERE instance = ?1

@@ -26,8 +26,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         public var maxPageCount: Int?
         /// The bound on the WAL file, in bytes, however fast writes come (see ``WALBound``).
         public var maxWALSize: Int
-        /// Opens a database that lost committed data (missing, emptied, or behind the lock file's
-        /// marker) instead of refusing it: the loss is reported, and no sequence number is reused.
+        /// Opens a database that lost committed data instead of refusing it, reporting the loss; no number is reused.
         public var acceptDataLoss: Bool
 
         /// Options with the service's defaults.
@@ -103,8 +102,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             try database.execute("PRAGMA page_size = 1024")
             try database.execute("PRAGMA journal_mode = WAL")
             try database.execute("PRAGMA synchronous = \(synchronous)")
-            // Commits never checkpoint (see ``WALBound``); a WAL left larger shrinks back to the
-            // bound once it starts over.
+            // Commits never checkpoint (see ``WALBound``); a WAL left larger shrinks back once it starts over.
             try database.execute("PRAGMA journal_size_limit = \(options.maxWALSize)")
             if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }
             pageSize = try database.prepare("PRAGMA page_size").first { Int($0.integer(0)) } ?? 1024
@@ -193,8 +191,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         try startupCheck.wait()
     }
 
-    /// The reason to give for a failed start: the start-up check's, if it finds the database
-    /// damaged (the likely cause), else `failure`.
+    /// The reason to give for a failed start: damage the start-up check finds, else `failure`.
     public func reason(for failure: StoreError) -> StoreError {
         startupCheck.explaining(failure)
     }

@@ -1,8 +1,7 @@
 import Foundation
 import LifecycleKit
 
-/// One write transaction's view of an ``SQLiteStore``; valid only inside its `write`, under
-/// the writer's lock. Each write is a statement on the write connection at once.
+/// One write transaction's view of an ``SQLiteStore``, valid inside its `write`: each write a statement at once.
 final class SQLiteTransaction: StoreTransaction {
     private let statements: WriteStatements
     private let options: SQLiteStore.Options
@@ -81,8 +80,7 @@ final class SQLiteTransaction: StoreTransaction {
         return encoded
     }
 
-    /// Before the commit: the floor of dropped records follows what this transaction dropped
-    /// (in `meta`, written once per transaction rather than once per dropped record).
+    /// Before the commit: the floor of dropped records, once a transaction rather than per record.
     func finish() throws(StoreError) {
         guard droppedThrough > 0 else { return }
         try checked("cannot raise the floor of dropped records") { () throws(SQLiteError) in

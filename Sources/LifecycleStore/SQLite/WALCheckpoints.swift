@@ -30,8 +30,7 @@ struct WALBound {
         walBytes < next ? .no : walBytes < max(limit, next) ? .ifIdle : .now
     }
 
-    /// After a checkpoint readers kept from finishing, the next waits for another threshold: a long
-    /// reader costs one busy timeout per threshold, not per commit.
+    /// After one readers kept from finishing, the next waits another threshold: one busy timeout a threshold.
     mutating func checkpointed(finished: Bool, walBytes: Int) {
         next = finished ? threshold : walBytes + threshold
     }
@@ -75,8 +74,7 @@ final class BackgroundCheckpointer: Sendable {
         wake.signal()
     }
 
-    /// Runs `body` (the committer's checkpoint) with no round running. Without `waiting`,
-    /// returns `nil` at once when a round is running.
+    /// Runs `body` (the committer's checkpoint) with no round running; `nil` if one runs and not `waiting`.
     func excludingRounds(waiting: Bool, _ body: () throws(SQLiteError) -> Bool) throws(SQLiteError) -> Bool? {
         if waiting { return try state.withLock { (_) throws(SQLiteError) in try body() } }
         return try state.withLockIfAvailable { (_) throws(SQLiteError) in try body() }

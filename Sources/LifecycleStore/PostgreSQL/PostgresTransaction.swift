@@ -140,13 +140,9 @@ final class PostgresTransaction: StoreTransaction {
         let new = instances.values.filter(\.isNew).map(\.instance)
         let changed = instances.values.filter { !$0.isNew }.map(\.instance)
         instances = [:]
-        if !new.isEmpty {
-            let rows = try new.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
-            statements.append(Connection.Statement(Self.insertInstances, Connection.Parameter.columns(rows)))
-        }
-        if !changed.isEmpty {
-            let rows = try changed.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
-            statements.append(Connection.Statement(Self.updateInstances, Connection.Parameter.columns(rows)))
+        for (sql, group) in [(Self.insertInstances, new), (Self.updateInstances, changed)] where !group.isEmpty {
+            let rows = try group.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
+            statements.append(Connection.Statement(sql, Connection.Parameter.columns(rows)))
         }
         if !records.isEmpty {
             statements.append(Connection.Statement(

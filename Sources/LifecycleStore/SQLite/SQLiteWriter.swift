@@ -13,14 +13,6 @@ extension SQLiteStore {
         var walBound: WALBound
         var isClosed = false
 
-        init(database: Database, statements: WriteStatements, lock: DataFolderLock, sequence: Int64, walBound: WALBound) {
-            self.database = database
-            self.statements = statements
-            self.lock = lock
-            self.sequence = sequence
-            self.walBound = walBound
-        }
-
         /// Drops expired idempotency keys and deletion records, raising the floor of dropped records.
         func purgeExpired(_ options: SQLiteStore.Options) throws(SQLiteError) {
             let now = Date()

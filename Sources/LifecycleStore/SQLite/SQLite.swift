@@ -115,8 +115,6 @@ final class Database {
         if mode != .passive { walFrames = 0 }
         return true
     }
-
-    var changes: Int { Int(sqlite3_changes(handle)) }
 }
 
 /// A prepared statement, reset and reused. Owns the `sqlite3_stmt*`.

@@ -1,12 +1,9 @@
 import Foundation
 
-/// How much one page of records read at once may hold: at most `records` of them, and at most
-/// `bytes` bytes of their JSON unless its one record alone is bigger (so every record can be
-/// read). What a client that does not read can pin is thus a page per connection.
+/// How much one page of records may hold: `records` of them, and `bytes` of their JSON unless one record alone is
+/// bigger. A client that does not read thus pins a page per connection at most.
 public struct PageLimit: Sendable, Equatable {
-    /// The default of `--page-bytes`: a page of 1000 typical records (about 0.4 KiB each)
-    /// is far below it, one of records with an 8192-character url (about 16 KiB, the url
-    /// repeated as the action it replaced) holds about 250.
+    /// The default of `--page-bytes`: far above 1000 typical records, about 250 of 16 KiB (an 8192-character url).
     public static let defaultBytes = 4 * 1024 * 1024
 
     /// The most records on a page (at least 1).
@@ -21,8 +18,7 @@ public struct PageLimit: Sendable, Equatable {
     }
 }
 
-/// A page being filled from rows in order, within its ``PageLimit``: both stores page by it,
-/// and so does the instance list.
+/// A page being filled from rows in order, within its ``PageLimit`` (both stores and the instance list).
 public struct PageFill {
     /// What the page holds at most.
     public let limit: PageLimit
@@ -55,12 +51,9 @@ public struct PageFill {
 public struct ReplayPage: Sendable {
     /// The matching records, oldest first.
     public var records: [ReplayedRecord]
-    /// Every matching record kept with a sequence number up to this one is on this page or
-    /// an earlier one: the next page starts after it.
+    /// Every matching record kept up to this sequence number is on this page or an earlier one.
     public var coveredThrough: Int64
-    /// The largest sequence number retention ever dropped (the history limit, expired
-    /// deletion records, or data loss accepted at start); 0 if none. A replay after an
-    /// earlier number may lack records.
+    /// The largest sequence number retention (or accepted data loss) ever dropped, 0 if none: a replay from before may lack records.
     public var droppedThrough: Int64
     /// The oldest sequence number still kept, or `nil` when none is.
     public var oldestKept: Int64?

@@ -5,19 +5,15 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// Whether the disk is full.
     public var isDiskFull: Bool
-    /// Whether the failure lies in what was being written (a constraint, a value too big)
-    /// rather than in the store, so that other writes can still commit.
+    /// Whether the failure lies in what was being written rather than the store: other writes can still commit.
     public var isSpecificToWrite: Bool
     /// Whether the database file is damaged (see ``SQLiteError/isDamage``).
     public var isDamage: Bool
-    /// Whether the store refused to open because data it had committed is gone; opening
-    /// with ``SQLiteStore/Options/acceptDataLoss`` accepts the loss.
+    /// Whether the store refused to open because committed data is gone (see ``SQLiteStore/Options/acceptDataLoss``).
     public var isDataLoss: Bool
-    /// Whether the database server could not be reached: the store connects again by itself,
-    /// so a transaction that commits (even an empty one) shows it is back.
+    /// Whether the database server could not be reached; the store connects again by itself.
     public var isUnreachable: Bool
-    /// Whether the transaction may have committed all the same: the connection to the
-    /// database server was lost, or given up, once its COMMIT had been sent.
+    /// Whether the transaction may have committed all the same: the connection was lost after its COMMIT was sent.
     public var isOutcomeUnknown: Bool
 
     public init(
@@ -36,8 +32,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Something the store noticed that an operator should know of. The store knows nothing of
-/// the service's logger: whoever opens it passes a handler that logs these.
+/// Something the store noticed that an operator should know of, for the handler whoever opens it passes.
 public struct StoreEvent: Sendable {
     public enum Level: Sendable {
         case info, warning, error

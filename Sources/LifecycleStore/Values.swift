@@ -20,8 +20,7 @@ public struct StoredInstance: Sendable, Equatable {
 
 /// What a write with an `Idempotency-Key` did, kept so that its retries are answered alike.
 public enum RememberedWrite: Sendable, Equatable {
-    /// It created an instance: which one (one made later with the same id has another model
-    /// or creation time) and its JSON as created.
+    /// It created an instance (model and time tell it from a later one of the same id); its JSON as created.
     case created(id: String, model: String, createdAt: Date, json: [UInt8])
     /// It applied an input: the numbered record's JSON, and whether the input was unexpected.
     case applied(recordJSON: [UInt8], isUnexpected: Bool)
@@ -32,8 +31,7 @@ public struct IdempotencyKey: Sendable, Equatable {
     /// The key as stored: the client's, within the scope of whoever sent it.
     public var key: String
     public var fingerprint: [UInt8]
-    /// The client's key as versions before scoping stored it: looked up too while keys
-    /// stored then have not expired, so a retry across the upgrade is still recognised.
+    /// The client's key as versions before scoping stored it, so a retry across the upgrade is recognised.
     public var unscopedKey: String?
 
     public init(key: String, fingerprint: [UInt8], unscopedKey: String? = nil) {
@@ -59,8 +57,7 @@ public struct EncodedRecord: Sendable {
     public var recordJSON: [UInt8]
 }
 
-/// What a stored record is: an applied input, or the creation or deletion of an instance.
-/// Kept with each record (in SQLite as its raw value) so that replays can filter and name it.
+/// What a stored record is: an applied input, or an instance's creation or deletion (kept for replay filters).
 public enum RecordKind: Int64, Sendable, CaseIterable {
     case event = 0
     case action = 1
@@ -70,8 +67,7 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
     /// An instance was deleted with its history; its record outlives it for a while.
     case deleted = 4
 
-    /// How long a deletion record stays replayable by default, on either store: 24 hours, so a
-    /// watcher that reconnects within a day still learns of a deletion.
+    /// How long a deletion record stays replayable by default: a watcher back within a day learns of it.
     @usableFromInline static let deletionRecordLifetime: TimeInterval = 24 * 3600
 
     /// The kind of a record of an applied input.
@@ -84,9 +80,7 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
     }
 }
 
-/// Which records a replay or a stream wants. Every condition given must hold; an absent one
-/// holds for all. Creation and deletion records have no outcome, so an outcome filter leaves
-/// them out.
+/// Which records a replay or a stream wants: every condition given holds. An outcome filter leaves out creations and deletions.
 public struct RecordFilter: Sendable, Equatable {
     public var model: String?
     public var instances: Set<String>?
@@ -131,9 +125,8 @@ public struct ReplayedRecord: Sendable, Equatable {
     }
 }
 
-/// How often each transition row of a model was taken and how many unexpected events each of
-/// its states saw, over every record ever appended (records later dropped by retention or with
-/// their deleted instance included): counters kept beside the records, never counted from them.
+/// How often each transition row of a model was taken and each state saw an unexpected event, over every record ever
+/// appended: counters kept beside the records, since retention drops records.
 public struct CoverageCounts: Sendable, Equatable {
     /// What a counter counts.
     public enum Kind: Int64, Sendable {
@@ -166,8 +159,7 @@ public struct CoverageCounts: Sendable, Equatable {
 
     public var isEmpty: Bool { counts.isEmpty }
 
-    /// Counts what a record of an instance of `model` adds: the row it took, or the
-    /// unexpected event in the state it was recorded in.
+    /// Counts what a record of an instance of `model` adds: the row it took, or its unexpected event.
     public mutating func count(_ record: Record, model: String) {
         if let row = record.row { add(1, to: Key(model: model, kind: .rowTaken, name: row)) }
         if record.outcome == .unexpected { add(1, to: Key(model: model, kind: .unexpectedEvent, name: record.from)) }

@@ -90,7 +90,7 @@ struct ReplayTests {
                 }
                 let insert = try database.prepare("INSERT INTO records (seq, instance, version, body) VALUES (?1, ?2, ?3, ?4)")
                 for row in bodies {
-                    try insert.run([.integer(Int64(row.seq)), .text(row.instance), .integer(Int64(row.version)), .blob(Array(row.body.utf8))])
+                    try insert.run([.integer(Int64(row.seq)), .text(row.instance), .integer(Int64(row.version)), .bytes(Array(row.body.utf8))])
                 }
             }
         }

@@ -148,7 +148,7 @@ struct SQLiteStoreTests {
                 let insert = try database.prepare("INSERT INTO idempotency (key, fingerprint, status, content_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 for row in rows {
                     try insert.run([
-                        .text(row.key), .blob(Array(row.key.utf8)), .integer(row.status), .text(row.contentType), .blob(Array(row.body.utf8)),
+                        .text(row.key), .bytes(Array(row.key.utf8)), .integer(row.status), .text(row.contentType), .bytes(Array(row.body.utf8)),
                         .integer(SQLiteStore.milliseconds(Date())),
                     ])
                 }

@@ -1,9 +1,7 @@
 import Foundation
 import LifecycleKit
 
-/// How each stored shape is written and read, for both stores: the columns of each, in the
-/// order the stores' statements list them, and every check that what is read is something
-/// lifecycled writes (its failure says so in the row's own store's error).
+/// Each stored shape written and read once for both stores, with every check that what is read is something lifecycled writes.
 enum Codec {
     /// Times are kept in whole milliseconds; the service rounds its clock the same way.
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
@@ -11,8 +9,7 @@ enum Codec {
 
     // MARK: Instances
 
-    /// The instance columns, in the order ``columns(of:)`` writes and ``instance(_:)`` reads them.
-    /// `window` names the window's column (`window` is a keyword in PostgreSQL).
+    /// The instance columns in the order ``columns(of:)`` writes them; `window` is a keyword in PostgreSQL.
     static func instanceColumns(window: String) -> [String] {
         [
             "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
@@ -70,8 +67,7 @@ enum Codec {
 
     // MARK: Idempotency keys: key, fingerprint, result, instance, model, instance_created_at, body, created_at
 
-    /// `result` 0 created an instance (`instance`, `model`, `instance_created_at` say which;
-    /// `body` is its JSON), 1 applied an input, 2 applied an unexpected one (`body` is the record's JSON).
+    /// `result` 0 created an instance (`body` is its JSON), 1 applied an input, 2 an unexpected one (`body`: the record's).
     static func key(_ key: String, fingerprint: [UInt8], _ write: RememberedWrite, at time: Date) -> [ColumnValue] {
         let result: [ColumnValue] = switch write {
         case .created(let id, let model, let createdAt, let json): [.integer(0), .text(id), .text(model), .integer(milliseconds(createdAt)), .bytes(json)]
@@ -86,57 +82,49 @@ enum Codec {
         var write: RememberedWrite
         var createdAt: Date
 
-        /// The key's row, from its fingerprint on.
-        init<Row: StoredRow>(_ row: Row, key: String) throws(Row.Failure) {
-            fingerprint = row.bytes(0)
-            createdAt = row.date(6)
-            switch row.integer(1) {
-            case 0:
-                guard !row.isNull(4) else {
-                    throw Row.damaged("idempotency.instance_created_at of key \(key) is NULL for a created instance: the database is damaged")
-                }
-                write = .created(
-                    id: try row.text(2, named: "idempotency.instance of key \(key)"), model: try row.text(3, named: "idempotency.model of key \(key)"),
-                    createdAt: row.date(4), json: row.bytes(5)
-                )
-            case 1, 2:
-                write = .applied(recordJSON: row.bytes(5), isUnexpected: row.integer(1) == 2)
-            case let result:
-                throw Row.unknown("idempotency key \(key) has result", result)
-            }
-        }
-
-        init(fingerprint: [UInt8], write: RememberedWrite, createdAt: Date) {
-            self.fingerprint = fingerprint
-            self.write = write
-            self.createdAt = createdAt
-        }
-
-        /// What a request with `key` gets at `now`: unused once `lifetime` has passed, else
-        /// a replay of the same request, a conflict with another.
+        /// What a request with `key` gets at `now`: unused once `lifetime` has passed.
         func lookUp(_ key: IdempotencyKey, now: Date, lifetime: TimeInterval) -> IdempotencyLookup {
             guard createdAt.addingTimeInterval(lifetime) > now else { return .unused }
             return fingerprint == key.fingerprint ? .replay(write) : .conflict
         }
     }
+}
 
+extension Codec.StoredKey {
+    /// The key's row, from its fingerprint on.
+    init<Row: StoredRow>(_ row: Row, key: String) throws(Row.Failure) {
+        fingerprint = row.bytes(0)
+        createdAt = row.date(6)
+        switch row.integer(1) {
+        case 0:
+            guard !row.isNull(4) else {
+                throw Row.damaged("idempotency.instance_created_at of key \(key) is NULL for a created instance: the database is damaged")
+            }
+            write = .created(
+                id: try row.text(2, named: "idempotency.instance of key \(key)"), model: try row.text(3, named: "idempotency.model of key \(key)"),
+                createdAt: row.date(4), json: row.bytes(5)
+            )
+        case 1, 2:
+            write = .applied(recordJSON: row.bytes(5), isUnexpected: row.integer(1) == 2)
+        case let result:
+            throw Row.unknown("idempotency key \(key) has result", result)
+        }
+    }
+}
+
+extension Codec {
     // MARK: Replays: seq, kind, body, instance, outcome, model
 
-    /// Rows a replay page may examine when no instance filter narrows it: a page of records
-    /// matching a rare filter costs a bounded scan, and the replay goes on from where it stopped.
+    /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
     static let replayScanRows: Int64 = 8192
 
-    /// The last sequence number a page examines: without an instance filter the scan is a range
-    /// of sequence numbers, bounded. With one, the (instance, version) index finds the
-    /// instances' records, however far apart.
+    /// The last sequence number a page examines; with an instance filter the index finds the records, however far apart.
     static func replayUpper(after: Int64, through: Int64, filter: RecordFilter) -> Int64 {
         filter.instances == nil ? min(through, after + replayScanRows) : through
     }
 
-    /// The replay's SELECT of seq, kind, body, instance, outcome and model: records numbered
-    /// after parameter 1 through parameter 2 that pass `filter`, and deletion records unless
-    /// outcomes are asked for (they have none). `parameter` names a parameter by number, `bind`
-    /// adds one and names it, `anyOf` writes `instance` in a set of ids.
+    /// The replay's SELECT: records in (parameter 1, parameter 2] that pass `filter`, and deletion records unless outcomes
+    /// are asked for. `parameter` names a parameter, `bind` adds one, `anyOf` writes `instance` in a set of ids.
     static func replaySelect(
         _ filter: RecordFilter, parameter: (Int) -> String, bind: (String) -> String, anyOf: ([String]) -> String
     ) -> String {

@@ -1,7 +1,6 @@
 import Foundation
 
-/// One result row, read by column position: what SQLite's statement rows and libpq's results
-/// both offer, so that the codec reads each stored shape once for both stores.
+/// One result row, read by column position: what SQLite's rows and libpq's results both offer to the codec.
 protocol StoredRow {
     /// The error of the store the row comes from.
     associatedtype Failure: Error
@@ -22,8 +21,7 @@ protocol StoredRow {
 }
 
 extension StoredRow {
-    /// The text of a column the schema declares NOT NULL: NULL there means a damaged
-    /// database, which is reported, never read as an empty string.
+    /// The text of a column the schema declares NOT NULL: NULL there is damage, never an empty string.
     func text(_ column: Int, named name: String) throws(Failure) -> String {
         guard let text = text(column) else { throw Self.damaged("\(name) is NULL, which the schema does not allow: the database is damaged") }
         return text
@@ -38,8 +36,7 @@ extension StoredRow {
     }
 }
 
-/// A value for one column, typed even when NULL: SQLite binds it as a parameter, PostgreSQL
-/// gathers a column of them (one per row) into one array parameter for `unnest`.
+/// A value for one column, typed even when NULL, since PostgreSQL gathers a column of them into one array for `unnest`.
 enum ColumnValue: Sendable, Equatable {
     case integer(Int64?)
     case text(String?)

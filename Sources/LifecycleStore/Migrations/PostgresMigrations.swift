@@ -1,13 +1,8 @@
-/// PostgreSQL's schema, one named migration per version: `meta.schema_version` says how many
-/// have run; all that are due run in one transaction, under an advisory lock (see
-/// `PostgresStore.migrate`). Integers are `bigint` throughout, times whole milliseconds since
-/// 1970 (as in SQLite), so that every integer reads back the same way.
+/// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
     static let all: [Migration] = [v1]
 
-    /// Version 1: SQLite's schema at its version 4 (`window` is `window_name`, a keyword here),
-    /// and `commit_counter`, whose one row's lock serialises write transactions across replicas.
-    /// UNIQUE (instance, version): the backstop against two replicas deciding on the same state of an instance.
+    /// SQLite's version 4, and `commit_counter`; UNIQUE (instance, version) backstops two replicas deciding on one state.
     static let v1 = Migration(
         "v1-tables",
         "CREATE TABLE commit_counter (id smallint PRIMARY KEY CHECK (id = 1), last_sequence bigint NOT NULL, instance_count bigint NOT NULL)",

@@ -1,5 +1,4 @@
-/// SQLite's schema, one named migration per version: `PRAGMA user_version` says how many
-/// have run. Each runs in a transaction of its own (see `SQLiteStore.migrate`).
+/// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
 enum SQLiteMigrations {
     static let all: [Migration] = [v1, v2, v3, v4]
 
@@ -46,11 +45,7 @@ enum SQLiteMigrations {
         """
     )
 
-    /// Version 2: records name their instance in their JSON and carry their kind and
-    /// outcome (for replay filters; no index: replays scan a range of sequence numbers);
-    /// instances get a creation record (version 0) and leave a deletion record in
-    /// `tombstones`. Records of version 1 get their kind, outcome and instance from their
-    /// JSON, which always begins with {"sequence":N, (the direct serializer's order).
+    /// Records carry kind, outcome and instance (taken from old JSON, which always begins {"sequence":N,); deletion records.
     static let v2 = Migration(
         "v2-record-kinds",
         """
@@ -77,14 +72,8 @@ enum SQLiteMigrations {
         """
     )
 
-    /// Version 3: an idempotency key keeps what its write did, not the HTTP response to it.
-    /// Keys from now on are stored with the scope of whoever sent them (see
-    /// `IdempotencyKey.unscopedKey`); `meta.unscoped_keys_through` is when the newest key
-    /// stored without one was made, so they are still found until they expire.
-    /// `result` 0 created an instance (`instance`, `model`, `instance_created_at` say which;
-    /// `body` is its JSON), 1 applied an input, 2 applied an unexpected one (`body` is the
-    /// record's JSON). Version 2 kept the response: 201 with the instance, 200 with the
-    /// record, 409 with a problem carrying the record; any other status fails the migration.
+    /// A key keeps what its write did (see ``Codec/key(_:fingerprint:_:at:)``), not the response (201, 200 or 409; any
+    /// other fails); `meta.unscoped_keys_through` keeps keys stored before scoping found until they expire.
     static let v3 = Migration(
         "v3-remembered-writes",
         """
@@ -117,15 +106,8 @@ enum SQLiteMigrations {
         """
     )
 
-    /// Version 4: coverage counters per model (see `CoverageCounts`), added to in the
-    /// transaction of the records they count. `kind` 0 counts the records that took
-    /// transition row `name`, 1 the unexpected events recorded in state `name`. They start
-    /// from the records still kept: those retention dropped and those of deleted instances
-    /// were never counted, as no version before this one kept them. Only event records
-    /// (kind 0) take rows or are unexpected: the JSON of the others is not read. One pass
-    /// in sequence order, each record added to its counter in the small table: a GROUP BY
-    /// would sort every record first, which took three times as long (about 3 s against 9
-    /// for 1,000,000 records).
+    /// Coverage counters (see `CoverageCounts`), from the event records still kept; one pass, not a GROUP BY that sorts
+    /// every record (3 s against 9 for 1,000,000).
     static let v4 = Migration(
         "v4-coverage",
         """

@@ -1,10 +1,7 @@
 import Foundation
 import Synchronization
 
-/// A connection made again when lost, no more often than a backoff allows: after a failed
-/// attempt the next waits 100 ms, then twice as long each time up to 2 s. In between, asking
-/// for the connection fails at once with the last attempt's reason. Reports the start and the
-/// end of each outage, once each.
+/// A connection made again when lost, with a backoff (100 ms doubling to 2 s) in which asking fails at once.
 struct Link {
     let url: String
     /// Which connection this is, in reports: `write`, `read` or `listen`.
@@ -25,8 +22,7 @@ struct Link {
         self.report = report
     }
 
-    /// The connection for an operation that must be over by `deadline`, made now (by then)
-    /// if there is none and the backoff allows.
+    /// The connection for an operation that must be over by `deadline`, made now if the backoff allows.
     mutating func connection(by deadline: Deadline) throws(PostgreSQLError) -> Connection {
         if let current, !current.isLost {
             current.deadline = deadline
@@ -74,8 +70,7 @@ struct Link {
     }
 }
 
-/// `LISTEN lifecycled_commits` on a connection of its own, on a thread of its own, calling
-/// `wake` for each notification and after each (re)connection. A lost connection is made again with ``Link``'s backoff.
+/// `LISTEN` on a connection and thread of its own: `wake` after each notification and (re)connection.
 final class CommitListener: Sendable {
     private let stopped = Atomic<Bool>(false)
 
@@ -93,8 +88,8 @@ final class CommitListener: Sendable {
 
     private var isStopped: Bool { stopped.load(ordering: .relaxed) }
 
-    /// How long one wait on the socket lasts at most, so that ``stop()`` takes effect soon.
-    private static let slice: Duration = .milliseconds(100)
+    /// How long one wait on the socket lasts at most, in milliseconds, so that ``stop()`` takes effect soon.
+    private static let slice: Int32 = 100
 
     private func run(url: String, timeout: Duration, report: @escaping @Sendable (StoreEvent) -> Void, wake: () -> Void) {
         var link = Link(url: url, role: "listen", report: report)
@@ -105,14 +100,14 @@ final class CommitListener: Sendable {
                 try connection.execute("LISTEN \(PostgresStore.channel)")
             } catch {
                 link.dropIfLost(error)
-                Thread.sleep(forTimeInterval: Self.seconds(Self.slice))
+                Thread.sleep(forTimeInterval: Double(Self.slice) / 1000)
                 continue
             }
             // Whatever was notified while there was no connection is lost.
             wake()
             while !isStopped {
                 var descriptor = pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&descriptor, 1, Int32(Self.slice / .milliseconds(1)))
+                let ready = poll(&descriptor, 1, Self.slice)
                 do throws(PostgreSQLError) {
                     if ready < 0 && errno != EINTR {
                         throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
@@ -124,9 +119,5 @@ final class CommitListener: Sendable {
                 }
             }
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

@@ -1,37 +1,22 @@
 import CLibPQ
 import Foundation
 
-/// One libpq connection. Owns the `PGconn*` and closes it in `deinit`.
-/// Not thread-safe: the owner serialises access.
-///
-/// Every statement goes through `PQsendQueryParams` as an unnamed statement, and nothing sets
-/// session state: each transaction is complete in itself, so the connection may be a
-/// PgBouncer one in transaction mode.
-///
-/// Nothing waits on the server without bound: a server that holds its sockets but does not
-/// answer (stopped, swapping, stuck on a disk) acknowledges every packet, so neither TCP
-/// keepalives nor `tcp_user_timeout` notice it, and libpq's blocking calls would wait for
-/// ever. Connecting, sending and reading go through libpq's non-blocking calls and `poll(2)`
-/// against ``deadline``; past it the connection is given up (it would be half-way through an
-/// exchange) and the caller makes a new one. Giving up does not cancel what the server
-/// received: a statement sent may still run, a COMMIT still commit, once the server goes on.
+/// One libpq connection, owning its `PGconn*`; the owner serialises access. Unnamed statements
+/// and no session state, so it may lead through PgBouncer in transaction mode. Every wait is a
+/// non-blocking call and `poll(2)` against ``deadline``: a server that holds its sockets but does
+/// not answer would block libpq for ever. Past it the connection is given up; what the server
+/// received (a COMMIT too) may still take effect.
 final class Connection {
     private let handle: OpaquePointer
     /// When the operation under way must be over; its owner sets it for each operation.
     var deadline: Deadline
-    /// Set when a wait ran out, or the connection failed, in the middle of an exchange:
-    /// results may be on their way, so nothing more can be sent on it.
+    /// Set when an exchange broke off half-way: results may be on their way, so nothing more can be sent.
     private var isAbandoned = false
 
-    /// Connects to `url`, a libpq connection URI or `key=value` string, by `deadline`.
-    /// Settings the URL gives win over the defaults here. Resolving a host name happens
-    /// before the wait and is the system resolver's to bound.
+    /// Connects to `url`, a libpq URI or `key=value` string, by `deadline` (the resolver bounds name lookups).
     init(url: String, deadline: Deadline) throws(PostgreSQLError) {
-        // A TCP connection whose peer vanished fails after about 10 s rather than the
-        // system's two hours: that covers the listening connection, which waits on its socket
-        // for as long as no one writes. Keywords are processed in order and the last value
-        // wins: the URL, expanded from `dbname`, comes last so that it can override every
-        // default before it.
+        // Keepalives: a vanished peer fails the idle listening connection in about 10 s, not two hours.
+        // `dbname` (the URL) comes last, so that its settings win over these defaults.
         let settings = [
             ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
             ("tcp_user_timeout", "10000"), ("application_name", "lifecycled"), ("client_encoding", "UTF8"), ("dbname", url),
@@ -53,13 +38,11 @@ final class Connection {
         }
         handle = started
         self.deadline = deadline
-        // libpq prints notices (such as "relation already exists, skipping") on standard
-        // error by default; none of them needs an operator.
+        // No notice ("relation already exists, skipping") needs an operator.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
     }
 
-    /// Drives libpq's connection state machine to its end, waiting on the socket it names
-    /// (which may change from one address to the next) no later than `deadline`.
+    /// Drives libpq's connection state machine to its end by `deadline`; the socket may change from one address to the next.
     private static func complete(_ connection: OpaquePointer, by deadline: Deadline) throws(PostgreSQLError) {
         var polling = PGRES_POLLING_WRITING
         while PQstatus(connection) != CONNECTION_BAD {
@@ -84,9 +67,7 @@ final class Connection {
     /// Whether the connection is gone: every later statement on it would fail.
     var isLost: Bool { isAbandoned || PQstatus(handle) != CONNECTION_OK }
 
-    /// A parameter of a statement: `$1`, `$2`, ... in order. All go in binary form: no
-    /// formatting, no escaping, and arrays (for multi-row statements over `unnest`) of any
-    /// element.
+    /// A parameter of a statement (`$1`, `$2`, ...), sent in binary form: no escaping, and arrays for `unnest`.
     enum Parameter {
         case integer(Int64)
         case boolean(Bool)
@@ -117,9 +98,7 @@ final class Connection {
 
         private static func int4(_ value: Int32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 
-        /// A one-dimensional array in PostgreSQL's binary form: dimensions, whether any
-        /// element is NULL, the elements' type, the length and lower bound (1), then each
-        /// element's length (-1 for NULL) and bytes.
+        /// A one-dimensional array in PostgreSQL's binary form (see `array_recv`).
         private static func array(of element: Oid, _ values: [[UInt8]?]) -> [UInt8] {
             var bytes = int4(values.isEmpty ? 0 : 1) + int4(values.contains { $0 == nil } ? 1 : 0) + int4(Int32(bitPattern: element))
             if !values.isEmpty { bytes += int4(Int32(values.count)) + int4(1) }
@@ -151,10 +130,7 @@ final class Connection {
         try execute([Statement(sql, parameters)])[0]
     }
 
-    /// Runs `statements` in order in one round trip (libpq's pipeline mode) and returns their
-    /// results. After a failure PostgreSQL skips the rest: the first failure is thrown.
-    /// Inside a transaction, a failure leaves it aborted; the caller rolls back. Past
-    /// ``deadline`` the connection is given up (see the type's comment).
+    /// Runs `statements` in one round trip (pipeline mode); the first failure is thrown, and the rest skipped.
     @discardableResult
     func execute(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
         guard !statements.isEmpty else { return [] }
@@ -162,8 +138,7 @@ final class Connection {
         do {
             return try exchange(statements)
         } catch {
-            // A failure the server reported ends its exchange at the Sync, which was read; any
-            // other leaves it half done.
+            // A failure the server reported ends at the Sync, which was read; any other leaves the exchange half done.
             if error.sqlState == nil || error.isConnectionLost { isAbandoned = true }
             throw error
         }
@@ -171,11 +146,8 @@ final class Connection {
 
     private func exchange(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
-        defer {
-            // Fails only while results are pending, that is on a connection given up, which
-            // nothing uses again.
-            PQexitPipelineMode(handle)
-        }
+        // Fails only while results are pending, on a connection given up, which nothing uses again.
+        defer { PQexitPipelineMode(handle) }
         for statement in statements {
             let sent = Self.withParameters(statement.parameters) { count, types, values, lengths, formats in
                 PQsendQueryParams(handle, statement.sql, count, types, values, lengths, formats, 1)
@@ -206,8 +178,7 @@ final class Connection {
         return results
     }
 
-    /// Sends what libpq holds for the server. While the server's socket is full, what it
-    /// sends meanwhile is read, as libpq asks, so that neither side waits on the other.
+    /// Sends what libpq holds, reading what the server sends meanwhile (as libpq asks) so neither side waits on the other.
     private func flush() throws(PostgreSQLError) {
         while true {
             switch PQflush(handle) {
@@ -256,14 +227,12 @@ final class Connection {
             return nil
         default:
             let sqlState = lc_pq_sqlstate(result).map { String(cString: $0) }
-            // The server's message and its detail, without the severity and line breaks of
-            // PQresultErrorMessage; libpq's own when the server sent none.
+            // The server's message and detail without PQresultErrorMessage's severity and line breaks.
             var message = Self.trimmed(lc_pq_message(result))
             if message.isEmpty { message = Self.trimmed(PQerrorMessage(handle)) }
             let detail = Self.trimmed(lc_pq_detail(result))
             if !detail.isEmpty { message += ": \(detail)" }
-            // Class 08 is a connection exception; 57P01-57P03 an administrator's or a crash's
-            // shutdown, or a server not yet accepting connections.
+            // Class 08: a connection exception; 57P01-57P03: a shutdown, or a server not yet accepting connections.
             let lost = isLost || sqlState?.hasPrefix("08") == true || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
             return PostgreSQLError(sqlState: sqlState, message: message, isConnectionLost: lost)
         }
@@ -300,7 +269,7 @@ final class Connection {
 
 /// A statement's result, in binary form. Owns the `PGresult*` and frees it in `deinit`.
 final class QueryResult {
-    private let handle: OpaquePointer
+    fileprivate let handle: OpaquePointer
 
     fileprivate init(handle: OpaquePointer) {
         self.handle = handle
@@ -313,55 +282,43 @@ final class QueryResult {
     /// Rows a command changed (an INSERT's, UPDATE's or DELETE's count).
     var changedRows: Int { Int(String(cString: PQcmdTuples(handle))) ?? 0 }
 
-    func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(handle, Int32(row), Int32(column)) == 1 }
+    /// Its rows, for the codec.
+    var rows: [ResultRow] { (0..<rowCount).map(row) }
 
-    /// A binary `bigint`, `integer` or `smallint`; 0 for NULL.
-    func integer(_ row: Int, _ column: Int) -> Int64 {
-        let bytes = self.bytes(row, column)
-        guard let first = bytes.first else { return 0 }
-        // Big-endian two's complement: start from the sign, which the shifts carry up.
-        var value: Int64 = first & 0x80 != 0 ? -1 : 0
-        for byte in bytes { value = value << 8 | Int64(byte) }
-        return value
-    }
-
-    /// A binary `boolean`; `false` for NULL.
-    func boolean(_ row: Int, _ column: Int) -> Bool { bytes(row, column).first == 1 }
-
-    /// A `text` column (binary text is the UTF-8 text itself); `nil` for NULL.
-    func text(_ row: Int, _ column: Int) -> String? {
-        isNull(row, column) ? nil : String(decoding: bytes(row, column), as: UTF8.self)
-    }
-
-    /// The size of a value, without copying it.
-    func byteCount(_ row: Int, _ column: Int) -> Int { Int(PQgetlength(handle, Int32(row), Int32(column))) }
-
-    /// The raw bytes of a value (a `bytea`'s content); empty for NULL.
-    func bytes(_ row: Int, _ column: Int) -> [UInt8] {
-        let count = Int(PQgetlength(handle, Int32(row), Int32(column)))
-        guard count > 0, let pointer = PQgetvalue(handle, Int32(row), Int32(column)) else { return [] }
-        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
-    }
+    /// One row (reading past the last gives NULLs, as libpq does).
+    func row(_ index: Int) -> ResultRow { ResultRow(result: self, row: Int32(index)) }
 }
 
 /// One row of a result, read by column as the codec reads rows.
 struct ResultRow: StoredRow {
     let result: QueryResult
-    let row: Int
+    let row: Int32
 
     static func damaged(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: "XX001", message: message, isConnectionLost: false) }
 
-    func isNull(_ column: Int) -> Bool { result.isNull(row, column) }
-    func integer(_ column: Int) -> Int64 { result.integer(row, column) }
-    func boolean(_ column: Int) -> Bool { result.boolean(row, column) }
-    func text(_ column: Int) -> String? { result.text(row, column) }
-    func bytes(_ column: Int) -> [UInt8] { result.bytes(row, column) }
-    func byteCount(_ column: Int) -> Int { result.byteCount(row, column) }
-}
+    func isNull(_ column: Int) -> Bool { PQgetisnull(result.handle, row, Int32(column)) == 1 }
 
-extension QueryResult {
-    /// Its rows, for the codec.
-    var rows: [ResultRow] { (0..<rowCount).map { ResultRow(result: self, row: $0) } }
+    /// A binary `bigint`, `integer` or `smallint`: big-endian two's complement, from the sign up.
+    func integer(_ column: Int) -> Int64 {
+        let bytes = self.bytes(column)
+        guard let first = bytes.first else { return 0 }
+        var value: Int64 = first & 0x80 != 0 ? -1 : 0
+        for byte in bytes { value = value << 8 | Int64(byte) }
+        return value
+    }
+
+    func boolean(_ column: Int) -> Bool { bytes(column).first == 1 }
+
+    /// Binary text is the UTF-8 text itself.
+    func text(_ column: Int) -> String? { isNull(column) ? nil : String(decoding: bytes(column), as: UTF8.self) }
+
+    func byteCount(_ column: Int) -> Int { Int(PQgetlength(result.handle, row, Int32(column))) }
+
+    func bytes(_ column: Int) -> [UInt8] {
+        let count = byteCount(column)
+        guard count > 0, let pointer = PQgetvalue(result.handle, row, Int32(column)) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
 }
 
 extension Connection.Parameter {
@@ -375,8 +332,7 @@ extension Connection.Parameter {
         }
     }
 
-    /// The codec's rows (each of the same columns, at least one row) as one array per column,
-    /// for a multi-row statement over `unnest`.
+    /// The codec's rows (at least one, all of the same columns) as one array per column, for `unnest`.
     static func columns(_ rows: [[ColumnValue]]) -> [Self] {
         rows[0].indices.map { column in
             let values = rows.map { $0[column] }

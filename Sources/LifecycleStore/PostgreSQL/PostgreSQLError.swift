@@ -7,8 +7,7 @@ public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// Whether the connection is gone (or never came up): nothing more can be done on it.
     public let isConnectionLost: Bool
-    /// Whether the server did not answer before the operation's ``Deadline``: the connection
-    /// was given up (so ``isConnectionLost`` holds too), and what was sent may yet take effect.
+    /// Whether the server did not answer by the ``Deadline``: the connection was given up (so it is lost too).
     public let isTimedOut: Bool
 
     public init(sqlState: String?, message: String, isConnectionLost: Bool, isTimedOut: Bool = false) {
@@ -24,8 +23,7 @@ public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
     /// 53100 disk_full.
     public var isDiskFull: Bool { sqlState == "53100" }
 
-    /// Whether the statement's own data was refused (a constraint, a value out of range or
-    /// malformed, a value too big), as opposed to the database failing for every statement.
+    /// Whether the statement's own data was refused (a constraint, a value out of range, malformed or too big).
     public var isSpecificToWrite: Bool {
         guard let sqlState else { return false }
         return isConstraintViolation || sqlState.hasPrefix("22") || sqlState == "54000"
@@ -37,8 +35,7 @@ public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
     public var description: String { sqlState.map { "PostgreSQL error \($0): \(message)" } ?? "PostgreSQL: \(message)" }
 }
 
-/// When an operation on PostgreSQL must be over: every wait for the server in it (connecting,
-/// sending, each result) ends by then, answered or not.
+/// When an operation on PostgreSQL must be over: every wait for the server in it ends by then.
 struct Deadline {
     let instant: ContinuousClock.Instant
     /// The bound it was set with, for messages.
@@ -61,8 +58,7 @@ struct Deadline {
         )
     }
 
-    /// Waits until `socket` is ready for `events` (POLLIN, POLLOUT), or throws once the
-    /// deadline has passed.
+    /// Waits until `socket` is ready for `events` (POLLIN, POLLOUT), or throws once the deadline has passed.
     func wait(_ socket: Int32, for events: Int32) throws(PostgreSQLError) {
         guard socket >= 0 else { throw PostgreSQLError(sqlState: nil, message: "the connection has no socket", isConnectionLost: true) }
         while true {

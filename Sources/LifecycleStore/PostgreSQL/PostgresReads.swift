@@ -5,6 +5,7 @@ extension PostgresStore {
     /// The instance columns (see ``Codec/instanceColumns(window:)``).
     static let instanceColumnNames = Codec.instanceColumns(window: "window_name")
     static let instanceColumns = instanceColumnNames.joined(separator: ", ")
+    static let selectInstances = "SELECT \(instanceColumns) FROM instances WHERE id = ANY($1::text[])"
 
     /// The arrays a multi-row statement over `unnest` takes for ``instanceColumns``, in order.
     static let instanceArrays = """
@@ -12,10 +13,9 @@ extension PostgresStore {
         $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[]
         """
 
-    /// Runs `body` on the read connection, by `bound` (``Options/readTimeout`` unless
-    /// given) from now, the wait for a read ahead of it included. Each read is one statement,
-    /// so it sees one snapshot. A connection found lost is made again once at once: reads
-    /// change nothing, so trying again is safe.
+    /// Runs `body` (one statement, so one snapshot) on the read connection within `bound`
+    /// (``Options/readTimeout`` unless given), waiting for the read ahead included. A connection
+    /// found lost is made again once at once: a read changes nothing, so trying again is safe.
     func read<T: Sendable>(
         _ what: String, within bound: Duration? = nil, _ body: sending (Connection) throws(PostgreSQLError) -> T
     ) throws(StoreError) -> T {
@@ -26,12 +26,7 @@ extension PostgresStore {
             guard !reader.isClosed else { throw StoreError("\(what): the store is closed") }
             var retried = false
             while true {
-                let connection: Connection
-                do throws(PostgreSQLError) {
-                    connection = try reader.link.connection(by: deadline)
-                } catch {
-                    throw StoreError(error, doing: what)
-                }
+                let connection = try checked(what) { () throws(PostgreSQLError) in try reader.link.connection(by: deadline) }
                 do throws(PostgreSQLError) {
                     return try body(connection)
                 } catch {
@@ -49,10 +44,7 @@ extension PostgresStore {
     /// Instances one statement of ``loadInstances()`` reads.
     static let loadPageSize = 10_000
 
-    /// In pages by id, each bounded by ``Options/timeout``: a page waits as long as a write
-    /// may, however many instances there are. Pages are read in different snapshots, which
-    /// a replica's catch-up reconciles: everything committed after the sequence number it
-    /// starts from, which it learned before this, is read again by it.
+    /// In pages by id, each within ``Options/timeout``; a replica's catch-up reconciles their snapshots.
     public func loadInstances() throws(StoreError) -> [StoredInstance] {
         var loaded: [StoredInstance] = []
         while true {
@@ -71,20 +63,16 @@ extension PostgresStore {
     public func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
         guard !ids.isEmpty else { return [] }
         return try read("cannot load instances") { (connection) throws(PostgreSQLError) in
-            let found = try connection.execute("SELECT \(Self.instanceColumns) FROM instances WHERE id = ANY($1::text[])", [.texts(ids)])
-            return try found.rows.map(Codec.instance)
+            try connection.execute(Self.selectInstances, [.texts(ids)]).rows.map(Codec.instance)
         }
     }
 
     public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { (connection) throws(PostgreSQLError) in
-            // One statement, so the page and its oldest record agree. A page's records have
-            // versions above 0, so without an oldest record there is no page either. A client
-            // pages with the last sequence number it saw, which belongs to this instance: the
-            // range starts right after that record's version. One row more than the page holds
-            // says whether more follow; the result, which libpq holds whole, stops at the first
-            // row past the page's bytes (`before`: the bytes of the rows ahead of it), or at the
-            // second when the first alone is bigger than they are.
+            // One statement, so the page and its oldest record agree (no oldest, no page). As on
+            // SQLite, the range starts after the version of the record `after` names, and one row
+            // more than the page says whether more follow. libpq holds the result whole, so it
+            // stops at the first row past the page's bytes (`before`), or the second.
             let found = try connection.execute(
                 """
                 WITH oldest AS (
@@ -104,12 +92,12 @@ extension PostgresStore {
             )
             var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
             var fill = PageFill(limit)
-            for row in 0..<found.rowCount {
-                page.oldestRetainedVersion = found.integer(row, 0)
-                page.oldestRetainedSequence = found.integer(row, 1)
-                guard !found.isNull(row, 2), fill.admits(size: found.byteCount(row, 3)) else { continue }
-                page.records.append(found.bytes(row, 3))
-                page.lastSequence = found.integer(row, 2)
+            for row in found.rows {
+                page.oldestRetainedVersion = row.integer(0)
+                page.oldestRetainedSequence = row.integer(1)
+                guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { continue }
+                page.records.append(row.bytes(3))
+                page.lastSequence = row.integer(2)
             }
             page.hasMore = fill.turnedAway
             return page
@@ -138,8 +126,7 @@ extension PostgresStore {
                 return "instance = ANY($\(parameters.count)::text[])"
             }
         )
-        // One statement, so the page and its bounds agree. As for history, the result stops
-        // at the first row past the page's bytes.
+        // One statement, so the page and its bounds agree; it stops past the page's bytes, as history does.
         let sql = """
             WITH rows AS (\(page) ORDER BY 1 LIMIT $3),
             page AS (

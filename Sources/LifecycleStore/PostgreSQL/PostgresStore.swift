@@ -2,26 +2,14 @@ import Foundation
 import LifecycleKit
 import Synchronization
 
-/// The store for several replicas on one PostgreSQL: each process writes and reads the same
-/// database, and learns of the others' commits through `LISTEN`/`NOTIFY` and polling.
+/// The store for several replicas on one PostgreSQL, which learn of each other's commits
+/// through `LISTEN`/`NOTIFY` and polling.
 ///
-/// Write transactions are serialised across every replica by a row lock on a one-row counter
-/// table (`commit_counter`) taken first in each: the transaction that holds it numbers its
-/// records after the counter's `last_sequence` and writes the new value once before it
-/// commits. Sequence numbers are therefore dense and in commit order, which a PostgreSQL
-/// sequence is not (its values are taken out of commit order and lost on rollback), so
-/// "everything up to N" keeps its meaning for every replica's streams.
-///
-/// Every statement is an unnamed `PQexecParams` one and nothing sets session state, so `url`
-/// may lead through PgBouncer in transaction mode. `LISTEN` needs a session of its own:
-/// ``Options/listenURL`` names a direct connection for it.
-///
-/// When PostgreSQL cannot be reached, operations fail at once with a ``StoreError`` saying
-/// so (not ``StoreError/isSpecificToWrite``), and the next operation connects again, no more
-/// often than a backoff from 100 ms to 2 s allows: the service answers 503 quickly and
-/// recovers by itself once PostgreSQL is back. A server that holds its connections but does
-/// not answer fails each operation once its bound has passed (``Options/timeout`` for
-/// writes, ``Options/readTimeout`` for reads), waiting for the connection included.
+/// Each write transaction first locks the one row of `commit_counter` and numbers its records
+/// after its `last_sequence`: sequence numbers are dense and in commit order across replicas,
+/// which a PostgreSQL sequence's are not. When PostgreSQL cannot be reached (or does not answer
+/// within ``Options/timeout`` or ``Options/readTimeout``), operations fail at once and the
+/// next ones connect again, with a backoff (see ``Link``).
 public final class PostgresStore: InstanceStore, Sendable {
     /// How the store keeps and forgets, and where it listens.
     public struct Options: Sendable {
@@ -31,18 +19,14 @@ public final class PostgresStore: InstanceStore, Sendable {
         public var idempotencyLifetime: TimeInterval
         /// How long a deleted instance's deletion record stays replayable.
         public var tombstoneLifetime: TimeInterval
-        /// A direct connection (not through PgBouncer in transaction mode, which cannot carry
-        /// `LISTEN`) for learning of other replicas' commits; `nil`: the store's URL.
+        /// A direct connection for `LISTEN`, which PgBouncer in transaction mode cannot carry; `nil`: the store's URL.
         public var listenURL: String?
-        /// The longest a write transaction (connecting, taking the counter's lock, every
-        /// statement and the COMMIT together), the opening of the store, or one page of the
-        /// instances loaded at start, may wait on PostgreSQL.
+        /// The longest a write transaction, the store's opening or a page of ``loadInstances()`` may wait.
         public var timeout: Duration
-        /// The longest a read may wait on PostgreSQL, waiting for the read connection (which
-        /// reads share) and connecting included: reads are answered on HTTP threads, which a
-        /// server that does not answer must not hold.
+        /// The longest a read may wait, for the shared read connection too: reads run on HTTP threads.
         public var readTimeout: Duration
 
+        /// Options with the service's defaults.
         public init(
             historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
             tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime, listenURL: String? = nil,
@@ -57,16 +41,13 @@ public final class PostgresStore: InstanceStore, Sendable {
         }
     }
 
-    /// The channel each committed write transaction notifies, with an empty payload: only a
-    /// wake-up hint (a payload would make every commit carry more through NOTIFY's queue,
-    /// which serialises commits cluster-wide).
+    /// The channel each commit notifies; no payload, since NOTIFY's queue serialises commits cluster-wide.
     static let channel = "lifecycled_commits"
 
-    /// The key of the advisory lock held while the schema is created or migrated, so that
-    /// replicas starting together do not race ("lifecycled" in ASCII).
+    /// The advisory lock migrations hold, so replicas starting together do not race ("lifecycled" in ASCII).
     static let schemaLockKey: Int64 = 0x6c_6966_6563_7963
 
-    /// The schema's migrations, in order (see ``PostgresMigrations``).
+    /// The schema's migrations, in order.
     static let migrations = PostgresMigrations.all
 
     /// The write connection: one transaction at a time from this process.
@@ -86,8 +67,7 @@ public final class PostgresStore: InstanceStore, Sendable {
     private let url: String
     private let report: @Sendable (StoreEvent) -> Void
     private let writer: Mutex<Writer>
-    /// Reads of committed data, never on the write connection (a read must not wait for a
-    /// batch, nor see one half written).
+    /// Reads of committed data: never on the write connection, so as not to wait for a batch.
     let reader: Mutex<Reader>
     // NSLock: a read waits for the one ahead of it no longer than its bound, and Mutex has no timed lock.
     let readGate = NSLock()
@@ -95,9 +75,7 @@ public final class PostgresStore: InstanceStore, Sendable {
     private let knownSequence = Mutex<Int64>(0)
     private let listeners = Mutex<[CommitListener]>([])
 
-    /// Connects to `url` (a libpq URI or `key=value` string) and creates or migrates the
-    /// schema. Throws if PostgreSQL cannot be reached now: a service should not start on a
-    /// database it has never seen. `report` receives what an operator should see.
+    /// Connects to `url` and creates or migrates the schema; throws if PostgreSQL cannot be reached now.
     public init(
         url: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
     ) throws(StoreError) {
@@ -105,18 +83,14 @@ public final class PostgresStore: InstanceStore, Sendable {
         self.options = options
         self.report = report
         var link = Link(url: url, role: "write", report: report)
-        let connection: Connection
-        do {
-            connection = try link.connection(by: Deadline(options.timeout))
-        } catch {
-            throw StoreError(error, doing: "cannot open the PostgreSQL store")
+        let connection = try checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
+            try link.connection(by: Deadline(options.timeout))
         }
         let sequence = try checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
             try Self.transaction(connection) { () throws(PostgreSQLError) in
                 try Self.migrate(connection)
-                // The counter's lock, as in a write: purging beside another replica's purge
-                // could otherwise deadlock on the rows both delete.
-                let sequence = try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1 FOR UPDATE").integer(0, 0)
+                // The counter's lock, as in a write: two replicas' purges could deadlock otherwise.
+                let sequence = try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1 FOR UPDATE").row(0).integer(0)
                 try connection.execute(Self.purgeExpired(options: options))
                 return sequence
             }
@@ -130,8 +104,6 @@ public final class PostgresStore: InstanceStore, Sendable {
         listeners.withLock { $0.forEach { $0.stop() } }
     }
 
-    /// Stops listening and closes the connections. Call when done with the store; later
-    /// operations are refused.
     public func close() {
         writer.withLock {
             $0.isClosed = true
@@ -144,15 +116,12 @@ public final class PostgresStore: InstanceStore, Sendable {
         listeners.withLock { $0.forEach { $0.stop() } }
     }
 
-    /// Brings the schema up to the newest version. Inside a transaction: the advisory lock
-    /// holds until it ends, so a replica starting at the same moment waits, then finds the
-    /// schema made.
+    /// Brings the schema up to the newest version, in the caller's transaction: the advisory
+    /// lock holds until it ends, so a replica starting at the same moment then finds the schema made.
     private static func migrate(_ connection: Connection) throws(PostgreSQLError) {
         try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(schemaLockKey)])
         try connection.execute("CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value bigint NOT NULL)")
-        let found = try connection.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-        let current = found.rowCount == 0 ? 0 : Int(found.integer(0, 0))
-        let pending = try migrations.pending(after: current) { PostgreSQLError(sqlState: nil, message: $0, isConnectionLost: false) }
+        let pending = try migrations.pending(after: schemaVersion(connection)) { PostgreSQLError(sqlState: nil, message: $0, isConnectionLost: false) }
         guard !pending.isEmpty else { return }
         for statement in pending.flatMap(\.statements) { try connection.execute(statement) }
         try connection.execute(
@@ -161,16 +130,17 @@ public final class PostgresStore: InstanceStore, Sendable {
         )
     }
 
-    /// The schema version the database is at.
-    public func schemaVersion() throws(StoreError) -> Int {
-        try read("cannot read the schema version") { (connection) throws(PostgreSQLError) in
-            let found = try connection.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-            return found.rowCount == 0 ? 0 : Int(found.integer(0, 0))
-        }
+    private static func schemaVersion(_ connection: Connection) throws(PostgreSQLError) -> Int {
+        let found = try connection.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        return found.rowCount == 0 ? 0 : Int(found.row(0).integer(0))
     }
 
-    /// Drops idempotency keys and deletion records older than their lifetimes, raising the
-    /// floor that tells replays records were dropped: statements for the caller's transaction.
+    /// The schema version the database is at.
+    public func schemaVersion() throws(StoreError) -> Int {
+        try read("cannot read the schema version", Self.schemaVersion)
+    }
+
+    /// Statements that drop expired idempotency keys and deletion records, raising the floor of dropped records.
     static func purgeExpired(options: Options) -> [Connection.Statement] {
         let now = Date()
         return [
@@ -184,9 +154,7 @@ public final class PostgresStore: InstanceStore, Sendable {
         ]
     }
 
-    /// A statement that runs `delete` (a DELETE returning `seq`) and raises the floor of
-    /// dropped records (`meta.dropped_through`) to the largest number it deleted: one
-    /// statement, so it can wait in a pipeline for nothing.
+    /// `delete` (returning `seq`) raising `meta.dropped_through` to the largest it deleted, in one pipelinable statement.
     static func raisingDroppedFloor(_ delete: String) -> String {
         """
         WITH gone AS (\(delete))
@@ -205,17 +173,13 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     public func latestSequence() throws(StoreError) -> Int64 {
         let sequence = try read("cannot read the last sequence number") { (connection) throws(PostgreSQLError) in
-            try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1").integer(0, 0)
+            try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1").row(0).integer(0)
         }
         learned(sequence)
         return sequence
     }
 
-    /// Listens on a connection of its own to ``Options/listenURL`` (on a thread of its own)
-    /// and calls `wake` for each notification of a commit (this process's too) and after each
-    /// (re)connection, since notifications sent while it was away are lost. Polling for a
-    /// notification lost otherwise is the caller's (the protocol says so): the registry asks
-    /// ``latestSequence()`` every `--poll-interval`.
+    /// Listens on ``Options/listenURL`` (see ``CommitListener``); this process's commits wake it too.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {
         let listener = CommitListener(url: options.listenURL ?? url, timeout: options.timeout, report: report, wake: wake)
         listeners.withLock { $0.append(listener) }
@@ -223,19 +187,11 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     // MARK: Writes
 
-    /// Runs `body` in one transaction that holds the counter row's lock from its start, so no
-    /// other replica writes until it ends.
-    ///
-    /// Acknowledged means committed with `synchronous_commit` as the server has it (`on` by
-    /// default: in the server's WAL on disk). If the connection drops during `COMMIT`, whether
-    /// the transaction committed is unknown: it is reported as a failure all the same (the
-    /// service answers 503), and a client that retries with its idempotency key gets the
-    /// outcome of the first attempt if it did commit. That is what the keys are for. A
-    /// transaction still waiting on PostgreSQL when ``Options/timeout`` has passed is given up
-    /// the same way: if its COMMIT had been sent, it may yet commit once the server goes on.
+    /// Durable as the server's `synchronous_commit` has it. A COMMIT whose connection drops, or
+    /// that outlasts ``Options/timeout``, fails with ``StoreError/isOutcomeUnknown``: it may have
+    /// committed, which a retry with the same idempotency key then learns.
     public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
-        // nonisolated(unsafe): `body` runs only here, under the writer's lock, and keeps nothing of
-        // it; region checking cannot see that of a caller's closure given the Mutex's `inout sending` state.
+        // nonisolated(unsafe): `body` runs only here, under the lock; region checking cannot see that.
         nonisolated(unsafe) let body = body
         nonisolated(unsafe) var result: T?
         let sequence = try writer.withLock { (writer: inout Writer) throws(StoreError) -> Int64 in
@@ -247,8 +203,7 @@ public final class PostgresStore: InstanceStore, Sendable {
             do throws(StoreError) {
                 result = try body(transaction)
                 if let failure = transaction.failure {
-                    // The body went on after a failed statement: PostgreSQL aborted the
-                    // transaction then, and its COMMIT would only roll back.
+                    // The body went on after a failed statement: the COMMIT would only roll back.
                     throw StoreError(failure, doing: "cannot commit after a failed statement")
                 }
                 purging = writer.writesSincePurge + 1 >= 1000
@@ -279,25 +234,19 @@ public final class PostgresStore: InstanceStore, Sendable {
         return result!
     }
 
-    /// Begins a transaction and takes the counter row's lock (waiting for a transaction of
-    /// another replica that holds it). A connection found lost here lost nothing: it is made
-    /// again once at once, so the first write after PostgreSQL comes back succeeds.
+    /// Begins and locks the counter row; a lost connection is made again once at once, so the first write after an outage succeeds.
     private static func begin(by deadline: Deadline, _ link: inout Link, options: Options) throws(StoreError) -> PostgresTransaction {
         var retried = false
         while true {
-            let connection: Connection
-            do {
-                connection = try link.connection(by: deadline)
-            } catch {
-                throw StoreError(error, doing: "cannot begin a transaction")
-            }
+            let connection = try checked("cannot begin a transaction") { () throws(PostgreSQLError) in try link.connection(by: deadline) }
             do throws(PostgreSQLError) {
                 let counter = try connection.execute([
                     Connection.Statement("BEGIN"),
                     Connection.Statement("SELECT last_sequence, instance_count FROM commit_counter WHERE id = 1 FOR UPDATE"),
                 ])[1]
                 guard counter.rowCount == 1 else { throw ResultRow.damaged("commit_counter has no row: the database is damaged") }
-                return PostgresTransaction(connection: connection, options: options, sequence: counter.integer(0, 0), instanceCount: counter.integer(0, 1))
+                let row = counter.row(0)
+                return PostgresTransaction(connection: connection, options: options, sequence: row.integer(0), instanceCount: row.integer(1))
             } catch {
                 if error.isConnectionLost {
                     link.dropIfLost(error)
@@ -313,8 +262,7 @@ public final class PostgresStore: InstanceStore, Sendable {
         }
     }
 
-    /// Rolls back the open transaction. If that fails, the connection is closed instead,
-    /// which rolls back on the server all the same.
+    /// Rolls back the open transaction, or closes the connection, which rolls back on the server too.
     private static func rollBack(_ connection: Connection, _ link: inout Link) {
         do {
             try connection.execute("ROLLBACK")

@@ -1,13 +1,9 @@
 import Foundation
 import LifecycleKit
 
-/// One write transaction's view of a ``PostgresStore``; valid only inside its `write`.
-///
-/// Instances, records and idempotency keys wait in memory until the transaction ends (or a
-/// delete needs the database up to date first), then go as one multi-row statement per
-/// table over `unnest`, all in one round trip with the COMMIT: a batch of events costs
-/// two round trips (the second with the commit's flush) rather than two per event.
-/// Reads through the transaction look at what waits first.
+/// One write transaction's view of a ``PostgresStore``; valid only inside its `write`. Writes
+/// wait in memory (reads look there first) until the COMMIT or a delete, then go as one
+/// statement per table over `unnest` in one round trip: two round trips a batch, not per event.
 final class PostgresTransaction: StoreTransaction {
     let connection: Connection
     let options: PostgresStore.Options
@@ -50,8 +46,7 @@ final class PostgresTransaction: StoreTransaction {
         var found = ids.compactMap { instances[$0]?.instance }
         let unwritten = ids.filter { instances[$0] == nil }
         guard !unwritten.isEmpty else { return found }
-        let sql = "SELECT \(PostgresStore.instanceColumns) FROM instances WHERE id = ANY($1::text[])"
-        let rows = try run("cannot read instances", [Connection.Statement(sql, [.texts(unwritten)])])[0].rows
+        let rows = try run("cannot read instances", [Connection.Statement(PostgresStore.selectInstances, [.texts(unwritten)])])[0].rows
         found += try checked("cannot read instances") { () throws(PostgreSQLError) in try rows.map(Codec.instance) }
         return found
     }
@@ -59,8 +54,7 @@ final class PostgresTransaction: StoreTransaction {
     func instanceCount() throws(StoreError) -> Int { Int(startInstanceCount + instancesAdded) }
 
     func insert(_ instance: StoredInstance, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
-        // One waiting under this id exists already (the database would refuse the insert
-        // with the primary key; the one multi-row insert would not see the second).
+        // The primary key would refuse this, but the one multi-row insert would not see the second.
         guard instances[instance.id] == nil else {
             throw StoreError("cannot store instance \(instance.id): it exists already (within this transaction)", isSpecificToWrite: true)
         }
@@ -111,8 +105,7 @@ final class PostgresTransaction: StoreTransaction {
         keys[key.key] = Codec.StoredKey(fingerprint: key.fingerprint, write: write, createdAt: Date())
     }
 
-    /// Keys on PostgreSQL were always stored scoped: ``IdempotencyKey/unscopedKey`` is
-    /// never looked up.
+    /// Keys on PostgreSQL were always stored scoped: ``IdempotencyKey/unscopedKey`` is never looked up.
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
         let what = "cannot read an idempotency key"
         var stored = keys[key.key]
@@ -141,20 +134,15 @@ final class PostgresTransaction: StoreTransaction {
         FROM unnest(\(PostgresStore.instanceArrays)) AS u(\(PostgresStore.instanceColumns)) WHERE instances.id = u.id
         """
 
-    /// Statements that write what waits (new instances, changed instances, records, the
-    /// history limit's drops, idempotency keys; at most one each), which no longer waits.
+    /// Statements (at most one a table) that write what waits, which then waits no more.
     private func waitingStatements() throws(StoreError) -> [Connection.Statement] {
         var statements: [Connection.Statement] = []
         let new = instances.values.filter(\.isNew).map(\.instance)
         let changed = instances.values.filter { !$0.isNew }.map(\.instance)
         instances = [:]
-        if !new.isEmpty {
-            let rows = try new.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
-            statements.append(Connection.Statement(Self.insertInstances, Connection.Parameter.columns(rows)))
-        }
-        if !changed.isEmpty {
-            let rows = try changed.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
-            statements.append(Connection.Statement(Self.updateInstances, Connection.Parameter.columns(rows)))
+        for (sql, group) in [(Self.insertInstances, new), (Self.updateInstances, changed)] where !group.isEmpty {
+            let rows = try group.map { (instance) throws(StoreError) in try Codec.columns(of: instance) }
+            statements.append(Connection.Statement(sql, Connection.Parameter.columns(rows)))
         }
         if !records.isEmpty {
             statements.append(Connection.Statement(
@@ -167,8 +155,7 @@ final class PostgresTransaction: StoreTransaction {
             records = []
         }
         if !drops.isEmpty {
-            // After the records: those of this transaction below the limit go too, as
-            // they would have one at a time.
+            // After the records, so that this transaction's own below the limit go too.
             statements.append(Connection.Statement(
                 PostgresStore.raisingDroppedFloor("""
                     DELETE FROM records USING unnest($1::text[], $2::bigint[]) AS d(instance, through)
@@ -194,8 +181,7 @@ final class PostgresTransaction: StoreTransaction {
         return statements
     }
 
-    /// The statements that end the transaction before its COMMIT: what waits, expired keys
-    /// and deletion records now and then, and the counter row with a notification.
+    /// What goes before the COMMIT: what waits, now and then a purge, and the counter with a notification.
     func closingStatements(purging: Bool) throws(StoreError) -> [Connection.Statement] {
         var statements = try waitingStatements()
         if purging { statements += PostgresStore.purgeExpired(options: options) }

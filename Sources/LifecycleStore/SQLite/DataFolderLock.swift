@@ -3,13 +3,9 @@ import Foundation
 import Glibc
 #endif
 
-/// The data folder's lock file, `lifecycled.lock`: held (`flock`) for the store's life so a
-/// second process cannot open the same database, and the keeper of the sequence marker.
-///
-/// The marker is the last sequence number committed, written after each commit that
-/// advanced it. It tells start-up what the database should at least hold, so a database
-/// that vanished, was emptied or lost commits is noticed instead of served as if new.
-/// Owns the file descriptor and closes it (ending the lock) in ``release()`` or `deinit`.
+/// The data folder's lock file, `lifecycled.lock`, held (`flock`) so that one process uses a
+/// database. It keeps the marker, the last sequence number committed, which tells start-up what
+/// the database should at least hold. Owns the descriptor; ``release()`` or `deinit` closes it.
 final class DataFolderLock {
     static let fileName = "lifecycled.lock"
 
@@ -61,8 +57,8 @@ final class DataFolderLock {
 
     deinit { release() }
 
-    /// Records `sequence` as committed. No fsync: the marker only has to be no further than
-    /// the database, and it is written after the commit it names (see `SQLiteStore.write`).
+    /// Records `sequence` as committed. No fsync: written after the commit, it is no further than the
+    /// database after a crash, or a power loss with sync=full; with sync=normal start-up reports the loss.
     func mark(_ sequence: Int64) throws(StoreError) {
         try write(sequence: sequence)
     }
@@ -74,8 +70,7 @@ final class DataFolderLock {
         descriptor = -1
     }
 
-    /// The file: `pid=` and ten digits on one line, then `sequence=` and twenty digits on the
-    /// next once a database exists. Fixed widths, so each update is one small `pwrite` in place.
+    /// `pid=` and ten digits, then `sequence=` and twenty once a database exists: fixed widths, so one `pwrite` in place.
     private func write(sequence: Int64?) throws(StoreError) {
         guard descriptor >= 0 else { throw StoreError("the lock file \(path) was released") }
         var text = "pid=" + Self.padded(Int64(pid), to: 10) + "\n"

@@ -12,19 +12,16 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     /// Whether the disk (or quota) is full.
     public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
 
-    /// Whether the statement's own data was refused (a constraint or trigger, a value too big
-    /// or of the wrong type), as opposed to the database failing for every statement.
+    /// Whether the statement's own data was refused (a constraint or trigger, a value too big or of the wrong type).
     public var isSpecificToWrite: Bool { [SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH].contains(primaryCode) }
 
-    /// Whether the file is damaged. Damage may lie in pages only some writes touch, so other
-    /// writes can still commit, but it does not heal: it is the store's failure, not the write's.
+    /// Whether the file is damaged: other writes may still commit, but it is the store's failure, not the write's.
     public var isDamage: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
 
     public var description: String { "SQLite error \(code): \(message)" }
 }
 
-/// One SQLite connection. Owns the `sqlite3*` and closes it in `deinit`.
-/// Not thread-safe: the owner serialises access.
+/// One SQLite connection, owning its `sqlite3*`; the owner serialises access.
 final class Database {
     private let handle: OpaquePointer
 
@@ -43,7 +40,7 @@ final class Database {
         }
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5000)
-        // Replaces the automatic checkpoint (its WAL hook): commits never checkpoint.
+        // Replaces the automatic checkpoint (`wal_autocheckpoint` would remove it): commits never checkpoint.
         sqlite3_wal_hook(handle, { context, _, _, frames in
             Unmanaged<Database>.fromOpaque(context!).takeUnretainedValue().walFrames = Int(frames)
             return SQLITE_OK
@@ -52,8 +49,7 @@ final class Database {
 
     deinit { sqlite3_close_v2(handle) }
 
-    /// Frames in the WAL after this connection's last commit, as SQLite's WAL hook reports
-    /// them; 0 after a checkpoint here that lets the next write start the WAL over.
+    /// Frames in the WAL after this connection's last commit; 0 after a checkpoint that starts it over.
     private(set) var walFrames = 0
 
     /// The one place result codes become Swift errors.
@@ -73,8 +69,7 @@ final class Database {
         return Statement(handle: statement!, database: self)
     }
 
-    /// Runs `body` in one transaction (`BEGIN IMMEDIATE` to write, `BEGIN` for one read
-    /// snapshot): committed if it returns, rolled back if it throws.
+    /// Runs `body` in one transaction (`BEGIN` for a read snapshot), rolled back if it throws.
     func transaction<T>(_ begin: String = "BEGIN IMMEDIATE", _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         try execute(begin)
         do {
@@ -91,9 +86,7 @@ final class Database {
         }
     }
 
-    /// Rolls back the open transaction, unless SQLite already has (it does after some
-    /// errors). A rollback that fails leaves the connection inside the transaction: callers
-    /// report it with the error that made them roll back.
+    /// Rolls back the open transaction, unless SQLite already has (after some errors).
     func rollBack() throws(SQLiteError) {
         guard sqlite3_get_autocommit(handle) == 0 else { return }
         try execute("ROLLBACK")
@@ -103,8 +96,7 @@ final class Database {
     enum Checkpoint {
         /// Copies what it can without waiting for anyone.
         case passive
-        /// Also waits (up to the busy timeout) until no reader needs the WAL, so the next
-        /// write starts it over from the beginning.
+        /// Also waits (up to the busy timeout) until no reader needs the WAL, so the next write starts it over.
         case restart
         /// As `restart`, and empties the WAL file.
         case truncate
@@ -123,8 +115,6 @@ final class Database {
         if mode != .passive { walFrames = 0 }
         return true
     }
-
-    var changes: Int { Int(sqlite3_changes(handle)) }
 }
 
 /// A prepared statement, reset and reused. Owns the `sqlite3_stmt*`.
@@ -139,29 +129,20 @@ final class Statement {
 
     deinit { sqlite3_finalize(handle) }
 
-    /// A value that can be bound to a parameter.
-    enum Binding: Sendable {
-        case integer(Int64)
-        case real(Double)
-        case text(String)
-        case blob([UInt8])
-        case null
-    }
-
-    /// Binds values to `?1`, `?2`, ... after clearing earlier bindings and state.
+    /// Binds values to `?1`, `?2`, ... after clearing earlier bindings and state; booleans as 0 or 1.
     @discardableResult
-    func bind(_ values: [Binding]) throws(SQLiteError) -> Statement {
+    func bind(_ values: [ColumnValue]) throws(SQLiteError) -> Statement {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let code: Int32
             switch value {
-            case .integer(let v): code = sqlite3_bind_int64(handle, index, v)
-            case .real(let v): code = sqlite3_bind_double(handle, index, v)
-            case .text(let v): code = v.utf8CString.withUnsafeBufferPointer { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count - 1)) }
-            case .blob(let v): code = v.withUnsafeBytes { lc_sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
-            case .null: code = sqlite3_bind_null(handle, index)
+            case .integer(nil), .text(nil): code = sqlite3_bind_null(handle, index)
+            case .integer(let v?): code = sqlite3_bind_int64(handle, index, v)
+            case .boolean(let v): code = sqlite3_bind_int64(handle, index, v ? 1 : 0)
+            case .text(let v?): code = v.utf8CString.withUnsafeBufferPointer { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count - 1)) }
+            case .bytes(let v): code = v.withUnsafeBytes { lc_sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
             }
             try database.check(code)
         }
@@ -169,7 +150,7 @@ final class Statement {
     }
 
     /// Runs a statement that returns no rows.
-    func run(_ values: [Binding] = []) throws(SQLiteError) {
+    func run(_ values: [ColumnValue] = []) throws(SQLiteError) {
         try bind(values)
         let code = sqlite3_step(handle)
         sqlite3_reset(handle)
@@ -177,7 +158,7 @@ final class Statement {
     }
 
     /// Steps through result rows, calling `body` with a row reader each time.
-    func forEachRow(_ values: [Binding] = [], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {
+    func forEachRow(_ values: [ColumnValue] = [], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {
         try bind(values)
         defer { sqlite3_reset(handle) }
         while true {
@@ -189,7 +170,7 @@ final class Statement {
     }
 
     /// The first row's reading, or `nil` when there is no row.
-    func first<T>(_ values: [Binding] = [], _ read: (Row) throws(SQLiteError) -> T) throws(SQLiteError) -> T? {
+    func first<T>(_ values: [ColumnValue] = [], _ read: (Row) throws(SQLiteError) -> T) throws(SQLiteError) -> T? {
         var result: T?
         try bind(values)
         defer { sqlite3_reset(handle) }
@@ -216,30 +197,11 @@ struct Row: StoredRow {
 
     func byteCount(_ column: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(column))) }
 
-    func blob(_ column: Int) -> [UInt8] {
+    func bytes(_ column: Int) -> [UInt8] {
         let count = byteCount(column)
         guard count > 0, let pointer = sqlite3_column_blob(handle, Int32(column)) else { return [] }
         return Array(UnsafeRawBufferPointer(start: pointer, count: count))
     }
-
-    func bytes(_ column: Int) -> [UInt8] { blob(column) }
-}
-
-extension Statement.Binding {
-    /// A codec's value as SQLite keeps it: booleans as 0 or 1.
-    init(_ value: ColumnValue) {
-        self = switch value {
-        case .integer(let v): v.map { .integer($0) } ?? .null
-        case .text(let v): v.map { .text($0) } ?? .null
-        case .bytes(let v): .blob(v)
-        case .boolean(let v): .integer(v ? 1 : 0)
-        }
-    }
-}
-
-extension Statement {
-    /// Runs the statement with a codec's values bound to `?1`, `?2`, ... in order.
-    func run(_ values: [ColumnValue]) throws(SQLiteError) { try run(values.map(Binding.init)) }
 }
 
 extension SQLiteError: StoreFailure {

@@ -12,9 +12,7 @@ extension SQLiteStore {
 
         init(_ database: Database) throws(SQLiteError) {
             self.database = database
-            // A client pages with the last sequence number it saw, which belongs to this
-            // instance: start the index range right after that record's version instead of
-            // walking the instance's history from the beginning.
+            // Start the index range after the version of the record `after` names, not at the history's beginning.
             selectHistory = try database.prepare("""
                 SELECT seq, body FROM records
                 WHERE instance = ?1
@@ -35,15 +33,12 @@ extension SQLiteStore {
     /// The instance columns (see ``Codec/instanceColumns(window:)``).
     static let instanceColumnNames = Codec.instanceColumns(window: "window")
     static let instanceColumns = instanceColumnNames.joined(separator: ", ")
+    static let selectInstance = "SELECT \(instanceColumns) FROM instances WHERE id = ?1"
 
     /// Runs `body` on the read connection (one read at a time).
     func read<T: Sendable>(_ what: String, _ body: sending (Reader) throws(SQLiteError) -> T) throws(StoreError) -> T {
         try reader.withLock { (reader: inout Reader) throws(StoreError) -> T in
-            do throws(SQLiteError) {
-                return try body(reader)
-            } catch {
-                throw StoreError(error, doing: what)
-            }
+            try checked(what) { () throws(SQLiteError) in try body(reader) }
         }
     }
 
@@ -59,10 +54,7 @@ extension SQLiteStore {
 
     public func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
         try read("cannot load instances") { (reader) throws(SQLiteError) in
-            let select = try reader.database.prepare("SELECT \(Self.instanceColumns) FROM instances WHERE id = ?1")
-            var found: [StoredInstance] = []
-            for id in ids { if let instance = try select.first([.text(id)], Codec.instance) { found.append(instance) } }
-            return found
+            try reader.database.prepare(Self.selectInstance).instances(ids)
         }
     }
 
@@ -75,7 +67,7 @@ extension SQLiteStore {
                 // One row more than the page holds says whether more follow; rows turned away are not read.
                 try reader.selectHistory.forEachRow([.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
                     guard fill.admits(size: row.byteCount(1)) else { return }
-                    page.records.append(row.blob(1))
+                    page.records.append(row.bytes(1))
                     page.lastSequence = row.integer(0)
                 }
                 page.hasMore = fill.turnedAway
@@ -100,7 +92,7 @@ extension SQLiteStore {
 
     public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
         let upper = Codec.replayUpper(after: after, through: through, filter: filter)
-        var bindings: [Statement.Binding] = [.integer(after), .integer(upper), .integer(Int64(limit.records))]
+        var bindings: [ColumnValue] = [.integer(after), .integer(upper), .integer(Int64(limit.records))]
         func bind(_ text: String) -> String {
             bindings.append(.text(text))
             return "?\(bindings.count)"
@@ -134,5 +126,16 @@ extension SQLiteStore {
             try reader.database.prepare("PRAGMA integrity_check").forEachRow { row in lines.append(row.text(0) ?? "NULL") }
             return lines.joined(separator: "\n")
         }
+    }
+}
+
+extension Statement {
+    /// What ``SQLiteStore/selectInstance`` finds of `ids`, one lookup each.
+    func instances(_ ids: [String]) throws(SQLiteError) -> [StoredInstance] {
+        var found: [StoredInstance] = []
+        for id in ids {
+            if let instance = try first([.text(id)], Codec.instance) { found.append(instance) }
+        }
+        return found
     }
 }

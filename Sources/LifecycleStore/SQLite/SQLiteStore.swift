@@ -13,24 +13,23 @@ public final class SQLiteStore: InstanceStore, Sendable {
         case full
     }
 
+    /// How the store keeps, forgets and syncs.
     public struct Options: Sendable {
         public var sync: SyncMode
         /// Records kept per instance; older ones are dropped as new ones arrive.
         public var historyLimit: Int
         /// How long idempotency keys are kept.
         public var idempotencyLifetime: TimeInterval
-        /// How long a deleted instance's deletion record stays replayable (its other records
-        /// go at once, with the instance).
+        /// How long a deleted instance's deletion record stays replayable (its other records go at once).
         public var tombstoneLifetime: TimeInterval
         /// Caps the database size in pages (SQLite's max_page_count); a full cap acts as a full disk.
         public var maxPageCount: Int?
         /// The bound on the WAL file, in bytes, however fast writes come (see ``WALBound``).
         public var maxWALSize: Int
-        /// Opens a database that lost committed data (missing, emptied, or behind the
-        /// marker in the lock file) instead of refusing it. The loss is reported, and
-        /// sequence numbers continue after the last one handed out, so none is reused.
+        /// Opens a database that lost committed data instead of refusing it, reporting the loss; no number is reused.
         public var acceptDataLoss: Bool
 
+        /// Options with the service's defaults.
         public init(
             sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
             tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, maxPageCount: Int? = nil,
@@ -52,7 +51,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// How long a deletion record stays replayable unless told otherwise (both stores' default).
     public static let defaultTombstoneLifetime = RecordKind.deletionRecordLifetime
 
-    /// The schema's migrations, in order (see ``SQLiteMigrations``).
+    /// The schema's migrations, in order.
     static let migrations = SQLiteMigrations.all
 
     /// The database file inside a data folder.
@@ -74,11 +73,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// The start-up check of the database, running beside the rest of start-up.
     private let startupCheck: IntegrityCheck
 
-    /// Opens (creating if needed) the store in `directory`, migrating its schema.
-    ///
-    /// Refuses a folder another process holds, a database that fails `PRAGMA quick_check`,
-    /// and one that lost data the lock file's marker says was committed (unless
-    /// ``Options/acceptDataLoss``). `report` receives what an operator should see.
+    /// Opens (creating if needed) the store in `directory`, migrating its schema. Refuses a folder
+    /// another process holds, and a database that lost data the lock file's marker says was
+    /// committed (unless ``Options/acceptDataLoss``). `report` receives what an operator should see.
     public init(
         directory: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
     ) throws(StoreError) {
@@ -100,36 +97,26 @@ public final class SQLiteStore: InstanceStore, Sendable {
         let database: Database
         do {
             database = try Database(path: path)
-            // Small pages for a new file: each record dirties its instance's last page of the
-            // (instance, version) index, so a commit writes about one page per record to the
-            // WAL; 1 KiB pages (records are 0.2-0.5 KiB) cut that write volume fourfold and
-            // raised durable writes from about 25k to 35k a second (see Benchmarks/RESULTS.md).
-            // Ignored for an existing file.
+            // A commit writes about one index page per record to the WAL: 1 KiB pages (for a new
+            // file) raised durable writes from about 25k to 35k a second (Benchmarks/RESULTS.md).
             try database.execute("PRAGMA page_size = 1024")
             try database.execute("PRAGMA journal_mode = WAL")
             try database.execute("PRAGMA synchronous = \(synchronous)")
-            // Commits never checkpoint on their own (Database's WAL hook replaces SQLite's
-            // automatic checkpoint; `PRAGMA wal_autocheckpoint` would remove the hook): a
-            // background thread does, and the committer between two transactions once the
-            // WAL passes its threshold (see `restartWALIfDue(_:)`).
-            // A WAL left larger (by an older lifecycled, or a reader that held it) shrinks back
-            // to the bound at the first commit after the WAL starts over.
+            // Commits never checkpoint (see ``WALBound``); a WAL left larger shrinks back once it starts over.
             try database.execute("PRAGMA journal_size_limit = \(options.maxWALSize)")
             if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }
             pageSize = try database.prepare("PRAGMA page_size").first { Int($0.integer(0)) } ?? 1024
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
-        // Runs while the rest of start-up does (opening here, loading instances in the service):
-        // ``verifyIntegrity()`` waits for it before anything is served.
+        // Beside the rest of start-up; ``verifyIntegrity()`` waits for it before anything is served.
         startupCheck = IntegrityCheck(path: path, report: report)
         let statements: WriteStatements
         var sequence: Int64
         do {
             try Self.migrate(database)
             statements = try WriteStatements(database)
-            // The newest record is never dropped by retention, so the largest number in use is the
-            // last one assigned, unless a delete took it: deletes leave a floor in `meta`.
+            // Retention never drops the newest record; a delete's number is kept as a floor in `meta`.
             let newest = try database.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
             let floor = try database.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
@@ -145,8 +132,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
             report(StoreEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
             if case .committed(let marked) = lock.marker, sequence < marked {
-                // Numbers up to the marker were handed out: a client may hold one, so none is
-                // reused; and replays after one of them are told that records may be missing.
+                // A client may hold a number up to the marker: none is reused, and replays learn of the gap.
                 try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
                     try database.transaction { () throws(SQLiteError) in
                         try statements.raiseSequenceFloor.run([.integer(marked)])
@@ -192,29 +178,25 @@ public final class SQLiteStore: InstanceStore, Sendable {
         case .committed(let marked) where status.st_size == 0:
             return "the database is empty (0 bytes), but it had committed sequence numbers up to \(marked)"
         case .none where exists && status.st_size == 0:
-            // SQLite never leaves a database it made empty: this one was emptied, and
-            // without a marker nothing says it was new.
+            // SQLite never leaves a database it made empty: this one was emptied.
             return "the database is an empty file (0 bytes), and no marker says it was new"
         case .committed, .none:
             return nil
         }
     }
 
-    /// Waits for the start-up integrity check; throws if the database is damaged. Call before
-    /// serving anything read from the store. (A database server checks its own data: only
-    /// this store has such a check.)
+    /// Waits for the start-up integrity check (`PRAGMA quick_check`); throws if the database is
+    /// damaged. Call before serving anything read from the store.
     public func verifyIntegrity() throws(StoreError) {
         try startupCheck.wait()
     }
 
-    /// The reason to give for a failed start: the start-up check's, if it finds the database
-    /// damaged (the likely cause), else `failure`.
+    /// The reason to give for a failed start: damage the start-up check finds, else `failure`.
     public func reason(for failure: StoreError) -> StoreError {
         startupCheck.explaining(failure)
     }
 
     /// Ends writing with a checkpoint that empties the WAL, and lets the data folder go.
-    /// Call when done with the store, after the last write; later writes are refused.
     public func close() {
         writer.withLock { (writer: inout Writer) -> Void in
             guard !writer.isClosed else { return }
@@ -260,6 +242,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// Only this process writes the file (the data folder's lock sees to it): nothing to observe.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {}
 
-    /// Times are kept in whole milliseconds (see ``Codec``).
+    /// Times are kept in whole milliseconds (for tests that write rows themselves).
     static func milliseconds(_ date: Date) -> Int64 { Codec.milliseconds(date) }
 }

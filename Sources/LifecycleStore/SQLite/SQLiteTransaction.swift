@@ -1,8 +1,7 @@
 import Foundation
 import LifecycleKit
 
-/// One write transaction's view of an ``SQLiteStore``; valid only inside its `write`, under
-/// the writer's lock. Each write is a statement on the write connection at once.
+/// One write transaction's view of an ``SQLiteStore``, valid inside its `write`: each write a statement at once.
 final class SQLiteTransaction: StoreTransaction {
     private let statements: WriteStatements
     private let options: SQLiteStore.Options
@@ -22,11 +21,7 @@ final class SQLiteTransaction: StoreTransaction {
     }
 
     func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
-        try checked("cannot read instances") { () throws(SQLiteError) in
-            var found: [StoredInstance] = []
-            for id in ids { if let instance = try statements.selectInstance.first([.text(id)], Codec.instance) { found.append(instance) } }
-            return found
-        }
+        try checked("cannot read instances") { () throws(SQLiteError) in try statements.selectInstance.instances(ids) }
     }
 
     func instanceCount() throws(StoreError) -> Int {
@@ -85,8 +80,7 @@ final class SQLiteTransaction: StoreTransaction {
         return encoded
     }
 
-    /// Before the commit: the floor of dropped records follows what this transaction dropped
-    /// (in `meta`, written once per transaction rather than once per dropped record).
+    /// Before the commit: the floor of dropped records, once a transaction rather than per record.
     func finish() throws(StoreError) {
         guard droppedThrough > 0 else { return }
         try checked("cannot raise the floor of dropped records") { () throws(SQLiteError) in

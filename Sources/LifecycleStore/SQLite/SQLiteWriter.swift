@@ -3,7 +3,6 @@ import Synchronization
 
 extension SQLiteStore {
     /// The write connection and what its transactions share, under ``SQLiteStore/writer``'s lock.
-    /// It also checkpoints the WAL, between its transactions (see ``WALBound``).
     struct Writer {
         let database: Database
         let statements: WriteStatements
@@ -14,16 +13,7 @@ extension SQLiteStore {
         var walBound: WALBound
         var isClosed = false
 
-        init(database: Database, statements: WriteStatements, lock: DataFolderLock, sequence: Int64, walBound: WALBound) {
-            self.database = database
-            self.statements = statements
-            self.lock = lock
-            self.sequence = sequence
-            self.walBound = walBound
-        }
-
-        /// Drops idempotency keys and deletion records older than their lifetimes (on the write
-        /// connection), raising the floor that tells replays records were dropped.
+        /// Drops expired idempotency keys and deletion records, raising the floor of dropped records.
         func purgeExpired(_ options: SQLiteStore.Options) throws(SQLiteError) {
             let now = Date()
             try statements.purgeKeys.run([.integer(Codec.milliseconds(now.addingTimeInterval(-options.idempotencyLifetime)))])
@@ -40,8 +30,7 @@ extension SQLiteStore {
 
 extension SQLiteStore {
     public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
-        // nonisolated(unsafe): `body` runs only here, under the writer's lock, and keeps nothing of
-        // it; region checking cannot see that of a caller's closure given the Mutex's `inout sending` state.
+        // nonisolated(unsafe): `body` runs only here, under the lock; region checking cannot see that.
         nonisolated(unsafe) let body = body
         nonisolated(unsafe) var result: T?
         try writer.withLock { (writer: inout Writer) throws(StoreError) -> Void in
@@ -50,12 +39,8 @@ extension SQLiteStore {
             let transaction = SQLiteTransaction(
                 statements: writer.statements, options: options, unscopedKeysThrough: unscopedKeysThrough, sequence: writer.sequence
             )
-            do throws(SQLiteError) {
-                try writer.database.execute("BEGIN IMMEDIATE")
-            } catch {
-                throw StoreError(error, doing: "cannot begin a transaction")
-            }
             let database = writer.database
+            try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.execute("BEGIN IMMEDIATE") }
             do throws(StoreError) {
                 result = try body(transaction)
                 try transaction.finish()
@@ -73,16 +58,11 @@ extension SQLiteStore {
         return result!
     }
 
-    /// After a commit: the marker follows the sequence, and expired keys go now and then.
-    /// Neither may fail the write, which is committed; a failure is reported.
+    /// After a commit: the marker follows, expired keys go now and then; a failure is reported, since the write committed.
     private func committed(_ newSequence: Int64, _ writer: inout Writer) {
         if newSequence != writer.sequence {
             writer.sequence = newSequence
-            // After the commit, never before: the marker must not pass what the database
-            // holds. Without fsync it still cannot pass it after a crash of the process (both
-            // are in the page cache, in this order), nor after a power loss with sync=full
-            // (the commit's fsync returned before this write began); with sync=normal a power
-            // loss can lose the commit and keep the marker, which start-up then reports.
+            // After the commit, so the marker never passes the database, even without fsync (see DataFolderLock).
             do {
                 try writer.lock.mark(newSequence)
             } catch {
@@ -100,11 +80,10 @@ extension SQLiteStore {
         }
     }
 
-    /// Checkpoints, between two transactions, once the WAL has passed its threshold, so the
-    /// next commit starts the WAL over. RESTART waits for readers still using the WAL (history
-    /// reads take milliseconds); no other writer exists to wait for.
+    /// Checkpoints between two transactions once the WAL passed its threshold, so the next commit
+    /// starts it over; RESTART waits only for readers (history reads take milliseconds).
     private func restartWALIfDue(_ writer: inout Writer) throws(StoreError) {
-        // The WAL's size from its frame count: header, then each frame's header and page.
+        // The WAL's header, then each frame's header and page.
         let frames = writer.database.walFrames
         let bytes = frames == 0 ? 0 : 32 + frames * (24 + pageSize)
         let due = writer.walBound.due(walBytes: bytes)
@@ -148,7 +127,7 @@ struct WriteStatements {
     let countInstances: Statement
 
     init(_ database: Database) throws(SQLiteError) {
-        selectInstance = try database.prepare("SELECT \(SQLiteStore.instanceColumns) FROM instances WHERE id = ?1")
+        selectInstance = try database.prepare(SQLiteStore.selectInstance)
         countInstances = try database.prepare("SELECT count(*) FROM instances")
         let columns = SQLiteStore.instanceColumnNames
         let values = columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")

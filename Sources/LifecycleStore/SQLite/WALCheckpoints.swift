@@ -1,13 +1,9 @@
 import Foundation
 import Synchronization
 
-/// When the committer checkpoints the WAL, which is what keeps the WAL bounded.
-///
-/// SQLite starts the WAL over only when a write begins after a checkpoint has copied every
-/// frame and no reader still uses the WAL. The background checkpointer alone never gets
-/// there under a steady stream of commits: by the time it has copied what it saw, more
-/// frames have come, so the WAL grew without end (1.1 GB in 20 s under wrk). The
-/// committer, the only writer, can: between two of its transactions nothing is written.
+/// When the committer checkpoints the WAL, which keeps it bounded: SQLite starts the WAL over
+/// only after a checkpoint that copied every frame, which under steady commits only the one
+/// writer, between its transactions, reaches (the background one alone let it grow to 1.1 GB in 20 s).
 struct WALBound {
     /// How urgently the committer should checkpoint before its next transaction.
     enum Due: Equatable {
@@ -18,9 +14,7 @@ struct WALBound {
         case now
     }
 
-    /// WAL bytes at which the committer checkpoints: half the bound, so a transaction that
-    /// crosses it, and the transactions while a background round delays the checkpoint,
-    /// still end under the bound.
+    /// WAL bytes at which the committer checkpoints: half the bound, leaving room for what a background round delays.
     let threshold: Int
     /// Past this, the committer no longer lets a background round delay it.
     let limit: Int
@@ -36,20 +30,15 @@ struct WALBound {
         walBytes < next ? .no : walBytes < max(limit, next) ? .ifIdle : .now
     }
 
-    /// After a checkpoint that readers kept from finishing, the next try waits until the WAL
-    /// has grown by another threshold: a long reader then costs one wait (the busy timeout)
-    /// per threshold, not one per commit.
+    /// After one readers kept from finishing, the next waits another threshold: one busy timeout a threshold.
     mutating func checkpointed(finished: Bool, walBytes: Int) {
         next = finished ? threshold : walBytes + threshold
     }
 }
 
-/// Copies the WAL into the database file every 200 ms, on its own connection and thread,
-/// so the committer's checkpoint at the threshold has little left to copy and sync (about
-/// 10 to 30 ms under full load, against 50 ms when it copied everything itself).
-///
-/// PASSIVE: it never waits for the writer or readers. The committer's checkpoints exclude
-/// its rounds (``excludingRounds(waiting:_:)``); otherwise SQLite refuses one of the two at once.
+/// Copies the WAL into the database every 200 ms (PASSIVE, on its own connection and thread), so the
+/// committer's checkpoint has little left (10-30 ms under full load, not 50). The committer's
+/// checkpoints exclude its rounds (``excludingRounds(waiting:_:)``): SQLite would refuse one of two.
 final class BackgroundCheckpointer: Sendable {
     private struct State {
         let connection: Database
@@ -85,8 +74,7 @@ final class BackgroundCheckpointer: Sendable {
         wake.signal()
     }
 
-    /// Runs `body` (the committer's checkpoint) with no round running. Without `waiting`,
-    /// returns `nil` at once when a round is running.
+    /// Runs `body` (the committer's checkpoint) with no round running; `nil` if one runs and not `waiting`.
     func excludingRounds(waiting: Bool, _ body: () throws(SQLiteError) -> Bool) throws(SQLiteError) -> Bool? {
         if waiting { return try state.withLock { (_) throws(SQLiteError) in try body() } }
         return try state.withLockIfAvailable { (_) throws(SQLiteError) in try body() }

@@ -108,17 +108,7 @@ struct PostgresOutageTests {
     @Test("PostgreSQL hung (every process SIGSTOPped, its sockets held): a write gets 503 with Retry-After within --database-timeout, reads of unknown ids 503 within --database-read-timeout, /healthz answers within 1 s and then says why, known instances are read throughout; on SIGCONT everything recovers and nothing acknowledged is lost")
     func hang() throws {
         let cluster = try PostgresCluster.start()
-        var isFrozen = false
-        defer {
-            if isFrozen {
-                do {
-                    try cluster.thaw()
-                } catch {
-                    Issue.record("cannot let the test PostgreSQL go on: \(error)")
-                }
-            }
-            cluster.remove()
-        }
+        defer { cluster.remove() }
         // Two HTTP threads, which two reads waiting on the store would take. A read that waits
         // for the shared read connection and then connects anew can hold its thread for about
         // twice its bound, so the bound is a quarter of the 1 s in which /healthz must answer.
@@ -139,7 +129,6 @@ struct PostgresOutageTests {
         }
 
         try cluster.freeze()
-        isFrozen = true
         let frozenAt = ContinuousClock.now
         let port = replicas.ports[0]
         let writing = PendingRequest(port: port, "POST", "/v1/instances/h-0/actions", json: action("during-0"), headers: [("Idempotency-Key", "during-0")])
@@ -212,7 +201,6 @@ struct PostgresOutageTests {
         }
 
         try cluster.thaw()
-        isFrozen = false
         for replica in 0..<2 {
             var health: HTTPResponse?
             #expect(

@@ -323,17 +323,7 @@ struct PostgresStoreTests {
     @Test("PostgreSQL hung (every process SIGSTOPped, its sockets held): a write and a read each fail within their bound; a COMMIT given up is reported as of unknown outcome, and commits once the server goes on; the store works on")
     func hang() throws {
         let cluster = try PostgresCluster.start()
-        var isFrozen = false
-        defer {
-            if isFrozen {
-                do {
-                    try cluster.thaw()
-                } catch {
-                    Issue.record("cannot let the test PostgreSQL go on: \(error)")
-                }
-            }
-            cluster.remove()
-        }
+        defer { cluster.remove() }
         let store = try PostgresStore(url: try cluster.makeDatabase(), options: .init(timeout: .seconds(1), readTimeout: .milliseconds(300)))
         defer { store.close() }
         var writer = InstanceWriter(id: "x")
@@ -351,7 +341,6 @@ struct PostgresStoreTests {
                 try t.update(instance)
                 do {
                     try cluster.freeze()
-                    isFrozen = true
                 } catch {
                     Issue.record("cannot stop the test PostgreSQL: \(error)")
                 }
@@ -361,7 +350,7 @@ struct PostgresStoreTests {
             given.map { $0.isUnreachable && $0.isOutcomeUnknown && $0.message.contains("no answer within 1000 ms") } == true, "\(given?.message ?? "")"
         )
         #expect(ContinuousClock.now - writing < .milliseconds(1500), "the write failed after \(ContinuousClock.now - writing)")
-        #expect(isFrozen)
+        #expect(cluster.isFrozen)
         // Reads: on the connection that is up (the statement), then on a new one (connecting).
         for attempt in ["statement", "connecting"] {
             let reading = ContinuousClock.now
@@ -375,7 +364,6 @@ struct PostgresStoreTests {
         #expect(ContinuousClock.now - second < .milliseconds(1500))
 
         try cluster.thaw()
-        isFrozen = false
         // What the server had received before it stopped, COMMIT included, takes effect.
         #expect(eventually {
             do {

@@ -87,14 +87,22 @@ public final class PostgresCluster: Sendable {
     /// stuck on a disk) with its sockets open, so that its clients' connections stay up and
     /// the kernel goes on taking what they send and new connections to its socket, but
     /// nothing answers. ``thaw()`` lets it go on.
+    /// ``remove()`` lets a frozen server go on first, so a test that fails while the server is
+    /// frozen needs no cleanup of its own.
     public func freeze() throws {
+        frozen.store(true, ordering: .relaxed)
         for pid in try processes() { kill(pid, SIGSTOP) }
     }
 
     /// Lets the processes ``freeze()`` stopped go on (SIGCONT).
     public func thaw() throws {
         for pid in try processes() { kill(pid, SIGCONT) }
+        frozen.store(false, ordering: .relaxed)
     }
+
+    /// Whether ``freeze()`` stopped the server and ``thaw()`` has not yet let it go on.
+    public var isFrozen: Bool { frozen.load(ordering: .relaxed) }
+    private let frozen = Atomic<Bool>(false)
 
     /// The postmaster (the first line of its `postmaster.pid`) and every process it started.
     private func processes() throws -> [pid_t] {
@@ -137,6 +145,13 @@ public final class PostgresCluster: Sendable {
     /// out every test database's pages) is not waited for.
     public func remove() {
         guard let directory else { return }
+        if isFrozen {
+            do {
+                try thaw()
+            } catch {
+                FileHandle.standardError.write(Data("cannot let the test PostgreSQL in \(directory) go on: \(error)\n".utf8))
+            }
+        }
         do {
             _ = try Self.runScript("stop", directory, "immediate")
         } catch {

@@ -61,6 +61,19 @@ enum Codec {
         [.integer(sequence), .text(instance), .integer(version), .integer(kind.rawValue), .integer(outcome?.storedCode), .bytes(json)]
     }
 
+    /// An input's record numbered `sequence` for `instance`: its JSON (encoded once numbered,
+    /// as streams and answers carry it) and its row.
+    static func numbered(
+        _ record: Record, _ sequence: Int64, instance: String, encode: (Record) -> [UInt8]
+    ) -> (encoded: EncodedRecord, row: [ColumnValue]) {
+        var numbered = record
+        numbered.sequence = sequence
+        numbered.instance = instance
+        let encoded = EncodedRecord(sequence: sequence, recordJSON: encode(numbered))
+        let row = Self.record(sequence, instance: instance, version: record.version, kind: RecordKind(record.kind), outcome: record.outcome, json: encoded.recordJSON)
+        return (encoded, row)
+    }
+
     static func tombstone(_ sequence: Int64, of instance: StoredInstance, at time: Date, json: [UInt8]) -> [ColumnValue] {
         [.integer(sequence), .text(instance.id), .text(instance.model), .integer(milliseconds(time)), .bytes(json)]
     }

@@ -88,16 +88,11 @@ final class PostgresTransaction: StoreTransaction {
     }
 
     func append(_ record: Record, instanceID: String, encode: (Record) -> [UInt8]) throws(StoreError) -> EncodedRecord {
-        var numbered = record
-        numbered.sequence = sequence + 1
-        numbered.instance = instanceID
-        let encoded = EncodedRecord(sequence: numbered.sequence, recordJSON: encode(numbered))
-        records.append(Codec.record(
-            numbered.sequence, instance: instanceID, version: record.version, kind: RecordKind(record.kind), outcome: record.outcome, json: encoded.recordJSON
-        ))
+        let (encoded, row) = Codec.numbered(record, sequence + 1, instance: instanceID, encode: encode)
+        records.append(row)
         let limit = Int64(options.historyLimit)
         if record.version > limit { drops[instanceID] = max(drops[instanceID] ?? 0, record.version - limit) }
-        sequence = numbered.sequence
+        sequence = encoded.sequence
         return encoded
     }
 

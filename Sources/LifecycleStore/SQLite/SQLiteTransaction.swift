@@ -60,23 +60,17 @@ final class SQLiteTransaction: StoreTransaction {
     }
 
     func append(_ record: Record, instanceID: String, encode: (Record) -> [UInt8]) throws(StoreError) -> EncodedRecord {
-        var numbered = record
-        numbered.sequence = sequence + 1
-        numbered.instance = instanceID
-        let encoded = EncodedRecord(sequence: numbered.sequence, recordJSON: encode(numbered))
+        let (encoded, row) = Codec.numbered(record, sequence + 1, instance: instanceID, encode: encode)
         let limit = Int64(options.historyLimit)
         try checked("cannot store a record of \(instanceID)") { () throws(SQLiteError) in
-            try statements.insertRecord.run(Codec.record(
-                numbered.sequence, instance: instanceID, version: record.version, kind: RecordKind(record.kind), outcome: record.outcome,
-                json: encoded.recordJSON
-            ))
+            try statements.insertRecord.run(row)
             if record.version > limit {
                 try statements.dropOldRecords.forEachRow([.text(instanceID), .integer(record.version - limit)]) { row in
                     droppedThrough = max(droppedThrough, row.integer(0))
                 }
             }
         }
-        sequence = numbered.sequence
+        sequence = encoded.sequence
         return encoded
     }
 

@@ -1,0 +1,227 @@
+import Foundation
+import LifecycleKit
+
+/// A statement and the values bound to its `$1`, `$2`, ...
+struct SQLStatement {
+    var sql: String
+    var values: [ColumnValue]
+
+    init(_ sql: String, _ values: [ColumnValue] = []) {
+        self.sql = sql
+        self.values = values
+    }
+}
+
+/// A connection as the store's shared reads and transaction use it: SQLite's and libpq's each implement it, with
+/// what they spell differently as data (``SQLDialect``) and how they write many rows at once.
+protocol SQLConnection: AnyObject {
+    associatedtype Row: StoredRow where Row.Failure == Failure
+    associatedtype Failure: StoreFailure
+
+    static var dialect: SQLDialect { get }
+
+    /// Runs `sql` with `values` bound to `$1`, `$2`, ..., calling `body` with each row in order.
+    func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(Failure) -> Void) throws(Failure)
+    /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
+    @discardableResult
+    func run(_ statements: [SQLStatement]) throws(Failure) -> [Int]
+
+    /// Statements that insert `rows` (at least one) into `table`: one over `unnest` on PostgreSQL, one a row on SQLite.
+    static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement]
+    /// Statements that store the state of existing instances (their codec rows).
+    static func updating(instances rows: [[ColumnValue]]) -> [SQLStatement]
+    /// Statements that delete the rows of `table` meeting `condition`, raising `meta.dropped_through` to the largest `seq` deleted.
+    static func deleting(from table: String, where condition: String, _ values: [ColumnValue]) -> [SQLStatement]
+    /// Statements that drop each instance's records up to its version (the history limit's).
+    static func dropping(_ drops: [String: Int64]) -> [SQLStatement]
+}
+
+/// What SQLite and PostgreSQL spell differently in the statements the store shares.
+struct SQLDialect: Sendable {
+    /// The instance columns in the order ``Codec/columns(of:)`` writes them; `window` is a keyword in PostgreSQL.
+    let instanceColumnNames: [String]
+    let instanceColumns: String
+    /// The `instances` table, for new instances.
+    let instances: SQLTable
+    /// The larger of two values: `max` in SQLite, `greatest` in PostgreSQL.
+    let greatest: String
+    /// Whether deletes keep their number in `meta.sequence_floor` (SQLite); PostgreSQL keeps it in `commit_counter`.
+    let keepsSequenceFloor: Bool
+    /// A condition that `column` is one of `values`, binding them after `bindings`: PostgreSQL binds one array, SQLite each.
+    let anyOf: @Sendable (_ column: String, _ values: [String], _ bindings: inout [ColumnValue]) -> String
+
+    init(window: String, greatest: String, keepsSequenceFloor: Bool, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String) {
+        instanceColumnNames = [
+            "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
+            "ignored", "incomplete_launches", "created_at", "updated_at",
+        ]
+        instanceColumns = instanceColumnNames.joined(separator: ", ")
+        instances = SQLTable(name: "instances", columns: instanceColumns, onConflict: "")
+        self.greatest = greatest
+        self.keepsSequenceFloor = keepsSequenceFloor
+        self.anyOf = anyOf
+    }
+
+    /// Raises the `meta` value `key` to `$1` if it is lower.
+    func raising(_ key: String) -> String {
+        "INSERT INTO meta (key, value) VALUES ('\(key)', $1) ON CONFLICT (key) DO UPDATE SET value = \(greatest)(meta.value, excluded.value)"
+    }
+
+    var selectInstances: String { "SELECT \(instanceColumns) FROM instances" }
+}
+
+/// A table the transaction inserts rows of, and what a row does to one already stored with its key.
+struct SQLTable: Sendable {
+    let name: String
+    let columns: String
+    let onConflict: String
+
+    static let records = SQLTable(name: "records", columns: "seq, instance, version, kind, outcome, body", onConflict: "")
+    static let tombstones = SQLTable(name: "tombstones", columns: "seq, instance, model, deleted_at, body", onConflict: "")
+    static let keys = SQLTable(
+        name: "idempotency", columns: "key, fingerprint, result, instance, model, instance_created_at, body, created_at",
+        onConflict: """
+            ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, result = excluded.result, instance = excluded.instance,
+              model = excluded.model, instance_created_at = excluded.instance_created_at, body = excluded.body, created_at = excluded.created_at
+            """
+    )
+    static let coverage = SQLTable(
+        name: "coverage", columns: "model, kind, name, count", onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
+    )
+
+    /// The insert of one row, `$1` to `$count`.
+    func insertingOne(_ count: Int) -> String {
+        "INSERT INTO \(name) (\(columns)) VALUES (\((1...count).map { "$\($0)" }.joined(separator: ", "))) \(onConflict)"
+    }
+}
+
+extension SQLConnection {
+    /// What `read` makes of each row.
+    func rows<T>(_ sql: String, _ values: [ColumnValue] = [], _ read: (Row) throws(Failure) -> T) throws(Failure) -> [T] {
+        var found: [T] = []
+        try forEachRow(sql, values) { (row) throws(Failure) in found.append(try read(row)) }
+        return found
+    }
+
+    /// The first row's reading, or `nil` when there is no row.
+    func first<T>(_ sql: String, _ values: [ColumnValue] = [], _ read: (Row) throws(Failure) -> T) throws(Failure) -> T? {
+        try rows(sql, values, read).first
+    }
+
+    /// The committed state (with the transaction's writes, in one) of the instances named that exist.
+    func instances(_ ids: [String]) throws(Failure) -> [StoredInstance] {
+        guard !ids.isEmpty else { return [] }
+        var values: [ColumnValue] = []
+        let condition = Self.dialect.anyOf("id", ids, &values)
+        return try rows("\(Self.dialect.selectInstances) WHERE \(condition)", values, Codec.instance)
+    }
+
+    /// Up to `limit` instances with ids after `after`, by id.
+    func instances(after: String, limit: Int64) throws(Failure) -> [StoredInstance] {
+        try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)], Codec.instance)
+    }
+
+    func coverage() throws(Failure) -> CoverageCounts {
+        var counts = CoverageCounts()
+        try forEachRow("SELECT model, kind, name, count FROM coverage", []) { (row) throws(Failure) in try Codec.addCounter(row, to: &counts) }
+        return counts
+    }
+
+    /// One statement, so the page and its oldest record agree (no oldest, no page). The range starts after the version
+    /// of the record `after` names, not at the history's beginning, and one row more than the page says whether more
+    /// follow. Sizes are summed without reading bodies; only rows up to the first past the page's bytes (or the
+    /// second) are read whole, since libpq holds a result whole.
+    func history(instanceID: String, after: Int64, limit: PageLimit) throws(Failure) -> HistoryPage {
+        // Version 0 is the creation record, which is not history.
+        let sql = """
+            WITH oldest AS (
+              SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1
+            ), found AS (
+              SELECT seq, version, length(body) AS size FROM records
+              WHERE instance = $1
+                AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
+                AND seq > $2
+              ORDER BY instance, version LIMIT $3
+            ), page AS (
+              SELECT seq, version, row_number() OVER (ORDER BY version) AS n, sum(size) OVER (ORDER BY version) - size AS before FROM found
+            )
+            SELECT oldest.version, oldest.seq, page.seq, records.body FROM oldest
+            LEFT JOIN page ON page.before <= $4 OR page.n <= 2 LEFT JOIN records ON records.seq = page.seq
+            ORDER BY page.version
+            """
+        var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+        var fill = PageFill(limit)
+        try forEachRow(sql, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]) { row in
+            page.oldestRetainedVersion = row.integer(0)
+            page.oldestRetainedSequence = row.integer(1)
+            guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { return }
+            page.records.append(row.bytes(3))
+            page.lastSequence = row.integer(2)
+        }
+        page.hasMore = fill.turnedAway
+        return page
+    }
+
+    /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
+    static var replayScanRows: Int64 { 8192 }
+
+    /// Records and deletion records in (`after`, `through`] that pass `filter` (deletion records unless outcomes are
+    /// asked for), with the replay's bounds, in one statement so they agree; it stops past the page's bytes, as history does.
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(Failure) -> ReplayPage {
+        // With an instance filter the index finds the records, however far apart.
+        let upper = filter.instances == nil ? min(through, after + Self.replayScanRows) : through
+        var values: [ColumnValue] = [.integer(after), .integer(upper), .integer(Int64(limit.records)), .integer(Int64(limit.bytes))]
+        var records = ""
+        var tombstones = ""
+        if let instances = filter.instances {
+            let condition = " AND " + Self.dialect.anyOf("instance", instances.sorted(), &values)
+            records += condition
+            tombstones += condition
+        }
+        if let model = filter.model {
+            values.append(.text(model))
+            records += " AND (SELECT model FROM instances WHERE id = records.instance) = $\(values.count)"
+            tombstones += " AND model = $\(values.count)"
+        }
+        var select = """
+            SELECT seq, kind, length(body) AS size, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model
+            FROM records WHERE seq > $1 AND seq <= $2\(records)
+            """
+        if let outcomes = filter.outcomes {
+            // Codes, not client text: safe to write into the statement.
+            select += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
+        } else {
+            select += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), length(body), instance, NULL, model FROM tombstones WHERE seq > $1 AND seq <= $2\(tombstones)"
+        }
+        // The bounds: `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
+        let sql = """
+            WITH found AS (\(select) ORDER BY 1 LIMIT $3),
+            page AS (SELECT *, row_number() OVER (ORDER BY seq) AS n, sum(size) OVER (ORDER BY seq) - size AS before FROM found),
+            bounds AS (
+              SELECT (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,
+                (SELECT min(seq) FROM records) AS oldest_record, (SELECT min(seq) FROM tombstones) AS oldest_tombstone
+            )
+            SELECT bounds.*, page.seq, page.kind, coalesce(records.body, tombstones.body), page.instance, page.outcome, page.model
+            FROM bounds LEFT JOIN page ON page.before <= $4 OR page.n <= 2
+            LEFT JOIN records ON records.seq = page.seq LEFT JOIN tombstones ON tombstones.seq = page.seq
+            ORDER BY page.seq
+            """
+        var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+        var fill = PageFill(limit)
+        try forEachRow(sql, values) { (row) throws(Failure) in
+            page.droppedThrough = row.integer(0)
+            page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
+            guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { return }
+            page.records.append(try Codec.replayed(row, from: 3))
+        }
+        if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
+        return page
+    }
+
+    /// Statements that drop expired idempotency keys and deletion records, raising the floor of dropped records.
+    static func purgingExpired(idempotencyLifetime: TimeInterval, tombstoneLifetime: TimeInterval) -> [SQLStatement] {
+        let now = Date()
+        return [SQLStatement("DELETE FROM idempotency WHERE created_at < $1", [.integer(Codec.milliseconds(now.addingTimeInterval(-idempotencyLifetime)))])]
+            + deleting(from: "tombstones", where: "deleted_at < $1", [.integer(Codec.milliseconds(now.addingTimeInterval(-tombstoneLifetime)))])
+    }
+}

@@ -41,8 +41,9 @@ struct SQLDialect: Sendable {
     /// The instance columns in the order ``Codec/columns(of:)`` writes them; `window` is a keyword in PostgreSQL.
     let instanceColumnNames: [String]
     let instanceColumns: String
-    /// The `instances` table, for new instances.
+    /// The `instances` table, for new instances, and the start of a statement that reads instances.
     let instances: SQLTable
+    let selectInstances: String
     /// The larger of two values: `max` in SQLite, `greatest` in PostgreSQL.
     let greatest: String
     /// Whether deletes keep their number in `meta.sequence_floor` (SQLite); PostgreSQL keeps it in `commit_counter`.
@@ -57,6 +58,7 @@ struct SQLDialect: Sendable {
         ]
         instanceColumns = instanceColumnNames.joined(separator: ", ")
         instances = SQLTable(name: "instances", columns: instanceColumns, onConflict: "")
+        selectInstances = "SELECT \(instanceColumns) FROM instances"
         self.greatest = greatest
         self.keepsSequenceFloor = keepsSequenceFloor
         self.anyOf = anyOf
@@ -66,8 +68,6 @@ struct SQLDialect: Sendable {
     func raising(_ key: String) -> String {
         "INSERT INTO meta (key, value) VALUES ('\(key)', $1) ON CONFLICT (key) DO UPDATE SET value = \(greatest)(meta.value, excluded.value)"
     }
-
-    var selectInstances: String { "SELECT \(instanceColumns) FROM instances" }
 }
 
 /// A table the transaction inserts rows of, and what a row does to one already stored with its key.

@@ -137,6 +137,12 @@ extension Codec {
         )
     }
 
+    /// Reads the replay's bounds (see ``SQLConnection/replayBounds``, three columns) into `page`.
+    static func bounds<Row: StoredRow>(_ row: Row, into page: inout ReplayPage) {
+        page.droppedThrough = row.integer(0)
+        page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
+    }
+
     // MARK: Coverage counters: model, kind, name, count
 
     static func counters(_ counts: CoverageCounts) -> [[ColumnValue]] {

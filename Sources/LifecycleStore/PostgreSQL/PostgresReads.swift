@@ -67,3 +67,57 @@ extension PostgresStore {
         }
     }
 }
+
+extension Connection {
+    /// One statement, so the page and its oldest record agree (no oldest, no page). libpq holds
+    /// the result whole, so it stops at the first row past the page's bytes (`before`), or the second.
+    func history(instanceID: String, after: Int64, limit: PageLimit) throws(PostgreSQLError) -> HistoryPage {
+        let found = try execute(
+            """
+            WITH oldest AS (\(Self.historyOldest)), page AS (
+              SELECT seq, version, body, row_number() OVER (ORDER BY version) AS n,
+                sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
+              \(Self.historyRange)
+            )
+            SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
+            """,
+            [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]
+        )
+        var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+        var fill = PageFill(limit)
+        for row in found.rows {
+            page.oldestRetainedVersion = row.integer(0)
+            page.oldestRetainedSequence = row.integer(1)
+            guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { continue }
+            page.records.append(row.bytes(3))
+            page.lastSequence = row.integer(2)
+        }
+        page.hasMore = fill.turnedAway
+        return page
+    }
+
+    /// One statement, so the page and its bounds agree; it stops past the page's bytes, as history does.
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(PostgreSQLError) -> ReplayPage {
+        var (select, values, upper) = Self.replaySelect(after: after, through: through, filter: filter, limit: limit)
+        values.append(.integer(Int64(limit.bytes)))
+        let sql = """
+            WITH rows AS (\(select)),
+            page AS (
+              SELECT *, row_number() OVER (ORDER BY seq) AS n, sum(octet_length(body)) OVER (ORDER BY seq) - octet_length(body) AS before
+              FROM rows
+            ),
+            bounds AS (SELECT \(Self.replayBounds))
+            SELECT bounds.*, page.seq, page.kind, page.body, page.instance, page.outcome, page.model
+            FROM bounds LEFT JOIN page ON page.before <= $\(values.count) OR page.n <= 2 ORDER BY page.seq
+            """
+        var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+        var fill = PageFill(limit)
+        for row in try execute(sql, values).rows {
+            Codec.bounds(row, into: &page)
+            guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { continue }
+            page.records.append(try Codec.replayed(row, from: 3))
+        }
+        if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
+        return page
+    }
+}

@@ -127,54 +127,31 @@ extension SQLConnection {
         return counts
     }
 
-    /// One statement, so the page and its oldest record agree (no oldest, no page). The range starts after the version
-    /// of the record `after` names, not at the history's beginning, and one row more than the page says whether more
-    /// follow. Sizes are summed without reading bodies; only rows up to the first past the page's bytes (or the
-    /// second) are read whole, since libpq holds a result whole.
-    func history(instanceID: String, after: Int64, limit: PageLimit) throws(Failure) -> HistoryPage {
-        // Version 0 is the creation record, which is not history.
-        let sql = """
-            WITH oldest AS (
-              SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1
-            ), found AS (
-              SELECT seq, version, length(body) AS size FROM records
-              WHERE instance = $1
-                AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
-                AND seq > $2
-              ORDER BY instance, version LIMIT $3
-            ), page AS (
-              SELECT seq, version, row_number() OVER (ORDER BY version) AS n, sum(size) OVER (ORDER BY version) - size AS before FROM found
-            )
-            SELECT oldest.version, oldest.seq, page.seq, records.body FROM oldest
-            LEFT JOIN page ON page.before <= $4 OR page.n <= 2 LEFT JOIN records ON records.seq = page.seq
-            ORDER BY page.version
-            """
-        var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
-        var fill = PageFill(limit)
-        try forEachRow(sql, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]) { row in
-            page.oldestRetainedVersion = row.integer(0)
-            page.oldestRetainedSequence = row.integer(1)
-            guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { return }
-            page.records.append(row.bytes(3))
-            page.lastSequence = row.integer(2)
-        }
-        page.hasMore = fill.turnedAway
-        return page
+    /// A page of an instance's history: its records after the version of the record `after` names (`$2`), not from
+    /// the history's beginning, within `$3` rows: one more than the page holds says whether more follow.
+    static var historyRange: String {
+        """
+        FROM records WHERE instance = $1 AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
+          AND seq > $2 ORDER BY instance, version LIMIT $3
+        """
     }
+
+    /// The oldest record of an instance still kept; version 0 is the creation record, which is not history.
+    static var historyOldest: String { "SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1" }
 
     /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
     static var replayScanRows: Int64 { 8192 }
 
-    /// Records and deletion records in (`after`, `through`] that pass `filter` (deletion records unless outcomes are
-    /// asked for), with the replay's bounds, in one statement so they agree; it stops past the page's bytes, as history does.
-    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(Failure) -> ReplayPage {
+    /// The replay's SELECT (seq, kind, body, instance, outcome, model) of records in (`$1`, `$2`] that pass `filter`, and of
+    /// deletion records unless outcomes are asked for, within `$3` rows; the values it binds; the last number it examines.
+    static func replaySelect(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) -> (sql: String, values: [ColumnValue], upper: Int64) {
         // With an instance filter the index finds the records, however far apart.
-        let upper = filter.instances == nil ? min(through, after + Self.replayScanRows) : through
-        var values: [ColumnValue] = [.integer(after), .integer(upper), .integer(Int64(limit.records)), .integer(Int64(limit.bytes))]
+        let upper = filter.instances == nil ? min(through, after + replayScanRows) : through
+        var values: [ColumnValue] = [.integer(after), .integer(upper), .integer(Int64(limit.records))]
         var records = ""
         var tombstones = ""
         if let instances = filter.instances {
-            let condition = " AND " + Self.dialect.anyOf("instance", instances.sorted(), &values)
+            let condition = " AND " + dialect.anyOf("instance", instances.sorted(), &values)
             records += condition
             tombstones += condition
         }
@@ -183,39 +160,25 @@ extension SQLConnection {
             records += " AND (SELECT model FROM instances WHERE id = records.instance) = $\(values.count)"
             tombstones += " AND model = $\(values.count)"
         }
-        var select = """
-            SELECT seq, kind, length(body) AS size, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model
+        var sql = """
+            SELECT seq, kind, body, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model
             FROM records WHERE seq > $1 AND seq <= $2\(records)
             """
         if let outcomes = filter.outcomes {
             // Codes, not client text: safe to write into the statement.
-            select += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
+            sql += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
         } else {
-            select += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), length(body), instance, NULL, model FROM tombstones WHERE seq > $1 AND seq <= $2\(tombstones)"
+            sql += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body, instance, NULL, model FROM tombstones WHERE seq > $1 AND seq <= $2\(tombstones)"
         }
-        // The bounds: `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
-        let sql = """
-            WITH found AS (\(select) ORDER BY 1 LIMIT $3),
-            page AS (SELECT *, row_number() OVER (ORDER BY seq) AS n, sum(size) OVER (ORDER BY seq) - size AS before FROM found),
-            bounds AS (
-              SELECT (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,
-                (SELECT min(seq) FROM records) AS oldest_record, (SELECT min(seq) FROM tombstones) AS oldest_tombstone
-            )
-            SELECT bounds.*, page.seq, page.kind, coalesce(records.body, tombstones.body), page.instance, page.outcome, page.model
-            FROM bounds LEFT JOIN page ON page.before <= $4 OR page.n <= 2
-            LEFT JOIN records ON records.seq = page.seq LEFT JOIN tombstones ON tombstones.seq = page.seq
-            ORDER BY page.seq
-            """
-        var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
-        var fill = PageFill(limit)
-        try forEachRow(sql, values) { (row) throws(Failure) in
-            page.droppedThrough = row.integer(0)
-            page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
-            guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { return }
-            page.records.append(try Codec.replayed(row, from: 3))
-        }
-        if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
-        return page
+        return (sql + " ORDER BY 1 LIMIT $3", values, upper)
+    }
+
+    /// The replay's bounds: `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
+    static var replayBounds: String {
+        """
+        (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,
+        (SELECT min(seq) FROM records) AS oldest_record, (SELECT min(seq) FROM tombstones) AS oldest_tombstone
+        """
     }
 
     /// Statements that drop expired idempotency keys and deletion records, raising the floor of dropped records.

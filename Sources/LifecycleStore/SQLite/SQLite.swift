@@ -81,9 +81,9 @@ final class Database {
         return statement
     }
 
-    /// Runs `body` in one write transaction, rolled back if it throws.
-    func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try execute("BEGIN IMMEDIATE")
+    /// Runs `body` in one transaction (`BEGIN` for a read snapshot), rolled back if it throws.
+    func transaction<T>(_ begin: String = "BEGIN IMMEDIATE", _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try execute(begin)
         do {
             let result = try body()
             try execute("COMMIT")

@@ -281,3 +281,40 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// Times are kept in whole milliseconds (for tests that write rows themselves).
     static func milliseconds(_ date: Date) -> Int64 { Codec.milliseconds(date) }
 }
+
+extension Database {
+    /// The page and its oldest record from one snapshot, so they agree. Rows stream, so those the page turns away are not read.
+    func history(instanceID: String, after: Int64, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
+        var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+        var fill = PageFill(limit)
+        try transaction("BEGIN") { () throws(SQLiteError) in
+            try forEachRow("SELECT seq, body \(Self.historyRange)", [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
+                guard fill.admits(size: row.byteCount(1)) else { return }
+                page.records.append(row.bytes(1))
+                page.lastSequence = row.integer(0)
+            }
+            if let oldest = try first(Self.historyOldest, [.text(instanceID)], { (version: $0.integer(0), sequence: $0.integer(1)) }) {
+                page.oldestRetainedVersion = oldest.version
+                page.oldestRetainedSequence = oldest.sequence
+            }
+        }
+        page.hasMore = fill.turnedAway
+        return page
+    }
+
+    /// The page and its bounds from one snapshot, so they agree; rows stream, as history's do.
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(SQLiteError) -> ReplayPage {
+        let (sql, values, upper) = Self.replaySelect(after: after, through: through, filter: filter, limit: limit)
+        var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+        var fill = PageFill(limit)
+        try transaction("BEGIN") { () throws(SQLiteError) in
+            try forEachRow(sql, values) { (row) throws(SQLiteError) in
+                guard fill.admits(size: row.byteCount(2)) else { return }
+                page.records.append(try Codec.replayed(row, from: 0))
+            }
+            try forEachRow("SELECT \(Self.replayBounds)", []) { Codec.bounds($0, into: &page) }
+        }
+        if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
+        return page
+    }
+}

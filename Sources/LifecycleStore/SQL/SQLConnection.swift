@@ -57,7 +57,7 @@ struct SQLDialect: Sendable {
             "ignored", "incomplete_launches", "created_at", "updated_at",
         ]
         instanceColumns = instanceColumnNames.joined(separator: ", ")
-        instances = SQLTable(name: "instances", columns: instanceColumns, onConflict: "")
+        instances = SQLTable(name: "instances", columns: instanceColumns)
         selectInstances = "SELECT \(instanceColumns) FROM instances"
         self.greatest = greatest
         self.keepsSequenceFloor = keepsSequenceFloor
@@ -75,9 +75,19 @@ struct SQLTable: Sendable {
     let name: String
     let columns: String
     let onConflict: String
+    /// The insert of one row.
+    let insertingOne: String
 
-    static let records = SQLTable(name: "records", columns: "seq, instance, version, kind, outcome, body", onConflict: "")
-    static let tombstones = SQLTable(name: "tombstones", columns: "seq, instance, model, deleted_at, body", onConflict: "")
+    init(name: String, columns: String, onConflict: String = "") {
+        self.name = name
+        self.columns = columns
+        self.onConflict = onConflict
+        let values = columns.split(separator: ",").indices.map { "$\($0 + 1)" }.joined(separator: ", ")
+        insertingOne = "INSERT INTO \(name) (\(columns)) VALUES (\(values)) \(onConflict)"
+    }
+
+    static let records = SQLTable(name: "records", columns: "seq, instance, version, kind, outcome, body")
+    static let tombstones = SQLTable(name: "tombstones", columns: "seq, instance, model, deleted_at, body")
     static let keys = SQLTable(
         name: "idempotency", columns: "key, fingerprint, result, instance, model, instance_created_at, body, created_at",
         onConflict: """
@@ -88,11 +98,6 @@ struct SQLTable: Sendable {
     static let coverage = SQLTable(
         name: "coverage", columns: "model, kind, name, count", onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
     )
-
-    /// The insert of one row, `$1` to `$count`.
-    func insertingOne(_ count: Int) -> String {
-        "INSERT INTO \(name) (\(columns)) VALUES (\((1...count).map { "$\($0)" }.joined(separator: ", "))) \(onConflict)"
-    }
 }
 
 extension SQLConnection {

@@ -239,8 +239,7 @@ extension Database: SQLConnection {
     }
 
     static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement] {
-        let sql = table.insertingOne(rows[0].count)
-        return rows.map { SQLStatement(sql, $0) }
+        rows.map { SQLStatement(table.insertingOne, $0) }
     }
 
     static let updateInstance = "UPDATE instances SET "

@@ -283,12 +283,15 @@ public final class SQLiteStore: InstanceStore, Sendable {
 }
 
 extension Database {
+    private static let historyPage = "SELECT seq, body \(historyRange)"
+    private static let replayBoundsRow = "SELECT \(replayBounds)"
+
     /// The page and its oldest record from one snapshot, so they agree. Rows stream, so those the page turns away are not read.
     func history(instanceID: String, after: Int64, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
         var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
         var fill = PageFill(limit)
         try transaction("BEGIN") { () throws(SQLiteError) in
-            try forEachRow("SELECT seq, body \(Self.historyRange)", [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
+            try forEachRow(Self.historyPage, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
                 guard fill.admits(size: row.byteCount(1)) else { return }
                 page.records.append(row.bytes(1))
                 page.lastSequence = row.integer(0)
@@ -312,7 +315,7 @@ extension Database {
                 guard fill.admits(size: row.byteCount(2)) else { return }
                 page.records.append(try Codec.replayed(row, from: 0))
             }
-            try forEachRow("SELECT \(Self.replayBounds)", []) { Codec.bounds($0, into: &page) }
+            try forEachRow(Self.replayBoundsRow, []) { Codec.bounds($0, into: &page) }
         }
         if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
         return page

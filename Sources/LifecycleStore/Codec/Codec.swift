@@ -9,14 +9,6 @@ enum Codec {
 
     // MARK: Instances
 
-    /// The instance columns in the order ``columns(of:)`` writes them; `window` is a keyword in PostgreSQL.
-    static func instanceColumns(window: String) -> [String] {
-        [
-            "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
-            "ignored", "incomplete_launches", "created_at", "updated_at",
-        ]
-    }
-
     static func columns(of instance: StoredInstance) throws(StoreError) -> [ColumnValue] {
         let s = instance.state
         var action: String?
@@ -128,45 +120,6 @@ extension Codec.StoredKey {
 extension Codec {
     // MARK: Replays: seq, kind, body, instance, outcome, model
 
-    /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
-    static let replayScanRows: Int64 = 8192
-
-    /// The last sequence number a page examines; with an instance filter the index finds the records, however far apart.
-    static func replayUpper(after: Int64, through: Int64, filter: RecordFilter) -> Int64 {
-        filter.instances == nil ? min(through, after + replayScanRows) : through
-    }
-
-    /// The replay's SELECT: records in (parameter 1, parameter 2] that pass `filter`, and deletion records unless outcomes
-    /// are asked for. `parameter` names a parameter, `bind` adds one, `anyOf` writes `instance` in a set of ids.
-    static func replaySelect(
-        _ filter: RecordFilter, parameter: (Int) -> String, bind: (String) -> String, anyOf: ([String]) -> String
-    ) -> String {
-        var records = ""
-        var tombstones = ""
-        if let instances = filter.instances {
-            let condition = " AND \(anyOf(instances.sorted()))"
-            records += condition
-            tombstones += condition
-        }
-        if let model = filter.model {
-            let name = bind(model)
-            records += " AND (SELECT model FROM instances WHERE id = records.instance) = \(name)"
-            tombstones += " AND model = \(name)"
-        }
-        let range = "seq > \(parameter(1)) AND seq <= \(parameter(2))"
-        var sql = """
-            SELECT seq, kind, body, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model
-            FROM records WHERE \(range)\(records)
-            """
-        if let outcomes = filter.outcomes {
-            // Codes, not client text: safe to write into the statement.
-            sql += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
-        } else {
-            sql += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body, instance, NULL, model FROM tombstones WHERE \(range)\(tombstones)"
-        }
-        return sql
-    }
-
     /// The record in a replay row's columns from `first` on.
     static func replayed<Row: StoredRow>(_ row: Row, from first: Int) throws(Row.Failure) -> ReplayedRecord {
         let sequence = row.integer(first)
@@ -184,13 +137,7 @@ extension Codec {
         )
     }
 
-    /// The replay's bounds: `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
-    static let replayBounds = """
-        (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,
-        (SELECT min(seq) FROM records) AS oldest_record, (SELECT min(seq) FROM tombstones) AS oldest_tombstone
-        """
-
-    /// Reads ``replayBounds`` (its first three columns) into `page`.
+    /// Reads the replay's bounds (see ``SQLConnection/replayBounds``, three columns) into `page`.
     static func bounds<Row: StoredRow>(_ row: Row, into page: inout ReplayPage) {
         page.droppedThrough = row.integer(0)
         page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()

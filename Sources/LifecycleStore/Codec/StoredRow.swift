@@ -42,4 +42,6 @@ enum ColumnValue: Sendable, Equatable {
     case text(String?)
     case bytes([UInt8])
     case boolean(Bool)
+    /// Arrays, which PostgreSQL takes for `unnest` and `ANY`; SQLite binds each value instead.
+    case integers([Int64?]), texts([String?]), byteas([[UInt8]]), booleans([Bool])
 }

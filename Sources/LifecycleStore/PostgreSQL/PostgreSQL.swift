@@ -67,72 +67,15 @@ final class Connection {
     /// Whether the connection is gone: every later statement on it would fail.
     var isLost: Bool { isAbandoned || PQstatus(handle) != CONNECTION_OK }
 
-    /// A parameter of a statement (`$1`, `$2`, ...), sent in binary form: no escaping, and arrays for `unnest`.
-    enum Parameter {
-        case integer(Int64)
-        case boolean(Bool)
-        case text(String)
-        case bytes([UInt8])
-        case integers([Int64?])
-        case booleans([Bool])
-        case texts([String?])
-        case byteas([[UInt8]])
-        case null
-
-        /// The type's OID and the value's binary form (`nil` for NULL).
-        var binary: (type: Oid, bytes: [UInt8]?) {
-            switch self {
-            case .integer(let value): (20, Self.int8(value))
-            case .boolean(let value): (16, [value ? 1 : 0])
-            case .text(let value): (25, Array(value.utf8))
-            case .bytes(let value): (17, value)
-            case .integers(let values): (1016, Self.array(of: 20, values.map { $0.map(Self.int8) }))
-            case .booleans(let values): (1000, Self.array(of: 16, values.map { [$0 ? 1 : 0] }))
-            case .texts(let values): (1009, Self.array(of: 25, values.map { $0.map { Array($0.utf8) } }))
-            case .byteas(let values): (1001, Self.array(of: 17, values))
-            case .null: (0, nil)
-            }
-        }
-
-        private static func int8(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
-
-        private static func int4(_ value: Int32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
-
-        /// A one-dimensional array in PostgreSQL's binary form (see `array_recv`).
-        private static func array(of element: Oid, _ values: [[UInt8]?]) -> [UInt8] {
-            var bytes = int4(values.isEmpty ? 0 : 1) + int4(values.contains { $0 == nil } ? 1 : 0) + int4(Int32(bitPattern: element))
-            if !values.isEmpty { bytes += int4(Int32(values.count)) + int4(1) }
-            for value in values {
-                if let value {
-                    bytes += int4(Int32(value.count)) + value
-                } else {
-                    bytes += int4(-1)
-                }
-            }
-            return bytes
-        }
-    }
-
-    /// A statement and its parameters, for a pipelined batch.
-    struct Statement {
-        var sql: String
-        var parameters: [Parameter]
-
-        init(_ sql: String, _ parameters: [Parameter] = []) {
-            self.sql = sql
-            self.parameters = parameters
-        }
-    }
-
-    /// Runs one statement with `parameters`; results come back in binary form.
+    /// Runs one statement with `parameters` (sent in binary form: no escaping); results come back in binary form.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [Parameter] = []) throws(PostgreSQLError) -> QueryResult {
-        try execute([Statement(sql, parameters)])[0]
+    func execute(_ sql: String, _ parameters: [ColumnValue] = []) throws(PostgreSQLError) -> QueryResult {
+        try execute([SQLStatement(sql, parameters)])[0]
     }
 
     /// Runs `statements` in one round trip (pipeline mode); the first failure is thrown, and the rest skipped.
     @discardableResult
-    func execute(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
+    func execute(_ statements: [SQLStatement]) throws(PostgreSQLError) -> [QueryResult] {
         guard !statements.isEmpty else { return [] }
         guard !isAbandoned else { throw PostgreSQLError(sqlState: nil, message: "the connection was given up", isConnectionLost: true) }
         do {
@@ -144,12 +87,12 @@ final class Connection {
         }
     }
 
-    private func exchange(_ statements: [Statement]) throws(PostgreSQLError) -> [QueryResult] {
+    private func exchange(_ statements: [SQLStatement]) throws(PostgreSQLError) -> [QueryResult] {
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
         // Fails only while results are pending, on a connection given up, which nothing uses again.
         defer { PQexitPipelineMode(handle) }
         for statement in statements {
-            let sent = Self.withParameters(statement.parameters) { count, types, values, lengths, formats in
+            let sent = Self.withParameters(statement.values) { count, types, values, lengths, formats in
                 PQsendQueryParams(handle, statement.sql, count, types, values, lengths, formats, 1)
             }
             guard sent == 1 else { throw connectionError() }
@@ -202,7 +145,7 @@ final class Connection {
 
     /// Calls `body` with `parameters` laid out as libpq takes them, valid during the call.
     private static func withParameters<T>(
-        _ parameters: [Parameter],
+        _ parameters: [ColumnValue],
         _ body: (Int32, [Oid], [UnsafePointer<CChar>?], [Int32], [Int32]) -> T
     ) -> T {
         let encoded = parameters.map(\.binary)
@@ -321,27 +264,109 @@ struct ResultRow: StoredRow {
     }
 }
 
-extension Connection.Parameter {
-    /// A codec's value, for a statement of one row.
-    init(_ value: ColumnValue) {
-        self = switch value {
-        case .integer(let v): v.map { .integer($0) } ?? .null
-        case .text(let v): v.map { .text($0) } ?? .null
-        case .bytes(let v): .bytes(v)
-        case .boolean(let v): .boolean(v)
+extension ColumnValue {
+    /// The type's OID and the value's binary form (`nil` for NULL).
+    var binary: (type: Oid, bytes: [UInt8]?) {
+        switch self {
+        case .integer(let value): (20, value.map(Self.int8))
+        case .boolean(let value): (16, [value ? 1 : 0])
+        case .text(let value): (25, value.map { Array($0.utf8) })
+        case .bytes(let value): (17, value)
+        case .integers(let values): (1016, Self.array(of: 20, values.map { $0.map(Self.int8) }))
+        case .booleans(let values): (1000, Self.array(of: 16, values.map { [$0 ? 1 : 0] }))
+        case .texts(let values): (1009, Self.array(of: 25, values.map { $0.map { Array($0.utf8) } }))
+        case .byteas(let values): (1001, Self.array(of: 17, values))
         }
     }
 
-    /// The codec's rows (at least one, all of the same columns) as one array per column, for `unnest`.
-    static func columns(_ rows: [[ColumnValue]]) -> [Self] {
-        rows[0].indices.map { column in
-            let values = rows.map { $0[column] }
-            return switch values[0] {
-            case .integer: .integers(values.map { if case .integer(let v) = $0 { v } else { nil } })
-            case .text: .texts(values.map { if case .text(let v) = $0 { v } else { nil } })
-            case .bytes: .byteas(values.map { if case .bytes(let v) = $0 { v } else { [] } })
-            case .boolean: .booleans(values.map { if case .boolean(let v) = $0 { v } else { false } })
+    private static func int8(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+    private static func int4(_ value: Int32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+    /// A one-dimensional array in PostgreSQL's binary form (see `array_recv`).
+    private static func array(of element: Oid, _ values: [[UInt8]?]) -> [UInt8] {
+        var bytes = int4(values.isEmpty ? 0 : 1) + int4(values.contains { $0 == nil } ? 1 : 0) + int4(Int32(bitPattern: element))
+        if !values.isEmpty { bytes += int4(Int32(values.count)) + int4(1) }
+        for value in values {
+            if let value {
+                bytes += int4(Int32(value.count)) + value
+            } else {
+                bytes += int4(-1)
             }
         }
+        return bytes
+    }
+
+    /// The codec's rows (at least one, all of the same columns) as one array per column for `unnest`, with its types.
+    static func columns(_ rows: [[ColumnValue]]) -> (arrays: [ColumnValue], types: [String]) {
+        var arrays: [ColumnValue] = []
+        var types: [String] = []
+        for column in rows[0].indices {
+            let values = rows.map { $0[column] }
+            let (array, type): (ColumnValue, String) = switch values[0] {
+            case .integer: (.integers(values.map { if case .integer(let v) = $0 { v } else { nil } }), "bigint")
+            case .text: (.texts(values.map { if case .text(let v) = $0 { v } else { nil } }), "text")
+            case .bytes: (.byteas(values.map { if case .bytes(let v) = $0 { v } else { [] } }), "bytea")
+            case .boolean: (.booleans(values.map { if case .boolean(let v) = $0 { v } else { false } }), "boolean")
+            case .integers, .texts, .byteas, .booleans: (values[0], "")  // rows hold no arrays
+            }
+            arrays.append(array)
+            types.append(type)
+        }
+        return (arrays, types)
+    }
+
+    /// `unnest` of `columns` (`$n`, their numbers after `first`) into rows named `names`.
+    static func unnest(_ types: [String], after first: Int = 0, as names: String) -> String {
+        "unnest(\(types.indices.map { "$\(first + $0 + 1)::\(types[$0])[]" }.joined(separator: ", "))) AS u(\(names))"
+    }
+}
+
+extension Connection: SQLConnection {
+    static let dialect = SQLDialect(window: "window_name", greatest: "greatest", keepsSequenceFloor: false) { column, values, bindings in
+        bindings.append(.texts(values))
+        return "\(column) = ANY($\(bindings.count)::text[])"
+    }
+
+    func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (ResultRow) throws(PostgreSQLError) -> Void) throws(PostgreSQLError) {
+        for row in try execute(sql, values).rows { try body(row) }
+    }
+
+    @discardableResult
+    func run(_ statements: [SQLStatement]) throws(PostgreSQLError) -> [Int] {
+        try execute(statements).map(\.changedRows)
+    }
+
+    static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement] {
+        let (arrays, types) = ColumnValue.columns(rows)
+        return [SQLStatement("INSERT INTO \(table.name) (\(table.columns)) SELECT * FROM \(ColumnValue.unnest(types, as: table.columns)) \(table.onConflict)", arrays)]
+    }
+
+    static func updating(instances rows: [[ColumnValue]]) -> [SQLStatement] {
+        let (arrays, types) = ColumnValue.columns(rows)
+        let assignments = dialect.instanceColumnNames.dropFirst().map { "\($0) = u.\($0)" }.joined(separator: ", ")
+        return [SQLStatement(
+            "UPDATE instances SET \(assignments) FROM \(ColumnValue.unnest(types, as: dialect.instanceColumns)) WHERE instances.id = u.id", arrays
+        )]
+    }
+
+    /// `delete` (returning `seq`) raising `meta.dropped_through` to the largest it deleted, in one pipelinable statement.
+    private static func raisingDroppedFloor(_ delete: String, _ values: [ColumnValue]) -> [SQLStatement] {
+        [SQLStatement("""
+            WITH gone AS (\(delete) RETURNING seq)
+            INSERT INTO meta (key, value) SELECT 'dropped_through', max(seq) FROM gone HAVING count(*) > 0
+            ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
+            """, values)]
+    }
+
+    static func deleting(from table: String, where condition: String, _ values: [ColumnValue]) -> [SQLStatement] {
+        raisingDroppedFloor("DELETE FROM \(table) WHERE \(condition)", values)
+    }
+
+    static func dropping(_ drops: [String: Int64]) -> [SQLStatement] {
+        raisingDroppedFloor(
+            "DELETE FROM records USING \(ColumnValue.unnest(["text", "bigint"], as: "instance, through")) WHERE records.instance = u.instance AND records.version <= u.through",
+            [.texts(drops.map(\.key)), .integers(drops.map(\.value))]
+        )
     }
 }

@@ -2,17 +2,6 @@ import Foundation
 import LifecycleKit
 
 extension PostgresStore {
-    /// The instance columns (see ``Codec/instanceColumns(window:)``).
-    static let instanceColumnNames = Codec.instanceColumns(window: "window_name")
-    static let instanceColumns = instanceColumnNames.joined(separator: ", ")
-    static let selectInstances = "SELECT \(instanceColumns) FROM instances WHERE id = ANY($1::text[])"
-
-    /// The arrays a multi-row statement over `unnest` takes for ``instanceColumns``, in order.
-    static let instanceArrays = """
-        $1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[],
-        $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[]
-        """
-
     /// Runs `body` (one statement, so one snapshot) on the read connection within `bound`
     /// (``Options/readTimeout`` unless given), waiting for the read ahead included. A connection
     /// found lost is made again once at once: a read changes nothing, so trying again is safe.
@@ -50,10 +39,7 @@ extension PostgresStore {
         while true {
             let after = loaded.last?.id ?? ""
             let page = try read("cannot load instances", within: options.timeout) { (connection) throws(PostgreSQLError) in
-                let found = try connection.execute(
-                    "SELECT \(Self.instanceColumns) FROM instances WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(Int64(Self.loadPageSize))]
-                )
-                return try found.rows.map(Codec.instance)
+                try connection.instances(after: after, limit: Int64(Self.loadPageSize))
             }
             loaded += page
             if page.count < Self.loadPageSize { return loaded }
@@ -62,92 +48,76 @@ extension PostgresStore {
 
     public func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
         guard !ids.isEmpty else { return [] }
-        return try read("cannot load instances") { (connection) throws(PostgreSQLError) in
-            try connection.execute(Self.selectInstances, [.texts(ids)]).rows.map(Codec.instance)
-        }
+        return try read("cannot load instances") { (connection) throws(PostgreSQLError) in try connection.instances(ids) }
     }
 
     public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { (connection) throws(PostgreSQLError) in
-            // One statement, so the page and its oldest record agree (no oldest, no page). As on
-            // SQLite, the range starts after the version of the record `after` names, and one row
-            // more than the page says whether more follow. libpq holds the result whole, so it
-            // stops at the first row past the page's bytes (`before`), or the second.
-            let found = try connection.execute(
-                """
-                WITH oldest AS (
-                  SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY version LIMIT 1
-                ), page AS (
-                  SELECT seq, version, body, row_number() OVER (ORDER BY version) AS n,
-                    sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
-                  FROM records
-                  WHERE instance = $1
-                    AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
-                    AND seq > $2
-                  ORDER BY version LIMIT $3
-                )
-                SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
-                """,
-                [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]
-            )
-            var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
-            var fill = PageFill(limit)
-            for row in found.rows {
-                page.oldestRetainedVersion = row.integer(0)
-                page.oldestRetainedSequence = row.integer(1)
-                guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { continue }
-                page.records.append(row.bytes(3))
-                page.lastSequence = row.integer(2)
-            }
-            page.hasMore = fill.turnedAway
-            return page
+            try connection.history(instanceID: instanceID, after: after, limit: limit)
         }
     }
 
     public func loadCoverage() throws(StoreError) -> CoverageCounts {
-        try read("cannot load coverage counters") { (connection) throws(PostgreSQLError) in
-            var counts = CoverageCounts()
-            for row in try connection.execute("SELECT model, kind, name, count FROM coverage").rows { try Codec.addCounter(row, to: &counts) }
-            return counts
-        }
+        try read("cannot load coverage counters") { (connection) throws(PostgreSQLError) in try connection.coverage() }
     }
 
     public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
-        let upper = Codec.replayUpper(after: after, through: through, filter: filter)
-        var parameters: [Connection.Parameter] = [.integer(after), .integer(upper), .integer(Int64(limit.records)), .integer(Int64(limit.bytes))]
-        let page = Codec.replaySelect(
-            filter, parameter: { "$\($0)" },
-            bind: {
-                parameters.append(.text($0))
-                return "$\(parameters.count)"
-            },
-            anyOf: {
-                parameters.append(.texts($0))
-                return "instance = ANY($\(parameters.count)::text[])"
-            }
+        try read("cannot replay records after \(after)") { (connection) throws(PostgreSQLError) in
+            try connection.replay(after: after, through: through, filter: filter, limit: limit)
+        }
+    }
+}
+
+extension Connection {
+    /// One statement, so the page and its oldest record agree (no oldest, no page). libpq holds
+    /// the result whole, so it stops at the first row past the page's bytes (`before`), or the second.
+    func history(instanceID: String, after: Int64, limit: PageLimit) throws(PostgreSQLError) -> HistoryPage {
+        let found = try execute(
+            """
+            WITH oldest AS (\(Self.historyOldest)), page AS (
+              SELECT seq, version, body, row_number() OVER (ORDER BY version) AS n,
+                sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
+              \(Self.historyRange)
+            )
+            SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
+            """,
+            [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]
         )
-        // One statement, so the page and its bounds agree; it stops past the page's bytes, as history does.
+        var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+        var fill = PageFill(limit)
+        for row in found.rows {
+            page.oldestRetainedVersion = row.integer(0)
+            page.oldestRetainedSequence = row.integer(1)
+            guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { continue }
+            page.records.append(row.bytes(3))
+            page.lastSequence = row.integer(2)
+        }
+        page.hasMore = fill.turnedAway
+        return page
+    }
+
+    /// One statement, so the page and its bounds agree; it stops past the page's bytes, as history does.
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(PostgreSQLError) -> ReplayPage {
+        var (select, values, upper) = Self.replaySelect(after: after, through: through, filter: filter, limit: limit)
+        values.append(.integer(Int64(limit.bytes)))
         let sql = """
-            WITH rows AS (\(page) ORDER BY 1 LIMIT $3),
+            WITH rows AS (\(select)),
             page AS (
               SELECT *, row_number() OVER (ORDER BY seq) AS n, sum(octet_length(body)) OVER (ORDER BY seq) - octet_length(body) AS before
               FROM rows
             ),
-            bounds AS (SELECT \(Codec.replayBounds))
+            bounds AS (SELECT \(Self.replayBounds))
             SELECT bounds.*, page.seq, page.kind, page.body, page.instance, page.outcome, page.model
-            FROM bounds LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.seq
+            FROM bounds LEFT JOIN page ON page.before <= $\(values.count) OR page.n <= 2 ORDER BY page.seq
             """
-        let values = parameters
-        return try read("cannot replay records after \(after)") { (connection) throws(PostgreSQLError) in
-            var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
-            var fill = PageFill(limit)
-            for row in try connection.execute(sql, values).rows {
-                Codec.bounds(row, into: &page)
-                guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { continue }
-                page.records.append(try Codec.replayed(row, from: 3))
-            }
-            if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
-            return page
+        var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+        var fill = PageFill(limit)
+        for row in try execute(sql, values).rows {
+            Codec.bounds(row, into: &page)
+            guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { continue }
+            page.records.append(try Codec.replayed(row, from: 3))
         }
+        if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
+        return page
     }
 }

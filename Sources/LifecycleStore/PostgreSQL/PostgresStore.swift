@@ -50,25 +50,20 @@ public final class PostgresStore: InstanceStore, Sendable {
     /// The schema's migrations, in order.
     static let migrations = PostgresMigrations.all
 
-    /// The write connection: one transaction at a time from this process.
-    struct Writer {
+    /// A connection of the store's and whether the store closed it: the write one (one transaction at a time from
+    /// this process) or the read one, which reads share one at a time.
+    struct Line {
         var link: Link
         var writesSincePurge = 0
-        var isClosed = false
-    }
-
-    /// The read connection, which reads share, one at a time.
-    struct Reader {
-        var link: Link
         var isClosed = false
     }
 
     public let options: Options
     private let url: String
     private let report: @Sendable (StoreEvent) -> Void
-    private let writer: Mutex<Writer>
+    private let writer: Mutex<Line>
     /// Reads of committed data: never on the write connection, so as not to wait for a batch.
-    let reader: Mutex<Reader>
+    let reader: Mutex<Line>
     // NSLock: a read waits for the one ahead of it no longer than its bound, and Mutex has no timed lock.
     let readGate = NSLock()
     /// The largest sequence number this process committed or read.
@@ -86,17 +81,17 @@ public final class PostgresStore: InstanceStore, Sendable {
         let connection = try checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
             try link.connection(by: Deadline(options.timeout))
         }
+        // A failure ends `link` and its connection with the init, which rolls the transaction back on the server.
         let sequence = try checked("cannot open the PostgreSQL store") { () throws(PostgreSQLError) in
-            try Self.transaction(connection) { () throws(PostgreSQLError) in
-                try Self.migrate(connection)
-                // The counter's lock, as in a write: two replicas' purges could deadlock otherwise.
-                let sequence = try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1 FOR UPDATE").row(0).integer(0)
-                try connection.execute(Self.purgeExpired(options: options))
-                return sequence
-            }
+            try connection.execute("BEGIN")
+            try Self.migrate(connection)
+            // The counter's lock, as in a write: two replicas' purges could deadlock otherwise.
+            let sequence = try connection.execute("SELECT last_sequence FROM commit_counter WHERE id = 1 FOR UPDATE").row(0).integer(0)
+            try connection.run(Self.purgeExpired(options: options) + [SQLStatement("COMMIT")])
+            return sequence
         }
-        writer = Mutex(Writer(link: link))
-        reader = Mutex(Reader(link: Link(url: url, role: "read", report: report)))
+        writer = Mutex(Line(link: link))
+        reader = Mutex(Line(link: Link(url: url, role: "read", report: report)))
         knownSequence.withLock { $0 = sequence }
     }
 
@@ -140,27 +135,8 @@ public final class PostgresStore: InstanceStore, Sendable {
         try read("cannot read the schema version", Self.schemaVersion)
     }
 
-    /// Statements that drop expired idempotency keys and deletion records, raising the floor of dropped records.
-    static func purgeExpired(options: Options) -> [Connection.Statement] {
-        let now = Date()
-        return [
-            Connection.Statement(
-                "DELETE FROM idempotency WHERE created_at < $1", [.integer(Codec.milliseconds(now.addingTimeInterval(-options.idempotencyLifetime)))]
-            ),
-            Connection.Statement(
-                raisingDroppedFloor("DELETE FROM tombstones WHERE deleted_at < $1 RETURNING seq"),
-                [.integer(Codec.milliseconds(now.addingTimeInterval(-options.tombstoneLifetime)))]
-            ),
-        ]
-    }
-
-    /// `delete` (returning `seq`) raising `meta.dropped_through` to the largest it deleted, in one pipelinable statement.
-    static func raisingDroppedFloor(_ delete: String) -> String {
-        """
-        WITH gone AS (\(delete))
-        INSERT INTO meta (key, value) SELECT 'dropped_through', max(seq) FROM gone HAVING count(*) > 0
-        ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)
-        """
+    static func purgeExpired(options: Options) -> [SQLStatement] {
+        Connection.purgingExpired(idempotencyLifetime: options.idempotencyLifetime, tombstoneLifetime: options.tombstoneLifetime)
     }
 
     // MARK: Sequence numbers and other replicas' commits
@@ -194,11 +170,11 @@ public final class PostgresStore: InstanceStore, Sendable {
         // nonisolated(unsafe): `body` runs only here, under the lock; region checking cannot see that.
         nonisolated(unsafe) let body = body
         nonisolated(unsafe) var result: T?
-        let sequence = try writer.withLock { (writer: inout Writer) throws(StoreError) -> Int64 in
+        let sequence = try writer.withLock { (writer: inout Line) throws(StoreError) -> Int64 in
             guard !writer.isClosed else { throw StoreError("the store is closed; nothing was changed") }
             let transaction = try Self.begin(by: Deadline(options.timeout), &writer.link, options: options)
             let connection = transaction.connection
-            let closing: [Connection.Statement]
+            var closing: [SQLStatement]
             let purging: Bool
             do throws(StoreError) {
                 result = try body(transaction)
@@ -207,14 +183,21 @@ public final class PostgresStore: InstanceStore, Sendable {
                     throw StoreError(failure, doing: "cannot commit after a failed statement")
                 }
                 purging = writer.writesSincePurge + 1 >= 1000
-                closing = try transaction.closingStatements(purging: purging)
+                // What waits, now and then a purge, and the counter with a notification.
+                closing = try transaction.waitingStatements() + (purging ? Self.purgeExpired(options: options) : [])
+                if transaction.sequence != transaction.startSequence {
+                    let counted = "WITH counted AS (UPDATE commit_counter SET last_sequence = $1, instance_count = $2 WHERE id = 1)"
+                    closing.append(SQLStatement(
+                        "\(counted) SELECT pg_notify('\(Self.channel)', '')", [.integer(transaction.sequence), .integer(Int64(try transaction.instanceCount()))]
+                    ))
+                }
             } catch {
                 Self.rollBack(connection, &writer.link)
                 throw error
             }
             // What waited, the counter and COMMIT: one round trip.
             do throws(PostgreSQLError) {
-                try connection.execute(closing + [Connection.Statement("COMMIT")])
+                try connection.execute(closing + [SQLStatement("COMMIT")])
             } catch {
                 if error.isConnectionLost {
                     writer.link.dropIfLost(error)
@@ -235,18 +218,20 @@ public final class PostgresStore: InstanceStore, Sendable {
     }
 
     /// Begins and locks the counter row; a lost connection is made again once at once, so the first write after an outage succeeds.
-    private static func begin(by deadline: Deadline, _ link: inout Link, options: Options) throws(StoreError) -> PostgresTransaction {
+    private static func begin(by deadline: Deadline, _ link: inout Link, options: Options) throws(StoreError) -> SQLTransaction<Connection> {
         var retried = false
         while true {
             let connection = try checked("cannot begin a transaction") { () throws(PostgreSQLError) in try link.connection(by: deadline) }
             do throws(PostgreSQLError) {
                 let counter = try connection.execute([
-                    Connection.Statement("BEGIN"),
-                    Connection.Statement("SELECT last_sequence, instance_count FROM commit_counter WHERE id = 1 FOR UPDATE"),
+                    SQLStatement("BEGIN"), SQLStatement("SELECT last_sequence, instance_count FROM commit_counter WHERE id = 1 FOR UPDATE"),
                 ])[1]
                 guard counter.rowCount == 1 else { throw ResultRow.damaged("commit_counter has no row: the database is damaged") }
                 let row = counter.row(0)
-                return PostgresTransaction(connection: connection, options: options, sequence: row.integer(0), instanceCount: row.integer(1))
+                return SQLTransaction(
+                    connection, sequence: row.integer(0), instanceCount: row.integer(1), historyLimit: options.historyLimit,
+                    idempotencyLifetime: options.idempotencyLifetime
+                )
             } catch {
                 if error.isConnectionLost {
                     link.dropIfLost(error)
@@ -268,28 +253,6 @@ public final class PostgresStore: InstanceStore, Sendable {
             try connection.execute("ROLLBACK")
         } catch {
             link.disconnect()
-        }
-    }
-
-    /// Runs `body` in a transaction of its own on `connection`.
-    private static func transaction<T>(_ connection: Connection, _ body: () throws(PostgreSQLError) -> T) throws(PostgreSQLError) -> T {
-        try connection.execute("BEGIN")
-        do {
-            let result = try body()
-            try connection.execute("COMMIT")
-            return result
-        } catch {
-            if !error.isConnectionLost {
-                do {
-                    try connection.execute("ROLLBACK")
-                } catch let failure {
-                    throw PostgreSQLError(
-                        sqlState: error.sqlState, message: "\(error.message); the rollback after it failed too: \(failure.message)",
-                        isConnectionLost: failure.isConnectionLost
-                    )
-                }
-            }
-            throw error
         }
     }
 }

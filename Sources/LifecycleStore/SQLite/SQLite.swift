@@ -51,6 +51,8 @@ final class Database {
 
     /// Frames in the WAL after this connection's last commit; 0 after a checkpoint that starts it over.
     private(set) var walFrames = 0
+    /// The statements the shared store code ran, prepared once by their text.
+    private var cache: [String: Statement] = [:]
 
     /// The one place result codes become Swift errors.
     func check(_ code: Int32) throws(SQLiteError) {
@@ -67,6 +69,16 @@ final class Database {
         var statement: OpaquePointer?
         try check(sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil))
         return Statement(handle: statement!, database: self)
+    }
+
+    /// The shared statement `sql`, prepared on its first use with SQLite's `?N` for `$N` (no shared statement has another `$`).
+    func cached(_ sql: String) throws(SQLiteError) -> Statement {
+        if let statement = cache[sql] { return statement }
+        // Texts vary only with the number of values an `IN` lists: a bound, not a leak.
+        if cache.count >= 256 { cache = [:] }
+        let statement = try prepare(sql.replacingOccurrences(of: "$", with: "?"))
+        cache[sql] = statement
+        return statement
     }
 
     /// Runs `body` in one transaction (`BEGIN` for a read snapshot), rolled back if it throws.
@@ -143,6 +155,7 @@ final class Statement {
             case .boolean(let v): code = sqlite3_bind_int64(handle, index, v ? 1 : 0)
             case .text(let v?): code = v.utf8CString.withUnsafeBufferPointer { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count - 1)) }
             case .bytes(let v): code = v.withUnsafeBytes { lc_sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
+            case .integers, .texts, .byteas, .booleans: code = SQLITE_MISMATCH  // the dialect binds each value
             }
             try database.check(code)
         }
@@ -201,6 +214,54 @@ struct Row: StoredRow {
         let count = byteCount(column)
         guard count > 0, let pointer = sqlite3_column_blob(handle, Int32(column)) else { return [] }
         return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+}
+
+extension Database: SQLConnection {
+    static let dialect = SQLDialect(window: "window", greatest: "max", keepsSequenceFloor: true) { column, values, bindings in
+        let first = bindings.count + 1
+        bindings += values.map { .text($0) }
+        return "\(column) IN (\((first..<first + values.count).map { "$\($0)" }.joined(separator: ", ")))"
+    }
+
+    func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {
+        try cached(sql).forEachRow(values, body)
+    }
+
+    @discardableResult
+    func run(_ statements: [SQLStatement]) throws(SQLiteError) -> [Int] {
+        var changed: [Int] = []
+        for statement in statements {
+            try cached(statement.sql).run(statement.values)
+            changed.append(Int(sqlite3_changes(handle)))
+        }
+        return changed
+    }
+
+    static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement] {
+        rows.map { SQLStatement(table.insertingOne, $0) }
+    }
+
+    static let updateInstance = "UPDATE instances SET "
+        + dialect.instanceColumnNames.indices.dropFirst().map { "\(dialect.instanceColumnNames[$0]) = $\($0 + 1)" }.joined(separator: ", ") + " WHERE id = $1"
+
+    static func updating(instances rows: [[ColumnValue]]) -> [SQLStatement] {
+        rows.map { SQLStatement(updateInstance, $0) }
+    }
+
+    /// The floor first, from what the delete then removes: SQLite's DELETE cannot feed an INSERT.
+    static func deleting(from table: String, where condition: String, _ values: [ColumnValue]) -> [SQLStatement] {
+        [
+            SQLStatement("""
+                INSERT INTO meta (key, value) SELECT 'dropped_through', max(seq) FROM \(table) WHERE \(condition) HAVING count(*) > 0
+                ON CONFLICT (key) DO UPDATE SET value = max(meta.value, excluded.value)
+                """, values),
+            SQLStatement("DELETE FROM \(table) WHERE \(condition)", values),
+        ]
+    }
+
+    static func dropping(_ drops: [String: Int64]) -> [SQLStatement] {
+        drops.flatMap { deleting(from: "records", where: "instance = $1 AND version <= $2", [.text($0.key), .integer($0.value)]) }
     }
 }
 

@@ -67,7 +67,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// The write connection and what goes with it: one transaction at a time.
     let writer: Mutex<Writer>
     /// Reads of committed data, on a connection of their own (WAL lets them run beside a write).
-    let reader: Mutex<Reader>
+    let reader: Mutex<Database>
     let checkpointer: BackgroundCheckpointer
     let pageSize: Int
     /// The start-up check of the database, running beside the rest of start-up.
@@ -111,11 +111,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
         // Beside the rest of start-up; ``verifyIntegrity()`` waits for it before anything is served.
         startupCheck = IntegrityCheck(path: path, report: report)
-        let statements: WriteStatements
         var sequence: Int64
         do {
             try Self.migrate(database)
-            statements = try WriteStatements(database)
             // Retention never drops the newest record; a delete's number is kept as a floor in `meta`.
             let newest = try database.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
             let floor = try database.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
@@ -135,16 +133,18 @@ public final class SQLiteStore: InstanceStore, Sendable {
                 // A client may hold a number up to the marker: none is reused, and replays learn of the gap.
                 try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
                     try database.transaction { () throws(SQLiteError) in
-                        try statements.raiseSequenceFloor.run([.integer(marked)])
-                        try statements.raiseDroppedFloor.run([.integer(marked)])
+                        try database.run(["sequence_floor", "dropped_through"].map { SQLStatement(Database.dialect.raising($0), [.integer(marked)]) })
                     }
                 }
                 sequence = marked
             }
         }
-        let writer = Writer(database: database, statements: statements, lock: lock, sequence: sequence, walBound: WALBound(maxSize: options.maxWALSize))
+        let writer = Writer(database: database, lock: lock, sequence: sequence, walBound: WALBound(maxSize: options.maxWALSize))
         do {
-            reader = Mutex(try Reader(Database(path: path)))
+            let reading = try Database(path: path)
+            // Its files opened now, as the writer's were: no later read opens one by name.
+            try reading.execute("SELECT 1 FROM meta LIMIT 0")
+            reader = Mutex(reading)
             checkpointer = try BackgroundCheckpointer(path: path, synchronous: synchronous, report: report)
             try writer.purgeExpired(options)
         } catch {
@@ -230,8 +230,44 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
     /// The schema version the database is at.
     public func schemaVersion() throws(StoreError) -> Int {
-        try read("cannot read the schema version") { (reader) throws(SQLiteError) in
-            try reader.database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        try read("cannot read the schema version") { (database) throws(SQLiteError) in
+            try database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        }
+    }
+
+    /// Runs `body` on the read connection (one read at a time).
+    func read<T: Sendable>(_ what: String, _ body: sending (Database) throws(SQLiteError) -> T) throws(StoreError) -> T {
+        try reader.withLock { (database: inout Database) throws(StoreError) -> T in
+            try checked(what) { () throws(SQLiteError) in try body(database) }
+        }
+    }
+
+    public func loadInstances() throws(StoreError) -> [StoredInstance] {
+        try read("cannot load instances") { (database) throws(SQLiteError) in try database.instances(after: "", limit: Int64.max) }
+    }
+
+    public func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
+        try read("cannot load instances") { (database) throws(SQLiteError) in try database.instances(ids) }
+    }
+
+    public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
+        try read("cannot read history of \(instanceID)") { (database) throws(SQLiteError) in try database.history(instanceID: instanceID, after: after, limit: limit) }
+    }
+
+    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
+        try read("cannot replay records after \(after)") { (database) throws(SQLiteError) in
+            try database.replay(after: after, through: through, filter: filter, limit: limit)
+        }
+    }
+
+    public func loadCoverage() throws(StoreError) -> CoverageCounts {
+        try read("cannot load coverage counters") { (database) throws(SQLiteError) in try database.coverage() }
+    }
+
+    /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
+    public func integrityCheck() throws(StoreError) -> String {
+        try read("cannot check integrity") { (database) throws(SQLiteError) in
+            try database.rows("PRAGMA integrity_check") { $0.text(0) ?? "NULL" }.joined(separator: "\n")
         }
     }
 
@@ -244,4 +280,44 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
     /// Times are kept in whole milliseconds (for tests that write rows themselves).
     static func milliseconds(_ date: Date) -> Int64 { Codec.milliseconds(date) }
+}
+
+extension Database {
+    private static let historyPage = "SELECT seq, body \(historyRange)"
+    private static let replayBoundsRow = "SELECT \(replayBounds)"
+
+    /// The page and its oldest record from one snapshot, so they agree. Rows stream, so those the page turns away are not read.
+    func history(instanceID: String, after: Int64, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
+        var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+        var fill = PageFill(limit)
+        try transaction("BEGIN") { () throws(SQLiteError) in
+            try forEachRow(Self.historyPage, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
+                guard fill.admits(size: row.byteCount(1)) else { return }
+                page.records.append(row.bytes(1))
+                page.lastSequence = row.integer(0)
+            }
+            if let oldest = try first(Self.historyOldest, [.text(instanceID)], { (version: $0.integer(0), sequence: $0.integer(1)) }) {
+                page.oldestRetainedVersion = oldest.version
+                page.oldestRetainedSequence = oldest.sequence
+            }
+        }
+        page.hasMore = fill.turnedAway
+        return page
+    }
+
+    /// The page and its bounds from one snapshot, so they agree; rows stream, as history's do.
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(SQLiteError) -> ReplayPage {
+        let (sql, values, upper) = Self.replaySelect(after: after, through: through, filter: filter, limit: limit)
+        var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+        var fill = PageFill(limit)
+        try transaction("BEGIN") { () throws(SQLiteError) in
+            try forEachRow(sql, values) { (row) throws(SQLiteError) in
+                guard fill.admits(size: row.byteCount(2)) else { return }
+                page.records.append(try Codec.replayed(row, from: 0))
+            }
+            try forEachRow(Self.replayBoundsRow, []) { Codec.bounds($0, into: &page) }
+        }
+        if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
+        return page
+    }
 }

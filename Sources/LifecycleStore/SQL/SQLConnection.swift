@@ -1,0 +1,195 @@
+import Foundation
+import LifecycleKit
+
+/// A statement and the values bound to its `$1`, `$2`, ...
+struct SQLStatement {
+    var sql: String
+    var values: [ColumnValue]
+
+    init(_ sql: String, _ values: [ColumnValue] = []) {
+        self.sql = sql
+        self.values = values
+    }
+}
+
+/// A connection as the store's shared reads and transaction use it: SQLite's and libpq's each implement it, with
+/// what they spell differently as data (``SQLDialect``) and how they write many rows at once.
+protocol SQLConnection: AnyObject {
+    associatedtype Row: StoredRow where Row.Failure == Failure
+    associatedtype Failure: StoreFailure
+
+    static var dialect: SQLDialect { get }
+
+    /// Runs `sql` with `values` bound to `$1`, `$2`, ..., calling `body` with each row in order.
+    func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(Failure) -> Void) throws(Failure)
+    /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
+    @discardableResult
+    func run(_ statements: [SQLStatement]) throws(Failure) -> [Int]
+
+    /// Statements that insert `rows` (at least one) into `table`: one over `unnest` on PostgreSQL, one a row on SQLite.
+    static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement]
+    /// Statements that store the state of existing instances (their codec rows).
+    static func updating(instances rows: [[ColumnValue]]) -> [SQLStatement]
+    /// Statements that delete the rows of `table` meeting `condition`, raising `meta.dropped_through` to the largest `seq` deleted.
+    static func deleting(from table: String, where condition: String, _ values: [ColumnValue]) -> [SQLStatement]
+    /// Statements that drop each instance's records up to its version (the history limit's).
+    static func dropping(_ drops: [String: Int64]) -> [SQLStatement]
+}
+
+/// What SQLite and PostgreSQL spell differently in the statements the store shares.
+struct SQLDialect: Sendable {
+    /// The instance columns in the order ``Codec/columns(of:)`` writes them; `window` is a keyword in PostgreSQL.
+    let instanceColumnNames: [String]
+    let instanceColumns: String
+    /// The `instances` table, for new instances, and the start of a statement that reads instances.
+    let instances: SQLTable
+    let selectInstances: String
+    /// The larger of two values: `max` in SQLite, `greatest` in PostgreSQL.
+    let greatest: String
+    /// Whether deletes keep their number in `meta.sequence_floor` (SQLite); PostgreSQL keeps it in `commit_counter`.
+    let keepsSequenceFloor: Bool
+    /// A condition that `column` is one of `values`, binding them after `bindings`: PostgreSQL binds one array, SQLite each.
+    let anyOf: @Sendable (_ column: String, _ values: [String], _ bindings: inout [ColumnValue]) -> String
+
+    init(window: String, greatest: String, keepsSequenceFloor: Bool, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String) {
+        instanceColumnNames = [
+            "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
+            "ignored", "incomplete_launches", "created_at", "updated_at",
+        ]
+        instanceColumns = instanceColumnNames.joined(separator: ", ")
+        instances = SQLTable(name: "instances", columns: instanceColumns)
+        selectInstances = "SELECT \(instanceColumns) FROM instances"
+        self.greatest = greatest
+        self.keepsSequenceFloor = keepsSequenceFloor
+        self.anyOf = anyOf
+    }
+
+    /// Raises the `meta` value `key` to `$1` if it is lower.
+    func raising(_ key: String) -> String {
+        "INSERT INTO meta (key, value) VALUES ('\(key)', $1) ON CONFLICT (key) DO UPDATE SET value = \(greatest)(meta.value, excluded.value)"
+    }
+}
+
+/// A table the transaction inserts rows of, and what a row does to one already stored with its key.
+struct SQLTable: Sendable {
+    let name: String
+    let columns: String
+    let onConflict: String
+    /// The insert of one row.
+    let insertingOne: String
+
+    init(name: String, columns: String, onConflict: String = "") {
+        self.name = name
+        self.columns = columns
+        self.onConflict = onConflict
+        let values = columns.split(separator: ",").indices.map { "$\($0 + 1)" }.joined(separator: ", ")
+        insertingOne = "INSERT INTO \(name) (\(columns)) VALUES (\(values)) \(onConflict)"
+    }
+
+    static let records = SQLTable(name: "records", columns: "seq, instance, version, kind, outcome, body")
+    static let tombstones = SQLTable(name: "tombstones", columns: "seq, instance, model, deleted_at, body")
+    static let keys = SQLTable(
+        name: "idempotency", columns: "key, fingerprint, result, instance, model, instance_created_at, body, created_at",
+        onConflict: """
+            ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, result = excluded.result, instance = excluded.instance,
+              model = excluded.model, instance_created_at = excluded.instance_created_at, body = excluded.body, created_at = excluded.created_at
+            """
+    )
+    static let coverage = SQLTable(
+        name: "coverage", columns: "model, kind, name, count", onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
+    )
+}
+
+extension SQLConnection {
+    /// What `read` makes of each row.
+    func rows<T>(_ sql: String, _ values: [ColumnValue] = [], _ read: (Row) throws(Failure) -> T) throws(Failure) -> [T] {
+        var found: [T] = []
+        try forEachRow(sql, values) { (row) throws(Failure) in found.append(try read(row)) }
+        return found
+    }
+
+    /// The first row's reading, or `nil` when there is no row.
+    func first<T>(_ sql: String, _ values: [ColumnValue] = [], _ read: (Row) throws(Failure) -> T) throws(Failure) -> T? {
+        try rows(sql, values, read).first
+    }
+
+    /// The committed state (with the transaction's writes, in one) of the instances named that exist.
+    func instances(_ ids: [String]) throws(Failure) -> [StoredInstance] {
+        guard !ids.isEmpty else { return [] }
+        var values: [ColumnValue] = []
+        let condition = Self.dialect.anyOf("id", ids, &values)
+        return try rows("\(Self.dialect.selectInstances) WHERE \(condition)", values, Codec.instance)
+    }
+
+    /// Up to `limit` instances with ids after `after`, by id.
+    func instances(after: String, limit: Int64) throws(Failure) -> [StoredInstance] {
+        try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)], Codec.instance)
+    }
+
+    func coverage() throws(Failure) -> CoverageCounts {
+        var counts = CoverageCounts()
+        try forEachRow("SELECT model, kind, name, count FROM coverage", []) { (row) throws(Failure) in try Codec.addCounter(row, to: &counts) }
+        return counts
+    }
+
+    /// A page of an instance's history: its records after the version of the record `after` names (`$2`), not from
+    /// the history's beginning, within `$3` rows: one more than the page holds says whether more follow.
+    static var historyRange: String {
+        """
+        FROM records WHERE instance = $1 AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
+          AND seq > $2 ORDER BY instance, version LIMIT $3
+        """
+    }
+
+    /// The oldest record of an instance still kept; version 0 is the creation record, which is not history.
+    static var historyOldest: String { "SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1" }
+
+    /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
+    static var replayScanRows: Int64 { 8192 }
+
+    /// The replay's SELECT (seq, kind, body, instance, outcome, model) of records in (`$1`, `$2`] that pass `filter`, and of
+    /// deletion records unless outcomes are asked for, within `$3` rows; the values it binds; the last number it examines.
+    static func replaySelect(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) -> (sql: String, values: [ColumnValue], upper: Int64) {
+        // With an instance filter the index finds the records, however far apart.
+        let upper = filter.instances == nil ? min(through, after + replayScanRows) : through
+        var values: [ColumnValue] = [.integer(after), .integer(upper), .integer(Int64(limit.records))]
+        var records = ""
+        var tombstones = ""
+        if let instances = filter.instances {
+            let condition = " AND " + dialect.anyOf("instance", instances.sorted(), &values)
+            records += condition
+            tombstones += condition
+        }
+        if let model = filter.model {
+            values.append(.text(model))
+            records += " AND (SELECT model FROM instances WHERE id = records.instance) = $\(values.count)"
+            tombstones += " AND model = $\(values.count)"
+        }
+        var sql = """
+            SELECT seq, kind, body, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model
+            FROM records WHERE seq > $1 AND seq <= $2\(records)
+            """
+        if let outcomes = filter.outcomes {
+            // Codes, not client text: safe to write into the statement.
+            sql += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
+        } else {
+            sql += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body, instance, NULL, model FROM tombstones WHERE seq > $1 AND seq <= $2\(tombstones)"
+        }
+        return (sql + " ORDER BY 1 LIMIT $3", values, upper)
+    }
+
+    /// The replay's bounds: `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
+    static var replayBounds: String {
+        """
+        (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,
+        (SELECT min(seq) FROM records) AS oldest_record, (SELECT min(seq) FROM tombstones) AS oldest_tombstone
+        """
+    }
+
+    /// Statements that drop expired idempotency keys and deletion records, raising the floor of dropped records.
+    static func purgingExpired(idempotencyLifetime: TimeInterval, tombstoneLifetime: TimeInterval) -> [SQLStatement] {
+        let now = Date()
+        return [SQLStatement("DELETE FROM idempotency WHERE created_at < $1", [.integer(Codec.milliseconds(now.addingTimeInterval(-idempotencyLifetime)))])]
+            + deleting(from: "tombstones", where: "deleted_at < $1", [.integer(Codec.milliseconds(now.addingTimeInterval(-tombstoneLifetime)))])
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import LifecycleKit
+
+/// One write transaction's view of a store, valid only inside its `write`. Writes wait in memory (reads look there
+/// first) until the commit, an instance count on SQLite, or a delete; then they go as the driver batches them: on
+/// PostgreSQL one statement per table over `unnest`, in one round trip with the COMMIT (two round trips a batch, not
+/// per event); on SQLite one prepared statement a row.
+final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
+    let connection: Connection
+    let startSequence: Int64
+    /// The last sequence number assigned in this transaction.
+    private(set) var sequence: Int64
+    private let historyLimit: Int64
+    private let idempotencyLifetime: TimeInterval
+    /// When the newest idempotency key stored before keys were scoped was made (`nil`: none, and always on PostgreSQL).
+    private let unscopedKeysThrough: Date?
+    /// The count at the start, kept beside the data (PostgreSQL's `commit_counter`); `nil`: counted when asked.
+    private let startInstanceCount: Int64?
+    private(set) var instancesAdded: Int64 = 0
+    /// The first statement that failed: PostgreSQL aborted the transaction there.
+    private(set) var failure: Connection.Failure?
+
+    /// Instances to write, newest state of each; `isNew` for those to insert.
+    private var instances: [String: (instance: StoredInstance, isNew: Bool)] = [:]
+    /// Records to insert (the codec's columns), in the order they were numbered.
+    private var records: [[ColumnValue]] = []
+    /// Per instance, the newest version the history limit drops (with all before it).
+    private var drops: [String: Int64] = [:]
+    /// Idempotency keys to store, by key.
+    private var keys: [String: Codec.StoredKey] = [:]
+    private var coverage = CoverageCounts()
+
+    init(
+        _ connection: Connection, sequence: Int64, instanceCount: Int64?, historyLimit: Int, idempotencyLifetime: TimeInterval,
+        unscopedKeysThrough: Date? = nil
+    ) {
+        self.connection = connection
+        startSequence = sequence
+        self.sequence = sequence
+        startInstanceCount = instanceCount
+        self.historyLimit = Int64(historyLimit)
+        self.idempotencyLifetime = idempotencyLifetime
+        self.unscopedKeysThrough = unscopedKeysThrough
+    }
+
+    /// Runs database work, keeping the first failure (which aborts a PostgreSQL transaction).
+    private func run<T>(_ what: @autoclosure () -> String, _ body: () throws(Connection.Failure) -> T) throws(StoreError) -> T {
+        do {
+            return try body()
+        } catch {
+            failure = failure ?? error
+            throw StoreError(error, doing: what())
+        }
+    }
+
+    func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
+        let found = ids.compactMap { instances[$0]?.instance }
+        let unwritten = ids.filter { instances[$0] == nil }
+        return try found + run("cannot read instances") { () throws(Connection.Failure) in try connection.instances(unwritten) }
+    }
+
+    func instanceCount() throws(StoreError) -> Int {
+        if let startInstanceCount { return Int(startInstanceCount + instancesAdded) }
+        let statements = try waitingStatements()
+        return try run("cannot count instances") { () throws(Connection.Failure) in
+            try connection.run(statements)
+            return try connection.first("SELECT count(*) FROM instances") { Int($0.integer(0)) } ?? 0
+        }
+    }
+
+    func insert(_ instance: StoredInstance, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
+        // The primary key would refuse this, but the one multi-row insert would not see the second.
+        guard instances[instance.id] == nil else {
+            throw StoreError("cannot store instance \(instance.id): it exists already (within this transaction)", isSpecificToWrite: true)
+        }
+        let numbered = sequence + 1
+        instances[instance.id] = (instance, true)
+        records.append(Codec.record(numbered, instance: instance.id, version: 0, kind: .created, outcome: nil, json: encode(numbered)))
+        instancesAdded += 1
+        sequence = numbered
+        return numbered
+    }
+
+    func update(_ instance: StoredInstance) throws(StoreError) {
+        instances[instance.id] = (instance, instances[instance.id]?.isNew ?? false)
+    }
+
+    func delete(_ instance: StoredInstance, at time: Date, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
+        let numbered = sequence + 1
+        // What waits may concern this instance: it goes first, and the delete takes it along.
+        var statements = try waitingStatements() + [
+            SQLStatement("DELETE FROM instances WHERE id = $1", [.text(instance.id)]),
+            SQLStatement("DELETE FROM records WHERE instance = $1", [.text(instance.id)]),
+        ]
+        let deleted = statements.count - 2
+        statements += Connection.inserting([Codec.tombstone(numbered, of: instance, at: time, json: encode(numbered))], into: .tombstones)
+        // The deletion record expires: keep its number, the largest, from reuse.
+        if Connection.dialect.keepsSequenceFloor { statements.append(SQLStatement(Connection.dialect.raising("sequence_floor"), [.integer(numbered)])) }
+        let changed = try run("cannot delete instance \(instance.id)") { () throws(Connection.Failure) in try connection.run(statements) }
+        instancesAdded -= Int64(changed[deleted])
+        sequence = numbered
+        return numbered
+    }
+
+    func append(_ record: Record, instanceID: String, encode: (Record) -> [UInt8]) throws(StoreError) -> EncodedRecord {
+        let (encoded, row) = Codec.numbered(record, sequence + 1, instance: instanceID, encode: encode)
+        records.append(row)
+        if record.version > historyLimit { drops[instanceID] = max(drops[instanceID] ?? 0, record.version - historyLimit) }
+        sequence = encoded.sequence
+        return encoded
+    }
+
+    func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError) {
+        keys[key.key] = Codec.StoredKey(fingerprint: key.fingerprint, write: write, createdAt: Date())
+    }
+
+    func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
+        func find(_ stored: String) throws(StoreError) -> Codec.StoredKey? {
+            if let waiting = keys[stored] { return waiting }
+            let sql = "SELECT fingerprint, result, instance, model, instance_created_at, body, created_at FROM idempotency WHERE key = $1"
+            return try run("cannot read an idempotency key") { () throws(Connection.Failure) in
+                try connection.first(sql, [.text(stored)]) { (row) throws(Connection.Failure) in try Codec.StoredKey(row, key: stored) }
+            }
+        }
+        var found = try find(key.key)
+        // A key sent before keys were scoped (on SQLite) is found as it was stored, until it expires.
+        if found == nil, let unscoped = key.unscopedKey, let through = unscopedKeysThrough, through.addingTimeInterval(idempotencyLifetime) > now {
+            found = try find(unscoped)
+        }
+        return found?.lookUp(key, now: now, lifetime: idempotencyLifetime) ?? .unused
+    }
+
+    func addCoverage(_ counts: CoverageCounts) throws(StoreError) {
+        coverage.add(counts)
+    }
+
+    /// Statements (one a table on PostgreSQL) that write what waits, which then waits no more.
+    func waitingStatements() throws(StoreError) -> [SQLStatement] {
+        var statements: [SQLStatement] = []
+        let new = try instances.values.filter(\.isNew).map { (waiting) throws(StoreError) in try Codec.columns(of: waiting.instance) }
+        let changed = try instances.values.filter { !$0.isNew }.map { (waiting) throws(StoreError) in try Codec.columns(of: waiting.instance) }
+        if !new.isEmpty { statements += Connection.inserting(new, into: Connection.dialect.instances) }
+        if !changed.isEmpty { statements += Connection.updating(instances: changed) }
+        if !records.isEmpty { statements += Connection.inserting(records, into: .records) }
+        // After the records, so that this transaction's own below the limit go too.
+        if !drops.isEmpty { statements += Connection.dropping(drops) }
+        if !keys.isEmpty {
+            statements += Connection.inserting(keys.map { Codec.key($0.key, fingerprint: $0.value.fingerprint, $0.value.write, at: $0.value.createdAt) }, into: .keys)
+        }
+        if !coverage.isEmpty { statements += Connection.inserting(Codec.counters(coverage), into: .coverage) }
+        (instances, records, drops, keys, coverage) = ([:], [], [:], [:], CoverageCounts())
+        return statements
+    }
+}

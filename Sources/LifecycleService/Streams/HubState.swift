@@ -30,12 +30,12 @@ struct RingCursor {
 
 /// What a subscription gets from the ring.
 enum RingTake {
-    /// Frames to send, in order; `last` is the sequence number of the last; `isAtEnd` when
-    /// the ring has nothing more for the subscription now.
-    case frames([[UInt8]], last: Int64, isAtEnd: Bool)
+    /// Frames to send, in order; `last` is the sequence number of the last; `waits` when
+    /// the ring has nothing more for the subscription now and it is registered to be woken.
+    case frames([[UInt8]], last: Int64, waits: Bool)
     /// Nothing to send, but a heartbeat is due.
     case heartbeat
-    /// Nothing to send; the subscription is registered to be woken (if it was allowed to wait).
+    /// Nothing to send; the subscription is registered to be woken (once started).
     case nothing
     /// Live, it fell further behind than its budget (or, unfiltered, than the ring, which is
     /// larger): it is closed.
@@ -249,7 +249,7 @@ struct HubState {
         return slot.waker.map { [$0] } ?? []
     }
 
-    mutating func take(_ id: Int, _ cursor: inout RingCursor, room: Int, mayWait: Bool, budget: Int) -> RingTake {
+    mutating func take(_ id: Int, _ cursor: inout RingCursor, room: Int, budget: Int) -> RingTake {
         if slots[id]?.waitingFrom != nil {
             // Read before it was woken (a spurious read): it waits no more, so that no wake
             // later tells it to skip records it has since moved past.
@@ -312,16 +312,21 @@ struct HubState {
         }
         if !frames.isEmpty {
             cursor.beats = beats
-            return .frames(frames, last: last, isAtEnd: isAtEnd)
+            return .frames(frames, last: last, waits: isAtEnd && wait(id, cursor.filter))
         }
         if let seen = cursor.beats, seen < beats {
             cursor.beats = beats
             return .heartbeat
         }
-        if mayWait, let waker = slots[id]?.waker {
-            slots[id]!.waitingFrom = ring.endIndex
-            waiting.insert(id, cursor.filter, waker: waker)
-        }
+        _ = wait(id, cursor.filter)
         return .nothing
+    }
+
+    /// Registers subscription `id`, at the ring's end, to be woken; false if it has no waker yet.
+    private mutating func wait(_ id: Int, _ filter: RecordFilter) -> Bool {
+        guard let waker = slots[id]?.waker else { return false }
+        slots[id]!.waitingFrom = ring.endIndex
+        waiting.insert(id, filter, waker: waker)
+        return true
     }
 }

@@ -29,8 +29,11 @@ public protocol ResponseStream: AnyObject, Sendable {
 
 /// What a ``ResponseStream`` did when asked for bytes.
 public enum StreamRead: Sendable, Equatable {
-    /// Wrote this many bytes (more than zero, at most the buffer's size).
+    /// Wrote this many bytes (more than zero, at most the buffer's size); it may have more.
     case wrote(Int)
+    /// Wrote this many bytes, as `wrote`, and has nothing more now: as after `wait`, it is
+    /// read again once woken (which saves a read that would only answer `wait`).
+    case wroteAll(Int)
     /// Has nothing to send now: suspend until woken.
     case wait
     /// Has sent everything: end the response (for HTTP/1.1, the last chunk of a chunked body).

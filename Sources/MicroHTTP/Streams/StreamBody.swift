@@ -83,11 +83,12 @@ final class StreamBody: Sendable {
         return response
     }
 
-    /// libmicrohttpd wants bytes: the first time, the body is handed over (0); after the
-    /// writer handed it back, the end of the body.
-    fileprivate func read() -> Int {
+    /// libmicrohttpd wants bytes in `buffer`: the first time, the body is handed over (0);
+    /// after the writer handed it back, the end of the body.
+    fileprivate func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         switch context.streamWillRead() {
         case .handOver(let chunked):
+            Self.release(buffer)
             output.withLock { $0.handedOver(chunked: chunked) }
             // Nothing is sent with the head's last bytes unless pushed: the events go out at once.
             var one: Int32 = 1
@@ -102,6 +103,20 @@ final class StreamBody: Sendable {
         case .fail:
             return lc_content_reader_end_with_error
         }
+    }
+
+    /// Gives the pages of `buffer` back to the kernel. libmicrohttpd 0.9.75 offers a chunked
+    /// body's reader the free rest of the connection's memory pool (32 KiB, and zeroed by
+    /// it as the request's read buffer shrank, so resident), which it never fills while the
+    /// writer owns the body: the pages wholly inside it are only the reader's to write, and
+    /// read back as zeros if touched again (as libmicrohttpd does for the last chunk).
+    private static func release(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress else { return }
+        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (UInt(bitPattern: base) + page - 1) / page * page
+        let end = (UInt(bitPattern: base) + UInt(buffer.count)) / page * page
+        guard end > start else { return }
+        _ = madvise(UnsafeMutableRawPointer(bitPattern: start), Int(end - start), MADV_DONTNEED)
     }
 
     /// One turn of the writer on this body (on its thread): reads the stream and sends, up to
@@ -134,7 +149,7 @@ final class StreamBody: Sendable {
                     reads -= 1
                     let room = UnsafeMutableRawBufferPointer(rebasing: buffer[StreamBody.framing..<(buffer.count - 2)])
                     let result = stream.read(into: room)
-                    if case .wrote(let count) = result {
+                    if let count = result.count {
                         guard count > 0, count <= room.count else {
                             logger.error("stream wrote a wrong count; closing its connection", ["count": String(count), "buffer": String(room.count)])
                             output.sendFailed()
@@ -191,9 +206,19 @@ final class StreamBody: Sendable {
     }
 }
 
-private let streamReader: MHD_ContentReaderCallback = { cls, _, _, _ in
-    guard let cls else { return lc_content_reader_end_with_error }
-    return Unmanaged<StreamBody>.fromOpaque(cls).takeUnretainedValue().read()
+extension StreamRead {
+    /// The bytes a read wrote, if it wrote any.
+    var count: Int? {
+        switch self {
+        case .wrote(let count), .wroteAll(let count): count
+        case .wait, .end: nil
+        }
+    }
+}
+
+private let streamReader: MHD_ContentReaderCallback = { cls, _, buffer, size in
+    guard let cls, let buffer else { return lc_content_reader_end_with_error }
+    return Unmanaged<StreamBody>.fromOpaque(cls).takeUnretainedValue().read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size))
 }
 
 private let streamFreed: MHD_ContentReaderFreeCallback = { cls in

@@ -123,14 +123,14 @@ struct StreamOutput {
         }
     }
 
-    /// The stream answered ``Step/read``. For `.wrote(count)` the writer sends the bytes
+    /// The stream answered ``Step/read``. For `.wrote(count)` or `.wroteAll(count)` the writer sends the bytes
     /// framed by ``frame(count:)`` next and reports ``sentRead(_:of:)``.
     mutating func read(_ result: StreamRead) {
         guard case .idle = state else { return }
         switch result {
         // It may have more than fitted: read again once these are out.
         case .wrote: state = .due
-        case .wait: break
+        case .wait, .wroteAll: break
         case .end: state = .ending
         }
     }

@@ -93,11 +93,13 @@ public final class HTTPServer: Sendable {
         }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
-        let streams: StreamWriter
+        // As many stream writers as daemon threads: streams use the cores the requests do.
+        var streams: [StreamWriter] = []
         do {
-            streams = try StreamWriter(logger: logger)
+            for _ in 0..<configuration.threads { streams.append(try StreamWriter(logger: logger)) }
         } catch {
             close(socket.descriptor)
+            for writer in streams { writer.stop() }
             throw error
         }
         let context = DaemonContext(
@@ -109,7 +111,7 @@ public final class HTTPServer: Sendable {
         }
         guard let started else {
             close(socket.descriptor)
-            streams.stop()
+            for writer in streams { writer.stop() }
             callbacks.deallocate()
             throw .startFailed
         }
@@ -148,7 +150,7 @@ public final class HTTPServer: Sendable {
         // After closing the gate: a stream queued from now on starts out ending.
         let streams = connections.all.reduce(0) { $0 + ($1.endStream() ? 1 : 0) }
         // The bodies the writer owns: each ends once its bytes are out, and is handed back.
-        context.streams.endAll()
+        for writer in context.streams { writer.endAll() }
         if streams > 0 { logger.info("ending streams", ["count": String(streams)]) }
         gate.drain(until: deadline)
         running.sweeper.stop()
@@ -166,7 +168,7 @@ public final class HTTPServer: Sendable {
         if open > 0 { logger.error("stopping with connections still open", ["count": String(open)]) }
         MHD_stop_daemon(running.daemon.pointer)
         // Every stream is finished (let go by the writer) by now, and no callback comes any more.
-        context.streams.stop()
+        for writer in context.streams { writer.stop() }
         UnsafeMutablePointer<lc_mhd_callbacks>(running.callbacks.pointer).deallocate()
     }
 

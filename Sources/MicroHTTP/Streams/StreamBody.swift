@@ -45,12 +45,12 @@ final class StreamBody: Sendable {
     /// into its own. (Allocated for every stream, so kept small.)
     private static let blockSize = 64
 
-    private init(stream: any ResponseStream, context: ConnectionContext, writer: StreamWriter, logger: Logger) {
+    private init(stream: any ResponseStream, context: ConnectionContext, key: UInt64, writer: StreamWriter, logger: Logger) {
         self.stream = stream
         self.context = context
+        self.key = key
         self.writer = writer
         self.logger = logger
-        key = Self.keys.add(1, ordering: .relaxed).newValue
         waker = StreamWaker()
         // A cycle (body, waker, action) that `finish()` breaks by disconnecting the waker.
         waker.connect { [self] in writer.wake(self) }
@@ -60,19 +60,22 @@ final class StreamBody: Sendable {
     /// Keys of bodies, never reused: a writer's report about a body gone finds nothing.
     private static let keys = Atomic<UInt64>(0)
 
-    /// Starts `stream` and makes the libmicrohttpd response that hands it to `writer`, for
+    /// Starts `stream` and makes the libmicrohttpd response that hands it to one of `writers`, for
     /// the caller to queue on `context`'s connection and then destroy (libmicrohttpd keeps its
     /// own reference). `nil` if libmicrohttpd could not make it (then the stream is finished).
     /// `unacknowledgedSeconds` (when above 0) bounds how long the kernel keeps trying to
     /// deliver to a silent peer.
     static func response(
-        _ stream: any ResponseStream, on context: ConnectionContext, unacknowledgedSeconds: Int, writer: StreamWriter, logger: Logger
+        _ stream: any ResponseStream, on context: ConnectionContext, unacknowledgedSeconds: Int, writers: [StreamWriter], logger: Logger
     ) -> OpaquePointer? {
         if unacknowledgedSeconds > 0 {
             var milliseconds = UInt32(clamping: unacknowledgedSeconds * 1000)
             setsockopt(context.descriptor, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, &milliseconds, socklen_t(MemoryLayout<UInt32>.size))
         }
-        let body = StreamBody(stream: stream, context: context, writer: writer, logger: logger)
+        let key = keys.add(1, ordering: .relaxed).newValue
+        // Streams are spread over the writers in turn.
+        let writer = writers[Int(key % UInt64(writers.count))]
+        let body = StreamBody(stream: stream, context: context, key: key, writer: writer, logger: logger)
         stream.start(waker: body.waker)
         let retained = Unmanaged.passRetained(body)
         guard let response = MHD_create_response_from_callback(lc_size_unknown, blockSize, streamReader, retained.toOpaque(), streamFreed) else {

@@ -15,9 +15,16 @@ struct StreamOutputTests {
     /// Reports a read of `count` bytes of which the socket took `sent`.
     static func wrote(_ output: inout StreamOutput, _ count: Int, sent: Int) {
         output.read(.wrote(count))
-        let (head, tail) = output.frame(count: count)
-        let framed = head + [UInt8](repeating: 0x61, count: count) + tail
+        let framed = Self.framed(output, [UInt8](repeating: 0x61, count: count))
         framed.withUnsafeBytes { output.sentRead(sent, of: $0) }
+    }
+
+    /// `bytes` as `output` frames them, in a buffer laid out as the writer's.
+    static func framed(_ output: StreamOutput, _ bytes: [UInt8]) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0xEE, count: StreamBody.framing + bytes.count + 2)
+        buffer.replaceSubrange(StreamBody.framing..<(StreamBody.framing + bytes.count), with: bytes)
+        let range = buffer.withUnsafeMutableBytes { output.frame(count: bytes.count, at: StreamBody.framing, in: $0) }
+        return Array(buffer[range])
     }
 
     @Test("nothing is read before the hand-over; then the stream is read until it waits, and again when woken")
@@ -50,10 +57,13 @@ struct StreamOutputTests {
     @Test("each read is one chunk for HTTP/1.1, bare for HTTP/1.0")
     func framing() {
         let chunked = Self.handedOver()
-        #expect(chunked.frame(count: 0x1F4) == (Array("1f4\r\n".utf8), Array("\r\n".utf8)))
-        #expect(chunked.frame(count: 32 * 1024).head.count <= StreamBody.framing)
+        let data = [UInt8](repeating: 0x61, count: 0x1F4)
+        #expect(Self.framed(chunked, data) == Array("1f4\r\n".utf8) + data + Array("\r\n".utf8))
+        #expect(Self.framed(chunked, [0x62]) == Array("1\r\nb\r\n".utf8))
+        let largest = [UInt8](repeating: 0x61, count: StreamWriter.bufferSize)
+        #expect(Self.framed(chunked, largest) == Array("8000\r\n".utf8) + largest + Array("\r\n".utf8))
         let bare = Self.handedOver(chunked: false)
-        #expect(bare.frame(count: 500) == ([], []))
+        #expect(Self.framed(bare, data) == data)
     }
 
     @Test("what the socket does not take is kept and sent first once it is writable; the stream is not read meanwhile")

@@ -124,10 +124,11 @@ struct WaitingIndex {
         }
     }
 
-    /// Takes every unfiltered waiter at once: their wakers.
-    mutating func takeEverything() -> Dictionary<Int, StreamWaker>.Values {
-        defer { everything = [:] }
-        return everything.values
+    /// Takes every unfiltered waiter at once: their wakers. The table keeps its capacity,
+    /// as the same subscribers wait again after each record.
+    mutating func takeEverything() -> [StreamWaker] {
+        defer { everything.removeAll(keepingCapacity: true) }
+        return Array(everything.values)
     }
 
     /// Filtered waiters that `entry` may match (their whole filter is still to be checked).
@@ -250,14 +251,17 @@ struct HubState {
     }
 
     mutating func take(_ id: Int, _ cursor: inout RingCursor, room: Int, budget: Int) -> RingTake {
-        if slots[id]?.waitingFrom != nil {
+        // One lookup; the slot is read and changed in place through it (a subscript copy
+        // would retain its filter, client and waker on every read).
+        let slot = slots.index(forKey: id)
+        if let slot, slots.values[slot].waitingFrom != nil {
             // Read before it was woken (a spurious read): it waits no more, so that no wake
             // later tells it to skip records it has since moved past.
             waiting.remove(id, cursor.filter)
-            slots[id]!.waitingFrom = nil
+            slots.values[slot].waitingFrom = nil
         }
-        if let skip = slots[id]?.skipTo {
-            slots[id]?.skipTo = nil
+        if let slot, let skip = slots.values[slot].skipTo {
+            slots.values[slot].skipTo = nil
             // Woken by the hub, which matched the entries from where it waited up to `skip`
             // against it: none matched. (Only a live subscription at the ring's end waits.)
             if skip.index > cursor.next, cursor.pendingBytes == 0 {
@@ -312,20 +316,21 @@ struct HubState {
         }
         if !frames.isEmpty {
             cursor.beats = beats
-            return .frames(frames, last: last, waits: isAtEnd && wait(id, cursor.filter))
+            return .frames(frames, last: last, waits: isAtEnd && wait(id, at: slot, cursor.filter))
         }
         if let seen = cursor.beats, seen < beats {
             cursor.beats = beats
             return .heartbeat
         }
-        _ = wait(id, cursor.filter)
+        _ = wait(id, at: slot, cursor.filter)
         return .nothing
     }
 
-    /// Registers subscription `id`, at the ring's end, to be woken; false if it has no waker yet.
-    private mutating func wait(_ id: Int, _ filter: RecordFilter) -> Bool {
-        guard let waker = slots[id]?.waker else { return false }
-        slots[id]!.waitingFrom = ring.endIndex
+    /// Registers subscription `id` (at `slot` in `slots`), at the ring's end, to be woken;
+    /// false if it has no waker yet.
+    private mutating func wait(_ id: Int, at slot: Dictionary<Int, Slot>.Index?, _ filter: RecordFilter) -> Bool {
+        guard let slot, let waker = slots.values[slot].waker else { return false }
+        slots.values[slot].waitingFrom = ring.endIndex
         waiting.insert(id, filter, waker: waker)
         return true
     }

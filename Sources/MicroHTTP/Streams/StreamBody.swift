@@ -159,11 +159,7 @@ final class StreamBody: Sendable {
                             continue
                         }
                         output.read(result)
-                        let (head, tail) = output.frame(count: count)
-                        let start = StreamBody.framing - head.count
-                        head.withUnsafeBytes { buffer.baseAddress!.advanced(by: start).copyMemory(from: $0.baseAddress!, byteCount: head.count) }
-                        tail.withUnsafeBytes { buffer.baseAddress!.advanced(by: StreamBody.framing + count).copyMemory(from: $0.baseAddress!, byteCount: tail.count) }
-                        let framed = UnsafeRawBufferPointer(rebasing: buffer[start..<(StreamBody.framing + count + tail.count)])
+                        let framed = UnsafeRawBufferPointer(rebasing: buffer[output.frame(count: count, at: StreamBody.framing, in: buffer)])
                         switch send(framed) {
                         case nil: output.close()
                         case .some(.sent(let sent)): output.sentRead(sent, of: framed)

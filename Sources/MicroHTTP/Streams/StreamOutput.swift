@@ -135,11 +135,26 @@ struct StreamOutput {
         }
     }
 
-    /// The chunk framing of a read of `count` bytes: what goes before them and after them.
-    func frame(count: Int) -> (head: [UInt8], tail: [UInt8]) {
-        guard isChunked else { return ([], []) }
-        return (Array(String(count, radix: 16).utf8) + [0x0D, 0x0A], [0x0D, 0x0A])
+    /// Frames a read of `count` bytes at `start` in `buffer` (as one chunk, for HTTP/1.1):
+    /// writes the chunk's head just before them and its end just after, and returns where the
+    /// framed bytes begin and end. `start` must leave room for the head (``StreamBody/framing``).
+    func frame(count: Int, at start: Int, in buffer: UnsafeMutableRawBufferPointer) -> Range<Int> {
+        guard isChunked else { return start..<(start + count) }
+        buffer[start + count] = 0x0D
+        buffer[start + count + 1] = 0x0A
+        var head = start - 2
+        buffer[head] = 0x0D
+        buffer[head + 1] = 0x0A
+        var rest = count
+        repeat {
+            head -= 1
+            buffer[head] = Self.hexDigits[rest & 0xF]
+            rest >>= 4
+        } while rest > 0
+        return head..<(start + count + 2)
     }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// A framed read was sent: the socket took `sent` of its bytes, all of `framed`.
     mutating func sentRead(_ sent: Int, of framed: UnsafeRawBufferPointer) {

@@ -251,17 +251,21 @@ struct HubState {
     }
 
     mutating func take(_ id: Int, _ cursor: inout RingCursor, room: Int, budget: Int) -> RingTake {
-        // One lookup; the slot is read and changed in place through it (a subscript copy
-        // would retain its filter, client and waker on every read).
+        // One lookup; the slot is read and changed in place through it (a copy would retain
+        // its filter, client and waker).
         let slot = slots.index(forKey: id)
-        if let slot, slots.values[slot].waitingFrom != nil {
+        let (wasWaiting, skipTo) = slot.map { index in
+            inPlace(&slots.values[index]) { slot in
+                defer { (slot.waitingFrom, slot.skipTo) = (nil, nil) }
+                return (slot.waitingFrom != nil, slot.skipTo)
+            }
+        } ?? (false, nil)
+        if wasWaiting {
             // Read before it was woken (a spurious read): it waits no more, so that no wake
             // later tells it to skip records it has since moved past.
             waiting.remove(id, cursor.filter)
-            slots.values[slot].waitingFrom = nil
         }
-        if let slot, let skip = slots.values[slot].skipTo {
-            slots.values[slot].skipTo = nil
+        if let skip = skipTo {
             // Woken by the hub, which matched the entries from where it waited up to `skip`
             // against it: none matched. (Only a live subscription at the ring's end waits.)
             if skip.index > cursor.next, cursor.pendingBytes == 0 {
@@ -329,9 +333,17 @@ struct HubState {
     /// Registers subscription `id` (at `slot` in `slots`), at the ring's end, to be woken;
     /// false if it has no waker yet.
     private mutating func wait(_ id: Int, at slot: Dictionary<Int, Slot>.Index?, _ filter: RecordFilter) -> Bool {
-        guard let slot, let waker = slots.values[slot].waker else { return false }
-        slots.values[slot].waitingFrom = ring.endIndex
+        let end = ring.endIndex
+        guard let slot, let waker = inPlace(&slots.values[slot], { slot -> StreamWaker? in
+            if slot.waker != nil { slot.waitingFrom = end }
+            return slot.waker
+        }) else { return false }
         waiting.insert(id, filter, waker: waker)
         return true
     }
+}
+
+/// Runs `body` on `value` in place: through a collection's element, without copying it out.
+private func inPlace<Value, Result>(_ value: inout Value, _ body: (inout Value) -> Result) -> Result {
+    body(&value)
 }

@@ -163,9 +163,11 @@ final class StreamWriter: Sendable {
                     reports.append((event.data.u64, event.events))
                 }
             }
-            let (due, reported, isStopping) = state.withLock { state in
-                defer { state.due.removeAll(keepingCapacity: true) }
-                return (state.due, reports.compactMap { report in state.bodies[report.key].map { ($0, report.flags) } }, state.isStopping)
+            // The list is taken whole, by swapping (a copy would retain every body on it).
+            var due: [StreamBody] = []
+            let (reported, isStopping) = state.withLock { state in
+                swap(&due, &state.due)
+                return (reports.compactMap { report in state.bodies[report.key].map { ($0, report.flags) } }, state.isStopping)
             }
             if isStopping { break }
             var turn = again

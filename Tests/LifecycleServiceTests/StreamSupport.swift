@@ -6,7 +6,7 @@ import Synchronization
 @testable import LifecycleService
 
 /// Reads a subscription the way the server does, without a socket: `read(into:)` until it
-/// answers `.wait`, then nothing until its waker is called.
+/// answers `.wait` or `.wroteAll`, then nothing until its waker is called.
 final class StreamReader {
     let subscription: Subscription
     private let woken: DispatchSemaphore
@@ -14,7 +14,7 @@ final class StreamReader {
     private var unparsed: [UInt8] = []
     private(set) var events: [StreamEvent] = []
     private(set) var hasEnded = false
-    /// Calls to `read(into:)` that answered `.wait`.
+    /// Calls to `read(into:)` that answered `.wait` or `.wroteAll`.
     private(set) var waits = 0
 
     /// `woken` is signalled by the subscription's waker (several readers may share one).
@@ -48,11 +48,15 @@ final class StreamReader {
         while !hasEnded {
             let result = buffer.withUnsafeMutableBytes { subscription.read(into: $0) }
             switch result {
-            case .wrote(let count):
+            case .wrote(let count), .wroteAll(let count):
                 precondition(count > 0 && count <= buffer.count)
                 unparsed += buffer[..<count]
                 events += parseEvents(&unparsed)
                 wrote = true
+                if case .wroteAll = result {
+                    waits += 1
+                    return true
+                }
                 if once { return true }
             case .wait:
                 waits += 1

@@ -89,6 +89,36 @@ final class QueueStream: ResponseStream {
     var waker: StreamWaker? { state.withLock { $0.waker } }
 }
 
+/// A stream whose first read blocks until the test releases it, then sends `data: late`.
+final class BlockingStream: ResponseStream {
+    let release = DispatchSemaphore(value: 0)
+    /// Signalled when the first read begins.
+    let reading = DispatchSemaphore(value: 0)
+    private let state = Mutex((reads: 0, sent: false))
+
+    func start(waker: StreamWaker) {}
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+        let first = state.withLock { state in
+            state.reads += 1
+            return state.reads == 1
+        }
+        if first {
+            reading.signal()
+            release.wait()
+        }
+        return state.withLock { state in
+            guard !state.sent else { return .wait }
+            state.sent = true
+            let bytes = Array("data: late\n\n".utf8)
+            bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            return .wrote(bytes.count)
+        }
+    }
+
+    func finish() {}
+}
+
 /// Values registered by number from the server's handlers, for the test to find.
 final class Registry<Value: Sendable>: Sendable {
     private let items = Mutex<[Int: Value]>([:])
@@ -111,10 +141,12 @@ final class Registry<Value: Sendable>: Sendable {
 /// A real ``HTTPServer`` whose routes hand their streams and deferred replies to the test:
 /// `GET /stream?n=N` answers with a ``QueueStream`` (registered as N), `GET /deferred?n=N`
 /// answers when the test calls the registered reply, `GET /deferred-stream?n=N` answers
-/// with a stream from another thread, `GET /plain` at once.
+/// with a stream from another thread, `GET /blocking-stream?n=N` with a ``BlockingStream``,
+/// `GET /plain` at once.
 final class StreamServer: Sendable {
     let server: HTTPServer
     let streams = Registry<QueueStream>()
+    let blocking = Registry<BlockingStream>()
     let replies = Registry<@Sendable (Response) -> Void>()
 
     init(
@@ -124,6 +156,12 @@ final class StreamServer: Sendable {
         var router = Router()
         let streams = streams
         let replies = replies
+        let blocking = blocking
+        router.get("/blocking-stream") { request in
+            let stream = BlockingStream()
+            blocking.set(Int(request.query("n") ?? "") ?? 0, stream)
+            return .eventStream(stream)
+        }
         router.get("/stream") { request in
             let stream = QueueStream()
             streams.set(Int(request.query("n") ?? "") ?? 0, stream)

@@ -42,7 +42,7 @@ struct StreamingServerTests {
         #expect(client.read { $0.response?.text == Self.event(1) + burst })
         let chunks = try #require(client.response).chunks
         #expect(chunks.count == 2 && chunks.last == Array(burst.utf8))
-        // libmicrohttpd offers the free rest of the connection's 32 KiB memory pool.
+        // The stream writer's buffer: 32 KiB.
         #expect(stream.largestBuffer >= 16 * 1024)
 
         stream.end()
@@ -54,6 +54,20 @@ struct StreamingServerTests {
         #expect(client.read { String(decoding: $0.received, as: UTF8.self).hasSuffix("\r\n\r\nplain") })
         fixture.server.stop()
         #expect(stream.starts == 1 && stream.finishes == 1)
+    }
+
+    @Test("streams are read and written off the request threads: a stream whose read blocks holds up no request")
+    func streamsOffRequestThreads() throws {
+        // One daemon thread, which a stream read on it would hold.
+        let fixture = try StreamServer(threads: 1)
+        let client = try WireClient(port: fixture.port, get: "/blocking-stream?n=1")
+        #expect(client.read(until: { $0.response != nil }))
+        let stream = try fixture.blocking.waitFor(1)
+        #expect(stream.reading.wait(timeout: .now() + 10) == .success, "the stream was read")
+        let plain = try WireClient(port: fixture.port, get: "/plain")
+        #expect(plain.read(within: 3) { $0.response?.isComplete == true }, "a request was answered while the stream's read blocked")
+        stream.release.signal()
+        #expect(client.read { $0.response?.text == "data: late\n\n" })
     }
 
     @Test("a waiting stream is suspended and resumed by wake() from another thread, many times")

@@ -257,61 +257,72 @@ struct ConnectionMachineTests {
         return machine
     }
 
-    @Test("a stream: an empty read suspends, a wake resumes; a wake during a read makes an empty read read again")
+    @Test("a stream: its first read hands the body to the writer (suspended), which owns it until it hands it back once")
     func stream() throws {
         var machine = try #require(Self.streaming())
-        guard case .read = machine.streamWillRead(), case .suspend = machine.streamWaits() else {
-            Issue.record("an empty read must suspend")
+        #expect(!machine.ownsStream)
+        guard case .handOver(chunked: true) = machine.streamWillRead() else {
+            Issue.record("the first read must hand the body over, chunked for HTTP/1.1")
             return
         }
-        guard case .resume = machine.streamWoken(), case .none = machine.streamWoken() else {
-            Issue.record("the first wake resumes, the next ones wait for the read")
-            return
-        }
-        // Woken while reading: the read found nothing, but the stream has bytes by now.
-        guard case .read = machine.streamWillRead(), case .none = machine.streamWoken(), case .readAgain = machine.streamWaits() else {
-            Issue.record("a wake during a read was lost")
-            return
-        }
-        guard case .read = machine.streamWillRead(), case .suspend = machine.streamWaits() else {
-            Issue.record("the wake was not used up by the read after it")
-            return
-        }
+        #expect(machine.ownsStream)
         // The request is complete: however long the stream lasts, it is not cut.
         guard case .none = machine.deadlinePassed(now: 1000 * Self.second) else {
             Issue.record("a stream was cut")
+            return
+        }
+        guard case .resume = machine.streamHandedBack(clean: true), case .none = machine.streamHandedBack(clean: false) else {
+            Issue.record("a stream is handed back, resuming its connection, once")
+            return
+        }
+        #expect(!machine.ownsStream)
+        guard case .end = machine.streamWillRead() else {
+            Issue.record("a stream handed back cleanly must end its body")
             return
         }
         guard case .release = machine.completed(now: 0) else {
             Issue.record("a stream counts as its request until it completes")
             return
         }
-        // Wakes that come after the stream's end touch nothing.
-        guard case .none = machine.streamWoken(), case .fail = machine.streamWillRead() else {
-            Issue.record("a stale wake acted")
+        // Hand-backs and reads that come after the stream's end touch nothing.
+        guard case .none = machine.streamHandedBack(clean: true), case .fail = machine.streamWillRead() else {
+            Issue.record("a stale hand-back acted")
+            return
+        }
+
+        var failing = try #require(Self.streaming())
+        _ = failing.streamWillRead()
+        guard case .resume = failing.streamHandedBack(clean: false), case .fail = failing.streamWillRead() else {
+            Issue.record("a stream handed back for its peer's loss must fail its connection")
+            return
+        }
+
+        // HTTP/1.0: no chunks, the close ends the body.
+        var old = Self.machine()
+        _ = old.receivedHeaders(Self.head(method: "GET", version: "HTTP/1.0"), admit: { true })
+        guard case .handle = old.receivedEnd(isStopping: { false }),
+              case .queue = old.handlerReplied(Response(status: 200, stream: IdleStream()), isStopping: { false }),
+              case .handOver(chunked: false) = old.streamWillRead() else {
+            Issue.record("an HTTP/1.0 stream is handed over unchunked")
             return
         }
     }
 
-    @Test("the server stopping ends a stream at its next read, resuming it if suspended")
+    @Test("the server stopping ends a stream: at its first read if not handed over yet, else in the writer")
     func streamStopping() throws {
-        var running = try #require(Self.streaming())
-        guard case .end = running.serverStopping(), case .end = running.streamWillRead(), case .none = running.serverStopping() else {
-            Issue.record("a running stream must end at its next read")
+        var queued = try #require(Self.streaming())
+        guard case .end = queued.serverStopping(), case .end = queued.streamWillRead(), case .none = queued.serverStopping() else {
+            Issue.record("a stream not handed over yet must end at its first read")
             return
         }
-        var woken = try #require(Self.streaming())
-        _ = woken.streamWillRead()
-        _ = woken.streamWoken()
-        guard case .end = woken.serverStopping(), case .end = woken.streamWaits() else {
-            Issue.record("a stream stopped during its read must end, not read again")
+        var owned = try #require(Self.streaming())
+        _ = owned.streamWillRead()
+        guard case .endInWriter = owned.serverStopping(), owned.ownsStream else {
+            Issue.record("a stream the writer owns is the writer's to end")
             return
         }
-        var suspended = try #require(Self.streaming())
-        _ = suspended.streamWillRead()
-        _ = suspended.streamWaits()
-        guard case .resumeToEnd = suspended.serverStopping(), case .none = suspended.streamWoken(), case .end = suspended.streamWillRead() else {
-            Issue.record("a suspended stream must be resumed once, to end")
+        guard case .resume = owned.streamHandedBack(clean: true), case .none = owned.serverStopping(), case .end = owned.streamWillRead() else {
+            Issue.record("the writer hands the stream back once to end")
             return
         }
         // A stream queued after the server's pass over the streams starts out ending.
@@ -325,35 +336,6 @@ struct ConnectionMachineTests {
         _ = plain.receivedHeaders(Self.head(method: "GET"), admit: { true })
         guard case .none = plain.serverStopping(), case .handle = plain.receivedEnd(isStopping: { true }) else {
             Issue.record("stopping touched a request without a stream")
-            return
-        }
-    }
-
-    @Test("the peer closing ends a stream at its next read, resuming it if suspended; once completed, a late report does nothing")
-    func streamPeerClosed() throws {
-        var suspended = try #require(Self.streaming())
-        _ = suspended.streamWillRead()
-        _ = suspended.streamWaits()
-        guard case .resumeToEnd = suspended.peerClosed(), case .none = suspended.peerClosed(), case .none = suspended.streamWoken(),
-              case .end = suspended.streamWillRead() else {
-            Issue.record("a suspended stream whose peer closed must be resumed once, to end")
-            return
-        }
-        var reading = try #require(Self.streaming())
-        _ = reading.streamWillRead()
-        guard case .end = reading.peerClosed(), case .end = reading.streamWaits() else {
-            Issue.record("a stream whose peer closed during its read must end, not suspend")
-            return
-        }
-        guard case .release = reading.completed(now: 0), case .none = reading.peerClosed() else {
-            Issue.record("a report after the stream completed acted")
-            return
-        }
-        // Without a stream libmicrohttpd reads the connection, and finds the close itself.
-        var plain = Self.machine()
-        _ = plain.receivedHeaders(Self.head(method: "GET"), admit: { true })
-        guard case .none = plain.peerClosed(), case .handle = plain.receivedEnd(isStopping: { false }) else {
-            Issue.record("a peer's close touched a request without a stream")
             return
         }
     }
@@ -383,11 +365,11 @@ struct ConnectionMachineTests {
             return
         }
 
-        var suspendedStream = try #require(Self.streaming())
-        _ = suspendedStream.streamWillRead()
-        _ = suspendedStream.streamWaits()
-        guard case .resumeAndRelease = suspendedStream.abandon(), case .none = suspendedStream.streamWoken(), case .fail = suspendedStream.streamWillRead() else {
-            Issue.record("an abandoned stream must be resumed once and then fail")
+        var ownedStream = try #require(Self.streaming())
+        _ = ownedStream.streamWillRead()
+        guard case .resumeAndRelease = ownedStream.abandon(), !ownedStream.ownsStream, case .none = ownedStream.streamHandedBack(clean: true),
+              case .fail = ownedStream.streamWillRead() else {
+            Issue.record("an abandoned stream must be resumed once, taken from the writer, and then fail")
             return
         }
 

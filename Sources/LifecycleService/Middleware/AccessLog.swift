@@ -65,6 +65,7 @@ private final class LoggedStream: ResponseStream {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
         let read = inner.read(into: buffer)
         if case .wrote(let count) = read { sent.add(count, ordering: .relaxed) }
+        if case .wroteAll(let count) = read { sent.add(count, ordering: .relaxed) }
         return read
     }
 

@@ -30,12 +30,12 @@ struct RingCursor {
 
 /// What a subscription gets from the ring.
 enum RingTake {
-    /// Frames to send, in order; `last` is the sequence number of the last; `isAtEnd` when
-    /// the ring has nothing more for the subscription now.
-    case frames([[UInt8]], last: Int64, isAtEnd: Bool)
+    /// Frames to send, in order; `last` is the sequence number of the last; `waits` when
+    /// the ring has nothing more for the subscription now and it is registered to be woken.
+    case frames([[UInt8]], last: Int64, waits: Bool)
     /// Nothing to send, but a heartbeat is due.
     case heartbeat
-    /// Nothing to send; the subscription is registered to be woken (if it was allowed to wait).
+    /// Nothing to send; the subscription is registered to be woken (once started).
     case nothing
     /// Live, it fell further behind than its budget (or, unfiltered, than the ring, which is
     /// larger): it is closed.
@@ -124,10 +124,11 @@ struct WaitingIndex {
         }
     }
 
-    /// Takes every unfiltered waiter at once: their wakers.
-    mutating func takeEverything() -> Dictionary<Int, StreamWaker>.Values {
-        defer { everything = [:] }
-        return everything.values
+    /// Takes every unfiltered waiter at once: their wakers. The table keeps its capacity,
+    /// as the same subscribers wait again after each record.
+    mutating func takeEverything() -> [StreamWaker] {
+        defer { everything.removeAll(keepingCapacity: true) }
+        return Array(everything.values)
     }
 
     /// Filtered waiters that `entry` may match (their whole filter is still to be checked).
@@ -249,15 +250,22 @@ struct HubState {
         return slot.waker.map { [$0] } ?? []
     }
 
-    mutating func take(_ id: Int, _ cursor: inout RingCursor, room: Int, mayWait: Bool, budget: Int) -> RingTake {
-        if slots[id]?.waitingFrom != nil {
+    mutating func take(_ id: Int, _ cursor: inout RingCursor, room: Int, budget: Int) -> RingTake {
+        // One lookup; the slot is read and changed in place through it (a copy would retain
+        // its filter, client and waker).
+        let slot = slots.index(forKey: id)
+        let (wasWaiting, skipTo) = slot.map { index in
+            inPlace(&slots.values[index]) { slot in
+                defer { (slot.waitingFrom, slot.skipTo) = (nil, nil) }
+                return (slot.waitingFrom != nil, slot.skipTo)
+            }
+        } ?? (false, nil)
+        if wasWaiting {
             // Read before it was woken (a spurious read): it waits no more, so that no wake
             // later tells it to skip records it has since moved past.
             waiting.remove(id, cursor.filter)
-            slots[id]!.waitingFrom = nil
         }
-        if let skip = slots[id]?.skipTo {
-            slots[id]?.skipTo = nil
+        if let skip = skipTo {
             // Woken by the hub, which matched the entries from where it waited up to `skip`
             // against it: none matched. (Only a live subscription at the ring's end waits.)
             if skip.index > cursor.next, cursor.pendingBytes == 0 {
@@ -312,16 +320,30 @@ struct HubState {
         }
         if !frames.isEmpty {
             cursor.beats = beats
-            return .frames(frames, last: last, isAtEnd: isAtEnd)
+            return .frames(frames, last: last, waits: isAtEnd && wait(id, at: slot, cursor.filter))
         }
         if let seen = cursor.beats, seen < beats {
             cursor.beats = beats
             return .heartbeat
         }
-        if mayWait, let waker = slots[id]?.waker {
-            slots[id]!.waitingFrom = ring.endIndex
-            waiting.insert(id, cursor.filter, waker: waker)
-        }
+        _ = wait(id, at: slot, cursor.filter)
         return .nothing
     }
+
+    /// Registers subscription `id` (at `slot` in `slots`), at the ring's end, to be woken;
+    /// false if it has no waker yet.
+    private mutating func wait(_ id: Int, at slot: Dictionary<Int, Slot>.Index?, _ filter: RecordFilter) -> Bool {
+        let end = ring.endIndex
+        guard let slot, let waker = inPlace(&slots.values[slot], { slot -> StreamWaker? in
+            if slot.waker != nil { slot.waitingFrom = end }
+            return slot.waker
+        }) else { return false }
+        waiting.insert(id, filter, waker: waker)
+        return true
+    }
+}
+
+/// Runs `body` on `value` in place: through a collection's element, without copying it out.
+private func inPlace<Value, Result>(_ value: inout Value, _ body: (inout Value) -> Result) -> Result {
+    body(&value)
 }

@@ -209,9 +209,10 @@ final class StreamHub: Sendable {
 
     /// Takes frames from the ring for subscription `id` at `cursor`, at most `room` bytes of
     /// whole frames (or one frame, if the first is larger). When nothing is there: a
-    /// heartbeat if one is due, else, if `mayWait`, the subscription waits to be woken.
-    func take(_ id: Int, _ cursor: inout RingCursor, room: Int, mayWait: Bool) -> RingTake {
-        state.withLock { state in state.take(id, &cursor, room: room, mayWait: mayWait, budget: settings.subscriberBuffer) }
+    /// heartbeat if one is due, else the subscription waits to be woken; and so it does
+    /// when the frames taken reach the ring's end.
+    func take(_ id: Int, _ cursor: inout RingCursor, room: Int) -> RingTake {
+        state.withLock { state in state.take(id, &cursor, room: room, budget: settings.subscriberBuffer) }
     }
 
     /// Forgets a subscription whose connection ended.

@@ -105,17 +105,18 @@ struct SubscriptionReader {
             case .replaying(let after):
                 replay(after: after, hub: hub)
             case .ring(var cursor):
-                let take = hub.take(id, &cursor, room: buffer.count - written, mayWait: written == 0)
+                let take = hub.take(id, &cursor, room: buffer.count - written)
                 phase = .ring(cursor)
                 switch take {
-                case .frames(let frames, let last, let isAtEnd):
+                case .frames(let frames, let last, let waits):
                     lastSent = last
                     written += copy(frames, into: buffer, at: written)
-                    if isAtEnd { return .wrote(written) }
+                    // Registered to be woken: done until then, unless part of a frame is left.
+                    if waits { return output.isEmpty ? .wroteAll(written) : .wrote(written) }
                 case .heartbeat:
                     output.append(ServerSentEvents.comment("heartbeat"))
                 case .nothing:
-                    return written > 0 ? .wrote(written) : .wait
+                    return written > 0 ? .wroteAll(written) : .wait
                 case .overflow:
                     output.append(Self.notice("overflow", id: lastSent, ["lastEventId": lastSent]))
                     phase = .closing
@@ -223,6 +224,8 @@ struct SubscriptionReader {
 struct OutputBytes {
     private var bytes: [UInt8] = []
     private var offset = 0
+
+    var isEmpty: Bool { offset == bytes.count }
 
     mutating func append(_ more: [UInt8]) {
         bytes += more

@@ -62,44 +62,39 @@ final class ConnectionContext: Sendable {
         }
     }
 
-    /// The stream has bytes again (its waker's action, from any thread).
-    func wakeStream() {
+    /// libmicrohttpd calls the stream's reader: the first time (the head is sent), the
+    /// connection is suspended here for the stream writer to own its body.
+    func streamWillRead() -> ConnectionMachine.StreamReadAction {
         machine.withLock { machine in
-            if case .resume = machine.streamWoken() { MHD_resume_connection(handle.pointer) }
-        }
-    }
-
-    /// The stream found nothing to send: suspends the connection unless a wake came meanwhile.
-    func streamWaits() -> ConnectionMachine.StreamWaitAction {
-        machine.withLock { machine in
-            let action = machine.streamWaits()
-            if case .suspend = action { MHD_suspend_connection(handle.pointer) }
+            let action = machine.streamWillRead()
+            if case .handOver = action { MHD_suspend_connection(handle.pointer) }
             return action
         }
     }
 
-    /// The server is stopping: makes the connection's stream, if any, end at its next read,
-    /// resuming it if suspended. Returns whether there was a stream to end.
+    /// Runs `body` (a send of the stream's bytes) while the stream writer owns the
+    /// connection, under its lock, so the server cannot take it back meanwhile; `nil` if the
+    /// writer no longer owns it.
+    func whileStreamOwned<T>(_ body: () -> T) -> T? {
+        machine.withLock { machine in machine.ownsStream ? body() : nil }
+    }
+
+    /// The stream writer is done with the body: resumes the connection once, for
+    /// libmicrohttpd to end the body (`clean`) or close the connection.
+    func handBackStream(clean: Bool) {
+        machine.withLock { machine in
+            if case .resume = machine.streamHandedBack(clean: clean) { MHD_resume_connection(handle.pointer) }
+        }
+    }
+
+    /// The server is stopping: makes the connection's stream, if any, end. One the stream
+    /// writer owns is ended by it (``StreamWriter/endAll()``). Returns whether there was a stream to end.
     func endStream() -> Bool {
-        machine.withLock { machine in perform(machine.serverStopping()) }
-    }
-
-    /// The peer closed the connection (from the server's ``HangUpWatch``, on its thread): as
-    /// ``endStream()``, so that libmicrohttpd closes the connection at once.
-    func peerClosed() {
-        machine.withLock { machine in _ = perform(machine.peerClosed()) }
-    }
-
-    /// Does what ending the stream requires; under the connection's lock.
-    private func perform(_ action: ConnectionMachine.StopAction) -> Bool {
-        switch action {
-        case .none:
-            return false
-        case .end:
-            return true
-        case .resumeToEnd:
-            MHD_resume_connection(handle.pointer)
-            return true
+        machine.withLock { machine in
+            switch machine.serverStopping() {
+            case .none: false
+            case .end, .endInWriter: true
+            }
         }
     }
 

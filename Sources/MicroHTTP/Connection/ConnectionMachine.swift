@@ -23,8 +23,8 @@ struct RequestLimits: Sendable {
 
 /// One connection's progress through its requests, from libmicrohttpd's callbacks:
 /// the request line, the headers, the body, the end of the request, the handler's reply
-/// (maybe from another thread), a streamed body's reads and wakes, its peer closing, the
-/// completion, the request deadline checked by the server's sweeper, and the server stopping. Each input is
+/// (maybe from another thread), a streamed body's hand-over to the server's stream writer and
+/// back, the completion, the request deadline checked by the server's sweeper, and the server stopping. Each input is
 /// one mutating function returning what the caller must do; the caller holds the
 /// connection's lock around each call, and does the I/O.
 ///
@@ -56,17 +56,17 @@ struct ConnectionMachine {
         case replied(Response)
         /// A response is queued. Counted.
         case answered
-        /// A stream is the response. libmicrohttpd calls its reader now or soon (the
-        /// connection is not suspended). Counted until completed; never cut by the request
-        /// deadline (the request is complete), nor idle while suspended.
+        /// A stream is the response; libmicrohttpd is sending its head and then calls its
+        /// reader, which hands the body to the stream writer. Counted until completed, as are
+        /// the other stream states; never cut by the request deadline (the request is complete).
         case streaming
-        /// As `streaming`, and the stream was woken since its current read began: if that
-        /// read finds nothing, it reads again instead of suspending.
-        case streamWoken
-        /// The stream had nothing to send; the connection is suspended until a wake.
-        case streamSuspended
-        /// The server is stopping: the stream's next read ends the body cleanly.
+        /// The connection is suspended and the server's ``StreamWriter`` writes the body to the
+        /// socket, until it hands the connection back (resuming it) or the server gives up on it.
+        case streamOwned
+        /// The body ends cleanly at the reader's next call (the stream ended, or the server is stopping).
         case streamEnding
+        /// The body ends abruptly at the reader's next call: the peer is gone, or a send failed.
+        case streamFailing
         /// Refused while the server stops (503): answered, not counted.
         case rejected
         /// Given up: the deadline passed before the request arrived (the socket is shut
@@ -95,6 +95,9 @@ struct ConnectionMachine {
     }
 
     private var state: State
+    /// Whether a stream's body is chunked: libmicrohttpd chunks a body of unknown length for
+    /// every client but an HTTP/1.0 one, whose body the connection's close ends.
+    private var isChunked = true
     let limits: RequestLimits
     /// The peer's address.
     let clientAddress: String
@@ -160,6 +163,7 @@ struct ConnectionMachine {
         default:
             return .close
         }
+        isChunked = head.version != "HTTP/1.0"
         let client = proxies.isEmpty
             ? clientAddress : proxies.client(peer: clientAddress, forwardedFor: head.headers.filter { $0.name == "x-forwarded-for" }.map(\.value))
         // As much of the request as is known, for the middlewares to see a refusal of it.
@@ -251,7 +255,7 @@ struct ConnectionMachine {
             return .respond(response)
         case .handling, .suspended, .answered, .rejected:
             return .wait
-        case .streaming, .streamWoken, .streamSuspended, .streamEnding, .abandoned, .awaitingRequest, .receivingHead, .modifying:
+        case .streaming, .streamOwned, .streamEnding, .streamFailing, .abandoned, .awaitingRequest, .receivingHead, .modifying:
             return .close
         }
     }
@@ -311,48 +315,24 @@ struct ConnectionMachine {
         }
     }
 
-    /// What the stream's reader does before reading.
+    /// What the stream's reader (libmicrohttpd's content reader) does.
     enum StreamReadAction {
-        /// Ask the stream for bytes.
-        case read
-        /// End the body cleanly (the server is stopping).
+        /// The head is sent: suspend the connection (under the lock), hand the body to the
+        /// stream writer, and return 0. `chunked` says how the writer frames it.
+        case handOver(chunked: Bool)
+        /// End the body cleanly (for HTTP/1.1, libmicrohttpd's last chunk).
         case end
-        /// End the connection abruptly (the server gave up on it).
+        /// End the connection abruptly.
         case fail
     }
 
-    /// libmicrohttpd asks for the stream's next bytes. Any wake so far is answered by this read.
+    /// libmicrohttpd asks for the stream's bytes: the first time once the head is sent, again
+    /// only after the connection was resumed.
     mutating func streamWillRead() -> StreamReadAction {
         switch state {
-        case .streaming, .streamWoken:
-            state = .streaming
-            return .read
-        case .streamEnding:
-            return .end
-        default:
-            return .fail
-        }
-    }
-
-    /// What the reader does when the stream has nothing to send.
-    enum StreamWaitAction {
-        /// Suspend the connection (under the lock) and return 0.
-        case suspend
-        /// A wake came during the read: read again.
-        case readAgain
-        case end
-        case fail
-    }
-
-    /// The stream answered ``StreamRead/wait``.
-    mutating func streamWaits() -> StreamWaitAction {
-        switch state {
         case .streaming:
-            state = .streamSuspended
-            return .suspend
-        case .streamWoken:
-            state = .streaming
-            return .readAgain
+            state = .streamOwned
+            return .handOver(chunked: isChunked)
         case .streamEnding:
             return .end
         default:
@@ -360,60 +340,46 @@ struct ConnectionMachine {
         }
     }
 
-    /// What a wake means for the connection.
-    enum WakeAction {
+    /// Whether the stream writer may write the body to the socket now: the connection is
+    /// suspended and nobody has taken it back.
+    var ownsStream: Bool {
+        if case .streamOwned = state { return true }
+        return false
+    }
+
+    /// What handing a stream's connection back means.
+    enum HandBackAction {
         case none
-        /// Resume the connection (under the lock).
+        /// Resume the connection (under the lock); libmicrohttpd then calls the reader.
         case resume
     }
 
-    /// The stream has bytes again (from any thread).
-    mutating func streamWoken() -> WakeAction {
-        switch state {
-        case .streaming:
-            state = .streamWoken
-            return .none
-        case .streamSuspended:
-            state = .streaming
-            return .resume
-        default:
-            // Already woken, ending, or the stream is over.
-            return .none
-        }
+    /// The stream writer is done with the body: it ended (`clean`), or the peer is gone or a
+    /// send failed. The connection is resumed once; the reader then ends the body.
+    mutating func streamHandedBack(clean: Bool) -> HandBackAction {
+        guard case .streamOwned = state else { return .none }
+        state = clean ? .streamEnding : .streamFailing
+        return .resume
     }
 
-    /// What ending a connection's stream requires (the server stopping, or the peer gone).
+    /// What ending a connection's stream requires when the server stops.
     enum StopAction {
         /// No stream, or already ending.
         case none
-        /// The stream will end at its next read.
+        /// The stream ends at the reader's first call.
         case end
-        /// As `end`, and the connection is suspended: resume it (under the lock).
-        case resumeToEnd
+        /// The stream writer owns the body: it must end it (then it hands the connection back).
+        case endInWriter
     }
 
-    /// The server is stopping: a stream ends at its next read, with a clean end of its body.
+    /// The server is stopping: a stream ends with a clean end of its body.
     mutating func serverStopping() -> StopAction {
-        endStream()
-    }
-
-    /// The peer closed its side of the connection (or reset it) while a stream is the
-    /// response: the stream ends at its next read, as when the server stops, so that
-    /// libmicrohttpd closes the connection now rather than when an idle stream next writes.
-    /// The clean end still reaches a peer that only half-closed. Nothing for any other state:
-    /// libmicrohttpd is reading the connection then, and finds the close itself.
-    mutating func peerClosed() -> StopAction {
-        endStream()
-    }
-
-    private mutating func endStream() -> StopAction {
         switch state {
-        case .streaming, .streamWoken:
+        case .streaming:
             state = .streamEnding
             return .end
-        case .streamSuspended:
-            state = .streamEnding
-            return .resumeToEnd
+        case .streamOwned:
+            return .endInWriter
         default:
             return .none
         }
@@ -434,9 +400,9 @@ struct ConnectionMachine {
     mutating func abandon() -> AbandonAction {
         let action: AbandonAction
         switch state {
-        case .suspended, .streamSuspended:
+        case .suspended, .streamOwned:
             action = .resumeAndRelease
-        case .reading, .discarding, .handling, .replied, .answered, .streaming, .streamWoken, .streamEnding:
+        case .reading, .discarding, .handling, .replied, .answered, .streaming, .streamEnding, .streamFailing:
             action = .release
         case .awaitingRequest, .receivingHead, .rejected, .abandoned, .modifying:
             action = .none
@@ -457,7 +423,7 @@ struct ConnectionMachine {
     mutating func completed(now: UInt64) -> CompletionAction {
         let wasCounted: Bool
         switch state {
-        case .reading, .discarding, .handling, .suspended, .replied, .answered, .streaming, .streamWoken, .streamSuspended, .streamEnding:
+        case .reading, .discarding, .handling, .suspended, .replied, .answered, .streaming, .streamOwned, .streamEnding, .streamFailing:
             wasCounted = true
         case .awaitingRequest, .receivingHead, .rejected, .modifying:
             wasCounted = false
@@ -493,7 +459,7 @@ struct ConnectionMachine {
                 status: 408, title: "Request Timeout",
                 detail: "the request did not arrive within \(limits.requestTimeout / 1_000_000_000) seconds"
             )))
-        case .handling, .suspended, .replied, .answered, .streaming, .streamWoken, .streamSuspended, .streamEnding, .rejected, .abandoned, .modifying:
+        case .handling, .suspended, .replied, .answered, .streaming, .streamOwned, .streamEnding, .streamFailing, .rejected, .abandoned, .modifying:
             return .none
         }
     }

@@ -15,19 +15,19 @@ final class DaemonContext: Sendable {
     let limits: RequestLimits
     let pipeline: Pipeline
     let logger: Logger
-    /// Watches streaming connections for their peer closing; stopped by the server after the daemon.
-    let hangUps: HangUpWatch
+    /// Write streamed bodies, one thread each; stopped by the server after the daemon.
+    let streams: [StreamWriter]
     let gate = RequestGate()
     let connections = ConnectionTable()
     let refusals: RefusalLog
 
-    init(configuration: ServerConfiguration, maxConnections: Int, limits: RequestLimits, pipeline: Pipeline, logger: Logger, hangUps: HangUpWatch) {
+    init(configuration: ServerConfiguration, maxConnections: Int, limits: RequestLimits, pipeline: Pipeline, logger: Logger, streams: [StreamWriter]) {
         self.configuration = configuration
         self.maxConnections = maxConnections
         self.limits = limits
         self.pipeline = pipeline
         self.logger = logger
-        self.hangUps = hangUps
+        self.streams = streams
         refusals = RefusalLog(logger: logger)
     }
 
@@ -198,7 +198,7 @@ final class DaemonContext: Sendable {
                 MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .stream(let stream):
-            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, hangUps: hangUps, logger: logger)
+            created = StreamBody.response(stream, on: context, unacknowledgedSeconds: configuration.connectionTimeout, writers: streams, logger: logger)
         case .omitted:
             // libmicrohttpd 0.9.75 follows the head of any HEAD answer of unknown length with
             // a chunked body's last chunk (`0\r\n\r\n`), which the client reads as the start

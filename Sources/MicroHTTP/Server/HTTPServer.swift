@@ -20,8 +20,8 @@ import Glibc
 /// socket. A sweeper thread closes connections whose request has not arrived in time.
 ///
 /// A response body may be a ``ResponseStream``: a libmicrohttpd callback response, chunked,
-/// whose reader suspends the connection while the stream has nothing to send (see
-/// `StreamBody`). The connection table, with each connection's state, is the registry of
+/// whose connection is suspended once its head is sent and whose body the server's stream
+/// writer thread writes (see `StreamBody` and `StreamWriter`). The connection table, with each connection's state, is the registry of
 /// open streams that `stop()` ends first.
 public final class HTTPServer: Sendable {
     /// How the server listens and what it accepts, as given.
@@ -93,15 +93,17 @@ public final class HTTPServer: Sendable {
         }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
-        let hangUps: HangUpWatch
+        // As many stream writers as daemon threads: streams use the cores the requests do.
+        var streams: [StreamWriter] = []
         do {
-            hangUps = try HangUpWatch(logger: logger)
+            for _ in 0..<configuration.threads { streams.append(try StreamWriter(logger: logger)) }
         } catch {
             close(socket.descriptor)
+            for writer in streams { writer.stop() }
             throw error
         }
         let context = DaemonContext(
-            configuration: configuration, maxConnections: maxConnections, limits: limits, pipeline: pipeline, logger: logger, hangUps: hangUps
+            configuration: configuration, maxConnections: maxConnections, limits: limits, pipeline: pipeline, logger: logger, streams: streams
         )
         let callbacks = context.makeCallbacks()
         let started = options.withUnsafeBufferPointer { items in
@@ -109,7 +111,7 @@ public final class HTTPServer: Sendable {
         }
         guard let started else {
             close(socket.descriptor)
-            hangUps.stop()
+            for writer in streams { writer.stop() }
             callbacks.deallocate()
             throw .startFailed
         }
@@ -147,6 +149,8 @@ public final class HTTPServer: Sendable {
         gate.close()
         // After closing the gate: a stream queued from now on starts out ending.
         let streams = connections.all.reduce(0) { $0 + ($1.endStream() ? 1 : 0) }
+        // The bodies the writer owns: each ends once its bytes are out, and is handed back.
+        for writer in context.streams { writer.endAll() }
         if streams > 0 { logger.info("ending streams", ["count": String(streams)]) }
         gate.drain(until: deadline)
         running.sweeper.stop()
@@ -163,8 +167,8 @@ public final class HTTPServer: Sendable {
         let open = connections.count
         if open > 0 { logger.error("stopping with connections still open", ["count": String(open)]) }
         MHD_stop_daemon(running.daemon.pointer)
-        // Every stream is finished (unwatched) by now, and no callback comes any more.
-        context.hangUps.stop()
+        // Every stream is finished (let go by the writer) by now, and no callback comes any more.
+        for writer in context.streams { writer.stop() }
         UnsafeMutablePointer<lc_mhd_callbacks>(running.callbacks.pointer).deallocate()
     }
 

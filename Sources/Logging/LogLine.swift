@@ -40,11 +40,32 @@ public struct LogLine {
     /// A field with a text value, escaped as the format needs (see ``Logger/logfmtValue(_:)``).
     public mutating func field(_ key: String, _ value: String) {
         self.key(key)
-        switch format {
-        case .logfmt:
-            if Self.isBare(value) { bytes.appendUTF8(value) } else { appendQuoted(value) }
-        case .json:
-            appendQuoted(value)
+        if !appendPlain(value) {
+            if format == .logfmt, Self.isBare(value) { bytes.appendUTF8(value) } else { appendQuoted(value) }
+        }
+    }
+
+    /// Appends `value` as it is (in quotes for JSON) when it is printable ASCII that needs
+    /// no escape and no quotes: most values, found in one pass over its bytes. `false` when
+    /// it is not, with nothing appended.
+    private mutating func appendPlain(_ value: String) -> Bool {
+        var value = value
+        let format = format
+        return value.withUTF8 { utf8 in
+            for byte in utf8 {
+                guard byte > 0x20 || (byte == 0x20 && format == .json), byte < 0x7F, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { return false }
+                if byte == UInt8(ascii: "="), format == .logfmt { return false }
+            }
+            switch format {
+            case .logfmt:
+                guard !utf8.isEmpty else { return false }
+                bytes.append(contentsOf: utf8)
+            case .json:
+                bytes.append(UInt8(ascii: "\""))
+                bytes.append(contentsOf: utf8)
+                bytes.append(UInt8(ascii: "\""))
+            }
+            return true
         }
     }
 
@@ -75,7 +96,7 @@ public struct LogLine {
             bytes.append(UInt8(ascii: "="))
         case .json:
             bytes.append(UInt8(ascii: ","))
-            appendQuoted(key)
+            if !appendPlain(key) { appendQuoted(key) }
             bytes.append(UInt8(ascii: ":"))
         }
     }

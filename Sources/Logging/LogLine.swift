@@ -2,46 +2,164 @@
 /// then the fields in order, logfmt (`key=value`, the value bare when it can be) or JSON
 /// (every value a string). No `String` is made for a line: each value goes into the
 /// buffer as it is escaped, and numbers as their digits.
-public struct LogLine {
-    /// The line so far, after what the buffer held before it.
-    var bytes: [UInt8]
+public struct LogLine: ~Copyable {
+    /// The line so far: `count` bytes at `start`, room for `capacity`. Raw memory rather
+    /// than an array: a line is some 30 appends, each of which an array would check for
+    /// uniqueness and room (about as much again as the line's own work).
+    private var start: UnsafeMutablePointer<UInt8>
+    private(set) var count = 0
+    private var capacity: Int
     let format: Logger.Format
 
-    /// Bytes to write into in `format`, with no line started.
-    init(bytes: [UInt8], format: Logger.Format) {
-        self.bytes = bytes
-        self.format = format
+    /// Starts a line: its time, level and message.
+    init(format: Logger.Format, milliseconds: Int64, level: Logger.Level, message: String) {
+        self.init(format: format)
+        switch format {
+        case .logfmt: append("time=")
+        case .json: append(#"{"time":""#)
+        }
+        Timestamp.write(milliseconds, into: &self)
+        switch format {
+        case .logfmt: append(" level=")
+        case .json: append(#"","level":""#)
+        }
+        append(level.name)
+        if format == .json { append(byte: UInt8(ascii: "\"")) }
+        field("msg", message)
     }
 
-    /// Starts a line after what `bytes` holds: its time, level and message. (Not an
-    /// initializer taking the buffer: the line works on the buffer it is swapped, so that no
-    /// second reference makes an append copy it.)
-    mutating func begin(milliseconds: Int64, second: inout Timestamp.Second, level: Logger.Level, message: String) {
-        switch format {
-        case .logfmt: bytes.append(contentsOf: "time=".utf8)
-        case .json: bytes.append(contentsOf: #"{"time":""#.utf8)
-        }
-        Timestamp.write(milliseconds, into: &bytes, reusing: &second)
-        switch format {
-        case .logfmt: bytes.append(contentsOf: " level=".utf8)
-        case .json: bytes.append(contentsOf: #"","level":""#.utf8)
-        }
-        bytes.appendUTF8(level.name)
-        if format == .json { bytes.append(UInt8(ascii: "\"")) }
-        field("msg", message)
+    private init(format: Logger.Format) {
+        self.format = format
+        // Room for a request's line: the one allocation a line makes.
+        capacity = 320
+        start = .allocate(capacity: capacity)
+    }
+
+    deinit { start.deallocate() }
+
+    /// What `write` appends to an empty line, as bytes.
+    static func written(_ write: (inout LogLine) -> Void) -> [UInt8] {
+        var line = LogLine(format: .json)
+        write(&line)
+        return line.withBytes { Array($0) }
+    }
+
+    /// The line's bytes, for as long as `body` runs.
+    func withBytes<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
+        body(UnsafeBufferPointer(start: start, count: count))
     }
 
     /// Ends the line.
     mutating func end() {
-        if format == .json { bytes.append(UInt8(ascii: "}")) }
-        bytes.append(UInt8(ascii: "\n"))
+        if format == .json { append(byte: UInt8(ascii: "}")) }
+        append(byte: UInt8(ascii: "\n"))
+    }
+
+    /// Makes room for `more` bytes.
+    private mutating func reserve(_ more: Int) {
+        guard count + more > capacity else { return }
+        capacity = Swift.max(capacity * 2, count + more)
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        grown.update(from: start, count: count)
+        start.deallocate()
+        start = grown
+    }
+
+    mutating func append(byte: UInt8) {
+        reserve(1)
+        start[count] = byte
+        count += 1
+    }
+
+    mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let base = bytes.baseAddress else { return }
+        reserve(bytes.count)
+        (start + count).update(from: base, count: bytes.count)
+        count += bytes.count
+    }
+
+    mutating func append(_ text: StaticString) {
+        append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// `value` in decimal, with at least `width` digits, zeros first.
+    mutating func append(digits value: UInt, width: Int = 1) {
+        var digits = 1
+        var rest = value / 10
+        while rest > 0 { digits += 1; rest /= 10 }
+        digits = Swift.max(digits, width)
+        reserve(digits)
+        var remaining = value
+        for index in stride(from: count + digits - 1, through: count, by: -1) {
+            start[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
+            remaining /= 10
+        }
+        count += digits
+    }
+
+    /// `value` in decimal, `-` first when negative.
+    mutating func append(decimal value: Int) {
+        if value < 0 { append(byte: UInt8(ascii: "-")) }
+        append(digits: value.magnitude)
     }
 
     /// A field with a text value, escaped as the format needs (see ``Logger/logfmtValue(_:)``).
-    public mutating func field(_ key: String, _ value: String) {
+    public mutating func field(_ key: StaticString, _ value: String) {
         self.key(key)
+        append(value: value)
+    }
+
+    /// A field with a whole number.
+    public mutating func field(_ key: StaticString, _ value: Int) {
+        self.key(key)
+        if format == .json { append(byte: UInt8(ascii: "\"")) }
+        append(decimal: value)
+        if format == .json { append(byte: UInt8(ascii: "\"")) }
+    }
+
+    /// A field with `thousandths / 1000` to three decimals (`12.034`): a duration in
+    /// milliseconds from microseconds.
+    public mutating func field(_ key: StaticString, thousandths: UInt64) {
+        self.key(key)
+        if format == .json { append(byte: UInt8(ascii: "\"")) }
+        append(digits: UInt(thousandths / 1000))
+        append(byte: UInt8(ascii: "."))
+        append(digits: UInt(thousandths % 1000), width: 3)
+        if format == .json { append(byte: UInt8(ascii: "\"")) }
+    }
+
+    /// A field whose key is made at run time (a store event's).
+    mutating func field(named key: String, _ value: String) {
+        switch format {
+        case .logfmt:
+            append(byte: UInt8(ascii: " "))
+            appendUTF8(key)
+            append(byte: UInt8(ascii: "="))
+        case .json:
+            append(byte: UInt8(ascii: ","))
+            if !appendPlain(key) { appendQuoted(key) }
+            append(byte: UInt8(ascii: ":"))
+        }
+        append(value: value)
+    }
+
+    private mutating func key(_ key: StaticString) {
+        switch format {
+        case .logfmt:
+            append(byte: UInt8(ascii: " "))
+            append(key)
+            append(byte: UInt8(ascii: "="))
+        case .json:
+            append(byte: UInt8(ascii: ","))
+            append(byte: UInt8(ascii: "\""))
+            append(key)
+            append(#"":"#)
+        }
+    }
+
+    private mutating func append(value: String) {
         if !appendPlain(value) {
-            if format == .logfmt, Self.isBare(value) { bytes.appendUTF8(value) } else { appendQuoted(value) }
+            if format == .logfmt, Self.isBare(value) { appendUTF8(value) } else { appendQuoted(value) }
         }
     }
 
@@ -59,87 +177,45 @@ public struct LogLine {
             switch format {
             case .logfmt:
                 guard !utf8.isEmpty else { return false }
-                bytes.append(contentsOf: utf8)
+                append(utf8)
             case .json:
-                bytes.append(UInt8(ascii: "\""))
-                bytes.append(contentsOf: utf8)
-                bytes.append(UInt8(ascii: "\""))
+                append(byte: UInt8(ascii: "\""))
+                append(utf8)
+                append(byte: UInt8(ascii: "\""))
             }
             return true
-        }
-    }
-
-    /// A field with a whole number.
-    public mutating func field(_ key: String, _ value: Int) {
-        self.key(key)
-        if format == .json { bytes.append(UInt8(ascii: "\"")) }
-        bytes.appendDecimal(value)
-        if format == .json { bytes.append(UInt8(ascii: "\"")) }
-    }
-
-    /// A field with `thousandths / 1000` to three decimals (`12.034`): a duration in
-    /// milliseconds from microseconds.
-    public mutating func field(_ key: String, thousandths: UInt64) {
-        self.key(key)
-        if format == .json { bytes.append(UInt8(ascii: "\"")) }
-        bytes.appendDecimal(Int(thousandths / 1000))
-        bytes.append(UInt8(ascii: "."))
-        bytes.appendDigits(Int(thousandths % 1000), count: 3)
-        if format == .json { bytes.append(UInt8(ascii: "\"")) }
-    }
-
-    private mutating func key(_ key: String) {
-        switch format {
-        case .logfmt:
-            bytes.append(UInt8(ascii: " "))
-            bytes.appendUTF8(key)
-            bytes.append(UInt8(ascii: "="))
-        case .json:
-            bytes.append(UInt8(ascii: ","))
-            if !appendPlain(key) { appendQuoted(key) }
-            bytes.append(UInt8(ascii: ":"))
         }
     }
 
     /// Whether logfmt writes `value` bare: not empty, and nothing in it that could break the
     /// line, forge a key or be escaped.
     static func isBare(_ value: String) -> Bool {
-        guard !value.isEmpty else { return false }
-        var isASCII = true
-        for byte in value.utf8 {
-            guard byte < 0x80 else { isASCII = false; break }
-            if byte <= 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "=") || byte == UInt8(ascii: "\\") || byte == 0x7F { return false }
-        }
-        return isASCII || !value.unicodeScalars.contains { $0.value <= 0x20 || $0 == "\"" || $0 == "=" || $0 == "\\" || Logger.isEscaped($0) }
+        !value.isEmpty && !value.unicodeScalars.contains { $0.value <= 0x20 || $0 == "\"" || $0 == "=" || $0 == "\\" || Logger.isEscaped($0) }
     }
 
     /// `value` as a JSON string literal (also logfmt's quoted form).
     mutating func appendQuoted(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
-        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            bytes.appendUTF8(value)
-        } else {
-            for scalar in value.unicodeScalars { appendEscaped(scalar) }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        append(byte: UInt8(ascii: "\""))
+        for scalar in value.unicodeScalars { appendEscaped(scalar) }
+        append(byte: UInt8(ascii: "\""))
     }
 
     private mutating func appendEscaped(_ scalar: Unicode.Scalar) {
         switch scalar {
-        case "\"": bytes.append(contentsOf: #"\""#.utf8)
-        case "\\": bytes.append(contentsOf: #"\\"#.utf8)
-        case "\n": bytes.append(contentsOf: #"\n"#.utf8)
-        case "\r": bytes.append(contentsOf: #"\r"#.utf8)
-        case "\t": bytes.append(contentsOf: #"\t"#.utf8)
+        case "\"": append(#"\""#)
+        case "\\": append(#"\\"#)
+        case "\n": append(#"\n"#)
+        case "\r": append(#"\r"#)
+        case "\t": append(#"\t"#)
         case _ where Logger.isEscaped(scalar):
             for unit in UTF16.encode(scalar)! {
-                bytes.append(contentsOf: #"\u"#.utf8)
+                append(#"\u"#)
                 for shift in stride(from: 12, through: 0, by: -4) {
-                    bytes.append(Self.hexDigits[Int((unit >> UInt16(shift)) & 0xF)])
+                    append(byte: Self.hexDigits[Int((unit >> UInt16(shift)) & 0xF)])
                 }
             }
         default:
-            UTF8.encode(scalar) { bytes.append($0) }
+            UTF8.encode(scalar) { append(byte: $0) }
         }
     }
 
@@ -148,7 +224,7 @@ public struct LogLine {
 
 extension Logger.Level {
     /// As lines spell it.
-    var name: String {
+    var name: StaticString {
         switch self {
         case .debug: "debug"
         case .info: "info"
@@ -158,10 +234,10 @@ extension Logger.Level {
     }
 }
 
-extension [UInt8] {
-    /// The UTF-8 of `text`, copied at once (appending its `utf8` view goes byte by byte).
+extension LogLine {
+    /// The UTF-8 of `text`, copied at once.
     mutating func appendUTF8(_ text: String) {
         var text = text
-        text.withUTF8 { append(contentsOf: $0) }
+        text.withUTF8 { append($0) }
     }
 }

@@ -37,7 +37,6 @@ public final class LogSink: Sendable {
         /// Lines dropped since the last write, and the format of the last one.
         var dropped = 0
         var droppedFormat = Logger.Format.logfmt
-        var second = Timestamp.Second()
         var isStopped = false
     }
 
@@ -63,20 +62,22 @@ public final class LogSink: Sendable {
     /// Adds one line: `write` adds its fields after the message. A warning or an error is
     /// written before this returns.
     func append(_ level: Logger.Level, _ message: String, format: Logger.Format, fields write: (inout LogLine) -> Void) {
+        // Made outside the lock, which is then held only to copy the line in: threads that
+        // log at once wait for a copy, not for each other's formatting.
+        var line = LogLine(format: format, milliseconds: Timestamp.nowMilliseconds(), level: level, message: message)
+        write(&line)
+        line.end()
         let isUrgent = level >= .warning
-        let added = pending.withLock { pending in
-            guard isUrgent || pending.bytes.count < capacity else {
-                pending.dropped += 1
-                pending.droppedFormat = format
-                return false
+        let added = line.withBytes { bytes in
+            pending.withLock { pending in
+                guard isUrgent || pending.bytes.count < capacity else {
+                    pending.dropped += 1
+                    pending.droppedFormat = format
+                    return false
+                }
+                pending.bytes.append(contentsOf: bytes)
+                return true
             }
-            var line = LogLine(bytes: [], format: format)
-            swap(&line.bytes, &pending.bytes)
-            line.begin(milliseconds: Timestamp.nowMilliseconds(), second: &pending.second, level: level, message: message)
-            write(&line)
-            line.end()
-            swap(&line.bytes, &pending.bytes)
-            return true
         }
         if added, isUrgent { flush() }
     }
@@ -92,13 +93,10 @@ public final class LogSink: Sendable {
                 return (pending.dropped, pending.droppedFormat)
             }
             if dropped > 0 {
-                var second = Timestamp.Second()
-                var line = LogLine(bytes: [], format: format)
-                swap(&line.bytes, &chunk)
-                line.begin(milliseconds: Timestamp.nowMilliseconds(), second: &second, level: .warning, message: "log lines dropped")
+                var line = LogLine(format: format, milliseconds: Timestamp.nowMilliseconds(), level: .warning, message: "log lines dropped")
                 line.field("count", dropped)
                 line.end()
-                swap(&chunk, &line.bytes)
+                line.withBytes { chunk.append(contentsOf: $0) }
             }
             Self.write(chunk, to: output.descriptor)
             chunk.removeAll(keepingCapacity: true)

@@ -14,7 +14,7 @@ public struct Logger: Sendable {
 
         /// The level `--log-level` names (`debug`, `info`, `warning`, `error`; any case).
         public init?(name: String) {
-            guard let level = Self.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
+            guard let level = Self.allCases.first(where: { "\($0.name)" == name.lowercased() }) else { return nil }
             self = level
         }
 
@@ -47,14 +47,14 @@ public struct Logger: Sendable {
     /// Writes one line, if `level` is logged: `message`, then `fields` in order.
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
         log(level, message) { line in
-            for (key, value) in fields { line.field(key, value) }
+            for (key, value) in fields { line.field(named: key, value) }
         }
     }
 
     /// As ``log(_:_:_:)``, for fields assembled at run time.
     public func log(_ level: Level, _ message: String, fields: [(String, String)]) {
         log(level, message) { line in
-            for (key, value) in fields { line.field(key, value) }
+            for (key, value) in fields { line.field(named: key, value) }
         }
     }
 
@@ -70,12 +70,10 @@ public struct Logger: Sendable {
 
     /// The line as written, newline included.
     func line(_ level: Level, _ message: String, _ fields: [(String, String)], time: Date) -> String {
-        var second = Timestamp.Second()
-        var line = LogLine(bytes: [], format: format)
-        line.begin(milliseconds: Timestamp.milliseconds(time), second: &second, level: level, message: message)
-        for (key, value) in fields { line.field(key, value) }
+        var line = LogLine(format: format, milliseconds: Timestamp.milliseconds(time), level: level, message: message)
+        for (key, value) in fields { line.field(named: key, value) }
         line.end()
-        return String(decoding: line.bytes, as: UTF8.self)
+        return line.withBytes { String(decoding: $0, as: UTF8.self) }
     }
 
     /// A value as logfmt writes it: bare when it can be, else quoted with `\` escapes, so
@@ -86,9 +84,7 @@ public struct Logger: Sendable {
 
     /// A JSON string literal (also logfmt's quoted form).
     static func jsonString(_ value: String) -> String {
-        var line = LogLine(bytes: [], format: .json)
-        line.appendQuoted(value)
-        return String(decoding: line.bytes, as: UTF8.self)
+        String(decoding: LogLine.written { $0.appendQuoted(value) }, as: UTF8.self)
     }
 
     /// Written as `\u` escapes: controls (C0, DEL, C1), which a terminal acts on, and the

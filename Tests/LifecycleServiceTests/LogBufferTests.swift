@@ -135,6 +135,28 @@ struct LogBufferTests {
         #expect(numbers == numbers.sorted(), "the lines kept are in order")
     }
 
+    @Test("a line's time, reckoned without gmtime, is gmtime's: leap days, centuries, before 1970")
+    func timesAgreeWithTheCLibrary() {
+        func reference(_ milliseconds: Int64) -> String {
+            var seconds = time_t(milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000)
+            var parts = tm()
+            gmtime_r(&seconds, &parts)
+            let fraction = milliseconds - Int64(seconds) * 1000
+            return String(format: "%d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, Int32(fraction))
+        }
+        var generator = SystemRandomNumberGenerator()
+        // 2000-02-29, 2100-03-01, 1900-02-28, 1969-12-31T23:59:59.999, the epoch, and random times over ±300 years.
+        var times: [Int64] = [951_782_400_000, 4_107_542_400_000, -2_203_977_600_000, -1, 0, 1]
+        for _ in 0..<20_000 { times.append(Int64.random(in: -9_000_000_000_000...9_000_000_000_000, using: &generator)) }
+        for time in times {
+            let written = String(decoding: LogLine.written { Timestamp.write(time, into: &$0) }, as: UTF8.self)
+            guard written == reference(time) else {
+                Issue.record("\(time): \(written), gmtime says \(reference(time))")
+                return
+            }
+        }
+    }
+
     @Test("on the service: a request's line is out within 100 ms, so a kill -9 loses none older")
     func killLosesOnlyTheLastLines() throws {
         let data = TemporaryDirectory()

@@ -144,6 +144,21 @@ echo "default's access log: $(grep -c 'msg=request ' "$WORK/default.log") lines,
   echo "|---|---|---|---|---|---|"
   printf '%s' "$LOG_ROWS"
   echo
+  # Measured by hand (callgrind, Benchmarks/middleware-instructions.sh's method: one request
+  # at a time on one connection, every thread but the WAL checkpointer's) at the commit that
+  # wrote it; to be measured again when the request path changes.
+  echo "Why GET is short of 0.85 (instructions per GET under callgrind, measured by hand on 2026-12-02 after issue 18): the bare server runs 57k, of"
+  echo "which 49k are libmicrohttpd zeroing its connection's memory pool (valgrind counts each byte of \`rep stosb\`; cheap in time),"
+  echo "so about 8k of work. lifecycled ran 169k at the default configuration and 115k quiet before; 101k and 96k after (the access"
+  echo "log from 54k to 6k: no \`String(format:)\`, \`Date\` or String per line, no write(2) on the request's thread). Of the 101k,"
+  echo "49k are the same zeroing and about 44k are Swift: the middleware chain 18k (request ids 3k, metrics 1.3k, access log 6k,"
+  echo "cache policy 2k, security headers 1.5k, the pass-through layers and router 1k, the handler and registry 2.5k), admission"
+  echo "8k (routing 4.5k, the Host check), the head's headers copied into Strings and the request made 4k, the response handed"
+  echo "to libmicrohttpd 5k (4k of it libmicrohttpd's own, 650 a header for six headers). 0.85 needs lifecycled within about"
+  echo "10k instructions of the bare server: a request path that makes no Strings (headers read in place from libmicrohttpd,"
+  echo "routes matched on bytes to an index with no parameter dictionary), middlewares run as one pass over one mutable"
+  echo "response rather than a chain of closures each copying the request and the reply, and fewer headers handed over one by one."
+  echo
 } >"$WORK/http.md"
 cp "$WORK/http.md" Benchmarks/.http-results.md
 cat Benchmarks/.http-results.md

@@ -4,8 +4,11 @@
 # with neither (no token, --metrics off). Both get the same requests, the Authorization
 # header included (the second ignores it), so the ratio is what the middlewares cost, not
 # the 45 bytes of the header.
-# Request ids, the security headers and the access log (off at --log-level warning) run in
-# both. Goal: the middlewares cost under 5% (ratio at least 0.95). Fails on any non-2xx.
+# Request ids and the security headers run in both. Each pair runs twice: at the default
+# log level, as `make run` starts it (access log on, standard error to a file, as a service
+# manager captures it), the headline rows; and quiet (`--log-level warning`, no access log)
+# beside them. A last row sets the access log alone against none the same way: the
+# processes without auth and metrics, default (with) against quiet (without); goal 0.95. Goal: the middlewares cost under 5% (ratio at least 0.95). Fails on any non-2xx.
 #
 # Made steadier on 2 cores, where the figure is a difference of a few per cent:
 # - The servers and wrk are pinned to cores of their own (taskset: the last core for the
@@ -75,31 +78,40 @@ setup() {
   done
 }
 
-PORT_ON=18191; PORT_OFF=18192
-"${ON_SERVER_CORES[@]}" "$LIFECYCLED" --port $PORT_ON --data-dir "$WORK/on" --log-level warning --token "$TOKEN" --protect-reads & PIDS+=($!)
-"${ON_SERVER_CORES[@]}" "$LIFECYCLED" --port $PORT_OFF --data-dir "$WORK/off" --log-level warning --metrics off & PIDS+=($!)
-wait_for $PORT_ON; wait_for $PORT_OFF
-setup $PORT_ON "$TOKEN"; setup $PORT_OFF none
-# The token is really checked, and metrics really off and on.
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT_ON/v1/instances/bench-1")" = 401 ] || { echo "auth is not on" >&2; exit 1; }
-# (Read whole before grep: `curl | grep -q` fails under pipefail when grep stops reading early.)
-scrape=$(curl -sf -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT_ON/metrics")
-grep -q '^lifecycled_http_requests_total' <<<"$scrape" || { echo "metrics are not on" >&2; exit 1; }
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT_OFF/metrics")" = 404 ] || { echo "metrics are not off" >&2; exit 1; }
+# pair NAME PORT_ON PORT_OFF FLAGS...: the two processes of one configuration, set up and checked.
+pair() {
+  local name=$1 on=$2 off=$3 scrape
+  shift 3
+  "${ON_SERVER_CORES[@]}" "$LIFECYCLED" --port "$on" --data-dir "$WORK/$name-on" "$@" --token "$TOKEN" --protect-reads 2>"$WORK/$name-on.log" & PIDS+=($!)
+  "${ON_SERVER_CORES[@]}" "$LIFECYCLED" --port "$off" --data-dir "$WORK/$name-off" "$@" --metrics off 2>"$WORK/$name-off.log" & PIDS+=($!)
+  wait_for "$on"; wait_for "$off"
+  setup "$on" "$TOKEN"; setup "$off" none
+  # The token is really checked, and metrics really off and on.
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$on/v1/instances/bench-1")" = 401 ] || { echo "auth is not on" >&2; exit 1; }
+  # (Read whole before grep: `curl | grep -q` fails under pipefail when grep stops reading early.)
+  scrape=$(curl -sf -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$on/metrics")
+  grep -q '^lifecycled_http_requests_total' <<<"$scrape" || { echo "metrics are not on" >&2; exit 1; }
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$off/metrics")" = 404 ] || { echo "metrics are not off" >&2; exit 1; }
+}
+
+pair default 18191 18192
+pair quiet 18193 18194 --log-level warning
+grep -q 'msg=request ' "$WORK/default-on.log" || { echo "the default configuration wrote no access log" >&2; exit 1; }
+! grep -q 'msg=request ' "$WORK/quiet-on.log" || { echo "the quiet configuration wrote an access log" >&2; exit 1; }
 
 ROWS=""
-# compare NAME PATH [script]
+# compare NAME PORT_ON PORT_OFF PATH [script]
 compare() {
-  local name=$1 path=$2 script=${3:-} r on off
+  local name=$1 port_on=$2 port_off=$3 path=$4 script=${5:-} r on off
   echo "$name: $ROUNDS rounds of ${DURATION}s each, alternating"
   : >"$WORK/on.txt"; : >"$WORK/off.txt"; : >"$WORK/ratios.txt"
   for r in $(seq 1 "$ROUNDS"); do
     if [ $((r % 2)) = 1 ]; then
-      on=$(run_wrk "http://127.0.0.1:$PORT_ON$path" "$TOKEN" $script)
-      off=$(run_wrk "http://127.0.0.1:$PORT_OFF$path" "$TOKEN" $script)
+      on=$(run_wrk "http://127.0.0.1:$port_on$path" "$TOKEN" $script)
+      off=$(run_wrk "http://127.0.0.1:$port_off$path" "$TOKEN" $script)
     else
-      off=$(run_wrk "http://127.0.0.1:$PORT_OFF$path" "$TOKEN" $script)
-      on=$(run_wrk "http://127.0.0.1:$PORT_ON$path" "$TOKEN" $script)
+      off=$(run_wrk "http://127.0.0.1:$port_off$path" "$TOKEN" $script)
+      on=$(run_wrk "http://127.0.0.1:$port_on$path" "$TOKEN" $script)
     fi
     echo "$on" >>"$WORK/on.txt"; echo "$off" >>"$WORK/off.txt"
     awk -v a="${on%% *}" -v b="${off%% *}" 'BEGIN {printf "%.4f\n", a / b}' >>"$WORK/ratios.txt"
@@ -114,13 +126,18 @@ compare() {
   ROWS+="| $name | $on_rps | $on_p50 | $on_p99 | $off_rps | $off_p50 | $off_p99 | $ratio | $spread | 0.95 |"$'\n'
 }
 
-compare "GET /v1/instances/{id}" /v1/instances/bench-1
-compare "POST events, durable" "" Benchmarks/events.lua
+compare "GET /v1/instances/{id}, default (access log on)" 18191 18192 /v1/instances/bench-1
+compare "GET /v1/instances/{id}, quiet (--log-level warning)" 18193 18194 /v1/instances/bench-1
+compare "POST events, durable, default (access log on)" 18191 18192 "" Benchmarks/events.lua
+compare "POST events, durable, quiet (--log-level warning)" 18193 18194 "" Benchmarks/events.lua
+# The access log alone: the pairs' processes without auth and metrics, default against quiet.
+compare "access log on/off: GET, no auth or metrics, default against quiet" 18192 18194 /v1/instances/bench-1
 
 {
   echo "## Middlewares: auth and metrics ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo none))"
   echo
   echo "One binary, two processes: with \`--token --protect-reads\` and metrics, and with no token and \`--metrics off\`; both sent the same requests, Authorization header included."
+  echo "Each pair at the default log level (as \`make run\` starts it: access log on, standard error to a file) and quiet (\`--log-level warning\`)."
   echo "wrk -t$THREADS -c$CONNECTIONS, ${WARMUP}s warm-up, ${DURATION}s measured, $ROUNDS rounds alternating in turn (with first, then without first); $CORES cores, $PINNING."
   echo "Rates and latencies are medians; the ratio is the median of the rounds' ratios, whose range is beside it."
   echo

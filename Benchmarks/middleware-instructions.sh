@@ -2,7 +2,8 @@
 # What the production middlewares cost in instructions, for `make bench`, beside the
 # wall-clock rates of middleware-bench.sh: the same lifecycled binary under valgrind's
 # callgrind, once with --token --protect-reads and metrics on, once with no token and
-# --metrics off, each sent exactly the same N GET and N POST requests (Authorization header
+# --metrics off (both --log-level warning), then as `make run` starts it (access log on)
+# against the same with --log-level warning, each sent exactly the same N GET and N POST requests (Authorization header
 # included) one at a time on one kept-alive connection (Benchmarks/fixed-requests.py), after
 # a warm-up. Instructions executed by the process while they are served, divided by N.
 #
@@ -47,7 +48,7 @@ measure() {
   local name=$1 port=$2 i e body pid
   shift 2
   SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/$name.%p" \
-    "$LIFECYCLED" --port "$port" --data-dir "$WORK/$name-data" --log-level warning "$@" 2>"$WORK/$name.valgrind.log" &
+    "$LIFECYCLED" --port "$port" --data-dir "$WORK/$name-data" "$@" 2>"$WORK/$name.valgrind.log" &
   pid=$!; PIDS+=("$pid")
   for _ in $(seq 1 1200); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
   curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "$name: lifecycled under valgrind did not start" >&2; cat "$WORK/$name.valgrind.log" >&2; exit 1; }
@@ -82,12 +83,18 @@ per_request() {
 }
 
 echo "instructions per request under callgrind, $REQUESTS GET and $REQUESTS POST each"
-measure with 18193 --token "$TOKEN" --protect-reads
+measure with 18193 --log-level warning --token "$TOKEN" --protect-reads
 on_get=$GET_COUNT; on_post=$POST_COUNT
 echo "  auth+metrics: GET $on_get, POST $on_post"
-measure without 18194 --metrics off
+measure without 18194 --log-level warning --metrics off
 off_get=$GET_COUNT; off_post=$POST_COUNT
 echo "  neither:      GET $off_get, POST $off_post"
+# As users run it (make run: no token, metrics on, access log on), against the same quiet.
+measure default 18195
+default_get=$GET_COUNT; default_post=$POST_COUNT
+measure quiet 18196 --log-level warning
+quiet_get=$GET_COUNT; quiet_post=$POST_COUNT
+echo "  default:      GET $default_get, POST $default_post; quiet: GET $quiet_get, POST $quiet_post"
 
 row() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN {printf "| %s | %d | %d | %+d | %.3f |\n", n, a, b, a - b, a / b}'; }
 {
@@ -99,6 +106,13 @@ row() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN {printf "| %s | %d | %d | %+d |
   echo "|---|---|---|---|---|"
   row "GET /v1/instances/{id}" "$on_get" "$off_get"
   row "POST events, durable" "$on_post" "$off_post"
+  echo
+  echo "The access log alone: the default configuration (as \`make run\` starts it) against the same with \`--log-level warning\`."
+  echo
+  echo "| benchmark | access log on | off | difference | on / off |"
+  echo "|---|---|---|---|---|"
+  row "GET /v1/instances/{id}" "$default_get" "$quiet_get"
+  row "POST events, durable" "$default_post" "$quiet_post"
   echo
 } >Benchmarks/.middleware-instructions-results.md
 cat Benchmarks/.middleware-instructions-results.md

@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 echo "== engine"
 engine=$(.build/release/lifecycle-bench engine)
 echo "$engine"
-echo "== HTTP"
+echo "== HTTP: lifecycled as \`make run\` starts it (access log on) and quiet (--log-level warning), beside a bare libmicrohttpd server"
 bash Benchmarks/http-bench.sh
-echo "== middlewares: auth and metrics on and off"
+echo "== middlewares: auth and metrics on and off, at the default log level and quiet"
 bash Benchmarks/middleware-bench.sh
 echo "== middlewares: instructions per request (callgrind)"
 bash Benchmarks/middleware-instructions.sh

@@ -158,6 +158,8 @@ public final class Service: Sendable {
         hub.stop()
         store.close()
         logger.info("lifecycled stopped", [:])
+        // Lines wait in memory for their writer (see LogSink): a clean stop writes them all.
+        logger.flush()
     }
 
     /// How long a stop waits for requests in flight and for streams to deliver their end:

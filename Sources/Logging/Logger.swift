@@ -14,7 +14,7 @@ public struct Logger: Sendable {
 
         /// The level `--log-level` names (`debug`, `info`, `warning`, `error`; any case).
         public init?(name: String) {
-            guard let level = Self.allCases.first(where: { "\($0)" == name.lowercased() }) else { return nil }
+            guard let level = Self.allCases.first(where: { "\($0.name)" == name.lowercased() }) else { return nil }
             self = level
         }
 
@@ -31,11 +31,14 @@ public struct Logger: Sendable {
     public var level: Level
     /// How each line is written.
     public var format: Format
+    /// Where the lines go.
+    public let sink: LogSink
 
-    /// A logger writing `level` and above to standard error.
-    public init(level: Level = .info, format: Format = .logfmt) {
+    /// A logger writing `level` and above to `sink` (the process's standard error).
+    public init(level: Level = .info, format: Format = .logfmt, sink: LogSink = .standardError) {
         self.level = level
         self.format = format
+        self.sink = sink
     }
 
     /// Whether a line at `level` would be written: to skip assembling one that would not.
@@ -43,53 +46,45 @@ public struct Logger: Sendable {
 
     /// Writes one line, if `level` is logged: `message`, then `fields` in order.
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
-        log(level, message, fields: fields.map { ($0.key, $0.value) })
+        log(level, message) { line in
+            for (key, value) in fields { line.field(named: key, value) }
+        }
     }
 
     /// As ``log(_:_:_:)``, for fields assembled at run time.
     public func log(_ level: Level, _ message: String, fields: [(String, String)]) {
-        guard isLogging(level) else { return }
-        FileHandle.standardError.write(Data(line(level, message, fields, time: Date()).utf8))
+        log(level, message) { line in
+            for (key, value) in fields { line.field(named: key, value) }
+        }
     }
+
+    /// Writes one line, if `level` is logged: `message`, then the fields `write` adds, which
+    /// go into the log's buffer as they are written (a line per request makes no `String`).
+    public func log(_ level: Level, _ message: String, writing write: (inout LogLine) -> Void) {
+        guard isLogging(level) else { return }
+        sink.append(level, message, format: format, fields: write)
+    }
+
+    /// Writes every line logged so far (see ``LogSink``): before the process ends.
+    public func flush() { sink.flush() }
 
     /// The line as written, newline included.
     func line(_ level: Level, _ message: String, _ fields: [(String, String)], time: Date) -> String {
-        let members = [("time", Timestamp.iso8601(time)), ("level", "\(level)"), ("msg", message)] + fields
-        switch format {
-        case .logfmt:
-            return members.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ") + "\n"
-        case .json:
-            let object = members.map { "\(Self.jsonString($0.0)):\(Self.jsonString($0.1))" }.joined(separator: ",")
-            return "{\(object)}\n"
-        }
+        var line = LogLine(format: format, milliseconds: Timestamp.milliseconds(time), level: level, message: message)
+        for (key, value) in fields { line.field(named: key, value) }
+        line.end()
+        return line.withBytes { String(decoding: $0, as: UTF8.self) }
     }
 
     /// A value as logfmt writes it: bare when it can be, else quoted with `\` escapes, so
     /// a value never breaks the line or forges another key.
     static func logfmtValue(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0.value <= 0x20 || $0 == "\"" || $0 == "=" || $0 == "\\" || isEscaped($0) }
-        return needsQuotes ? jsonString(value) : value
+        LogLine.isBare(value) ? value : jsonString(value)
     }
 
     /// A JSON string literal (also logfmt's quoted form).
     static func jsonString(_ value: String) -> String {
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where isEscaped(scalar):
-                for unit in String(scalar).utf16 {
-                    let hex = String(unit, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                }
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        String(decoding: LogLine.written { $0.appendQuoted(value) }, as: UTF8.self)
     }
 
     /// Written as `\u` escapes: controls (C0, DEL, C1), which a terminal acts on, and the

@@ -6,14 +6,52 @@ public enum Timestamp {
     /// `date` as ISO 8601 in UTC, rounded to the millisecond: `2026-11-30T00:06:49.637Z`.
     /// (Foundation's ISO 8601 style truncates, which shows 0.123 stored as 0.12299… as .122.)
     public static func iso8601(_ date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
-        var seconds = time_t(milliseconds.floorDivided(by: 1000))
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let fraction = milliseconds - Int64(seconds) * 1000
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        let millis = fraction < 10 ? "00\(fraction)" : fraction < 100 ? "0\(fraction)" : "\(fraction)"
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)Z"
+        String(decoding: LogLine.written { write(milliseconds(date), into: &$0) }, as: UTF8.self)
+    }
+
+    /// `date` in milliseconds since 1970, rounded.
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
+    /// The real-time clock now, in milliseconds since 1970, rounded: a log line's time,
+    /// without a `Date`.
+    static func nowMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + (Int64(now.tv_nsec) + 500_000) / 1_000_000
+    }
+
+    /// Writes the time `milliseconds` after 1970 as ``iso8601(_:)`` does. The calendar is
+    /// reckoned here (days to civil dates, as in H. Hinnant's `civil_from_days`) rather than
+    /// by `gmtime_r`, which takes glibc's time-zone lock on every call: this runs for every
+    /// log line, on every thread that logs.
+    static func write(_ milliseconds: Int64, into line: inout LogLine) {
+        let seconds = milliseconds.floorDivided(by: 1000)
+        let days = seconds.floorDivided(by: 86_400)
+        let secondOfDay = Int(seconds - days * 86_400)
+        // Days since 0000-03-01, in eras of 400 years (146,097 days).
+        let shifted = days + 719_468
+        let era = shifted.floorDivided(by: 146_097)
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthFromMarch = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthFromMarch + 2) / 5 + 1
+        let month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        line.append(decimal: Int(year))
+        line.append(byte: UInt8(ascii: "-"))
+        line.append(digits: UInt(month), width: 2)
+        line.append(byte: UInt8(ascii: "-"))
+        line.append(digits: UInt(day), width: 2)
+        line.append(byte: UInt8(ascii: "T"))
+        line.append(digits: UInt(secondOfDay / 3600), width: 2)
+        line.append(byte: UInt8(ascii: ":"))
+        line.append(digits: UInt(secondOfDay / 60 % 60), width: 2)
+        line.append(byte: UInt8(ascii: ":"))
+        line.append(digits: UInt(secondOfDay % 60), width: 2)
+        line.append(byte: UInt8(ascii: "."))
+        line.append(digits: UInt(milliseconds - seconds * 1000), width: 3)
+        line.append(byte: UInt8(ascii: "Z"))
     }
 }
 

@@ -51,6 +51,8 @@ let service: Service
 do {
     service = try Service(configuration: configuration)
 } catch {
+    // The lines logged while starting first, so the reason comes last, as it happened.
+    LogSink.standardError.flush()
     FileHandle.standardError.write(Data("lifecycled: \(error)\n".utf8))
     exit(1)
 }

@@ -12,39 +12,46 @@ struct AccessLog: Middleware {
 
     func reply(to request: Request, next: Responder) -> Reply {
         guard logger.isLogging(.info) else { return next(request) }
-        let started = DispatchTime.now().uptimeNanoseconds
-        return next(request).map((request, started, logger)) { context, response in
-            let (request, started, logger) = context
-            let line = Line(request: request, status: response.status, started: started, logger: logger)
+        let line = Line(
+            method: RequestMetrics.methodName(request.method), route: request.route ?? Pipeline.refusedTemplate, id: request.id,
+            client: request.clientAddress, started: DispatchTime.now().uptimeNanoseconds, logger: logger
+        )
+        return next(request).map(line) { line, response in
             switch response.body {
             case .bytes(let bytes):
-                line.write(bytes: bytes.count)
+                line.write(status: response.status, bytes: bytes.count)
                 return response
             case .omitted:
-                line.write(bytes: 0)
+                line.write(status: response.status, bytes: 0)
                 return response
             case .stream(let stream):
                 var logged = response
-                logged.body = .stream(LoggedStream(stream, line: line))
+                logged.body = .stream(LoggedStream(stream, line: line, status: response.status))
                 return logged
             }
         }
     }
 
-    /// What is known of a request's line before its body's size is.
+    /// What is known of a request's line before its answer is.
     struct Line: Sendable {
-        var request: Request
-        var status: Int
-        var started: UInt64
-        var logger: Logger
+        let method: String
+        let route: String
+        let id: String
+        let client: String
+        let started: UInt64
+        let logger: Logger
 
-        func write(bytes: Int) {
+        func write(status: Int, bytes: Int) {
             let micros = (DispatchTime.now().uptimeNanoseconds - started) / 1000
-            logger.log(.info, "request", fields: [
-                ("method", RequestMetrics.methodName(request.method)), ("route", request.route ?? Pipeline.refusedTemplate), ("status", String(status)),
-                ("duration_ms", String(format: "%.3f", Double(micros) / 1000)), ("bytes", String(bytes)),
-                ("request_id", request.id), ("client", request.clientAddress),
-            ])
+            logger.log(.info, "request") { line in
+                line.field("method", method)
+                line.field("route", route)
+                line.field("status", status)
+                line.field("duration_ms", thousandths: micros)
+                line.field("bytes", bytes)
+                line.field("request_id", id)
+                line.field("client", client)
+            }
         }
     }
 }
@@ -53,11 +60,13 @@ struct AccessLog: Middleware {
 private final class LoggedStream: ResponseStream {
     private let inner: any ResponseStream
     private let line: AccessLog.Line
+    private let status: Int
     private let sent = Atomic<Int>(0)
 
-    init(_ inner: any ResponseStream, line: AccessLog.Line) {
+    init(_ inner: any ResponseStream, line: AccessLog.Line, status: Int) {
         self.inner = inner
         self.line = line
+        self.status = status
     }
 
     func start(waker: StreamWaker) { inner.start(waker: waker) }
@@ -71,6 +80,6 @@ private final class LoggedStream: ResponseStream {
 
     func finish() {
         inner.finish()
-        line.write(bytes: sent.load(ordering: .relaxed))
+        line.write(status: status, bytes: sent.load(ordering: .relaxed))
     }
 }

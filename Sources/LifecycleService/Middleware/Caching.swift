@@ -12,14 +12,16 @@ import MicroHTTP
 struct Caching: Middleware {
     func reply(to request: Request, next: Responder) -> Reply {
         let isRead = request.method == "GET" || request.method == "HEAD"
-        return next(request).map(isRead ? request : nil) { request, response in
+        // The one header the answer needs, not the whole request, kept for the way back.
+        let tags = isRead ? request.header("if-none-match") : nil
+        return next(request).map(tags) { tags, response in
             var response = response
             // As the service spells them (this runs on every answer: no lowercasing).
             let etag = response.headers.first { $0.name == "ETag" }?.value
             if !response.headers.contains(where: { $0.name == "Cache-Control" }) {
                 response.headers.append(("Cache-Control", etag == nil ? "no-store" : "no-cache"))
             }
-            if let request, let etag, response.status == 200, let body = response.body.bytes, request.ifNoneMatch(names: etag) == true {
+            if let tags, let etag, response.status == 200, let body = response.body.bytes, Request.ifNoneMatch(tags, names: etag) {
                 // What a 304 carries (RFC 9110 §15.4.5): everything the 200 would, but for
                 // the body's own type.
                 return .notModified(headers: response.headers.filter { $0.name != "Content-Type" }, body: body)

@@ -6,7 +6,7 @@ import MicroHTTP
 /// (what a browser renders); on API answers, which a browser only shows as text, the one
 /// that stops it from guessing a type, so that every request does not pay for four.
 struct SecurityHeaders: Middleware {
-    static let apiHeaders: [(name: String, value: String)] = [("X-Content-Type-Options", "nosniff")]
+    static let apiHeader = (name: "X-Content-Type-Options", value: "nosniff")
 
     static let headers: [(name: String, value: String)] = [
         ("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
@@ -16,10 +16,11 @@ struct SecurityHeaders: Middleware {
     ]
 
     func reply(to request: Request, next: Responder) -> Reply {
-        let added = request.route == Router.fallbackTemplate ? Self.headers : Self.apiHeaders
-        return next(request).map(added) { added, response in
+        next(request).map(request.route == Router.fallbackTemplate) { isPage, response in
             var response = response
-            response.headers += added
+            // One header appended as such on an API answer: appending an array of them
+            // copies each through the generic path.
+            if isPage { response.headers += Self.headers } else { response.headers.append(Self.apiHeader) }
             return response
         }
     }

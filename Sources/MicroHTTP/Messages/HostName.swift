@@ -14,27 +14,51 @@ public struct HostName: Sendable, Equatable {
     /// `nil` when `value` is not `host[:port]`: a `[` that is not an IPv6 address, a byte
     /// a host name may not hold (RFC 3986 `reg-name`), or a port that is not digits.
     public init?(_ value: String) {
-        var host = Substring(value)
-        var port: Substring = ""
-        if host.hasPrefix("[") {
-            guard let close = host.firstIndex(of: "]") else { return nil }
-            port = host[host.index(after: close)...]
-            host = host[host.index(after: host.startIndex)..<close]
-            guard Self.isAddress(String(host), family: AF_INET6), port.isEmpty || port.hasPrefix(":") else { return nil }
+        // On the bytes, not Characters or Substrings: this runs on every request, twice.
+        var value = value
+        guard let host = value.withUTF8(Self.parse) else { return nil }
+        self = host
+    }
+
+    private init(name: String, isAddress: Bool) {
+        self.name = name
+        self.isAddress = isAddress
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> HostName? {
+        var start = 0
+        var end = bytes.count
+        // Where the port begins (its `:`), or the end.
+        var port = bytes.count
+        let isAddress: Bool
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            start = 1
+            end = close
+            port = close + 1
+            guard port == bytes.count || bytes[port] == UInt8(ascii: ":"), Self.isAddress(bytes[start..<end], family: AF_INET6) else { return nil }
             isAddress = true
         } else {
-            if let colon = host.firstIndex(of: ":") {
-                port = host[colon...]
-                host = host[..<colon]
+            if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+                end = colon
+                port = colon
             }
-            guard host.utf8.allSatisfy(Self.isNameByte) else { return nil }
+            let host = bytes[start..<end]
+            guard host.allSatisfy(isNameByte) else { return nil }
             // Only digits and dots can be an IPv4 address: names are not copied to ask.
-            let isDotted = host.utf8.allSatisfy { $0 == UInt8(ascii: ".") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }
-            isAddress = isDotted && Self.isAddress(String(host), family: AF_INET)
+            let isDotted = host.allSatisfy { $0 == UInt8(ascii: ".") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }
+            isAddress = isDotted && Self.isAddress(host, family: AF_INET)
         }
-        guard port.utf8.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
-        if host.hasSuffix(".") { host = host.dropLast() }
-        name = host.lowercased()
+        guard bytes[Swift.min(port + 1, bytes.count)...].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        if end > start, bytes[end - 1] == UInt8(ascii: ".") { end -= 1 }
+        // The bytes are ASCII here (a reg-name, or an address inet_pton took).
+        let name = String(unsafeUninitializedCapacity: end - start) { name in
+            for (offset, byte) in bytes[start..<end].enumerated() {
+                name[offset] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+            }
+            return end - start
+        }
+        return HostName(name: name, isAddress: isAddress)
     }
 
     /// RFC 3986 `reg-name`: unreserved, percent-encoded and sub-delims characters.
@@ -45,8 +69,12 @@ public struct HostName: Sendable, Equatable {
         }
     }
 
-    private static func isAddress(_ text: String, family: Int32) -> Bool {
+    private static func isAddress(_ text: Slice<UnsafeBufferPointer<UInt8>>, family: Int32) -> Bool {
         var address = in6_addr()
-        return inet_pton(family, text, &address) == 1
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: text.count + 1) { copy in
+            for (offset, byte) in text.enumerated() { copy[offset] = CChar(bitPattern: byte) }
+            copy[text.count] = 0
+            return inet_pton(family, copy.baseAddress!, &address) == 1
+        }
     }
 }

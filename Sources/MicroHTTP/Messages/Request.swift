@@ -44,15 +44,21 @@ public struct Request: Sendable {
 
     /// The first header with this name (case-insensitive).
     public func header(_ name: String) -> String? {
-        let lowered = name.lowercased()
+        // Callers mostly pass lowercase literals: lowercasing those would cost more than the search.
+        let isLowercase = !name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+        let lowered = isLowercase ? name : name.lowercased()
         return headers.first { $0.name == lowered }?.value
     }
 
     /// Whether `If-None-Match` names `etag`, by weak comparison (RFC 9110 §13.1.2: `W/` is
     /// ignored, `*` names any); `nil` when the request has no `If-None-Match`.
     public func ifNoneMatch(names etag: String) -> Bool? {
-        guard let tags = header("if-none-match") else { return nil }
-        return tags.split(separator: ",").contains { tag in
+        header("if-none-match").map { Self.ifNoneMatch($0, names: etag) }
+    }
+
+    /// Whether an `If-None-Match` value (`tags`) names `etag`, as ``ifNoneMatch(names:)``.
+    public static func ifNoneMatch(_ tags: String, names etag: String) -> Bool {
+        tags.split(separator: ",").contains { tag in
             let tag = tag.trimmingCharacters(in: .whitespaces)
             return tag == "*" || (tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag) == etag
         }

@@ -31,6 +31,9 @@ public struct Response: Sendable {
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
+        // Room for what the middlewares add (cache policy, nosniff, request id), so that
+        // their appends do not grow the array twice.
+        self.headers.reserveCapacity(headers.count + 4)
         self.body = .bytes(body)
     }
 

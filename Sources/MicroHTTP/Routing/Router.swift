@@ -78,8 +78,9 @@ public struct Router: Sendable {
     private func destination(of request: Request) -> Destination {
         let method = request.method == "HEAD" ? "GET" : request.method
         return Self.withBytes(of: request.path) { path -> Destination in
-            for (index, route) in routes.enumerated() where route.method == method {
-                if let parameters = Self.match(route.segments, path) { return .route(index, parameters: parameters) }
+            // By index: a copy of each route tried would retain and release all it holds.
+            for index in routes.indices where routes[index].method == method {
+                if let parameters = Self.match(routes[index].segments, path) { return .route(index, parameters: parameters) }
             }
             let others = routes.filter { $0.method != method && Self.match($0.segments, path) != nil }
             guard let first = others.first else { return .fallback }
@@ -144,11 +145,21 @@ public struct Router: Sendable {
         return path.withUTF8(body)
     }
 
-    /// Matches a path's bytes against a route's segments in one pass, without splitting
-    /// (routing runs on every request). Empty segments are skipped, as `//` means `/`.
-    /// Returns the captured parameters, or `nil`.
+    /// Matches a path's bytes against a route's segments without splitting (routing runs
+    /// on every request): first only whether it matches, then, for the route that does, its
+    /// parameters, so that routes tried and missed make no dictionary. Empty segments are
+    /// skipped, as `//` means `/`. Returns the captured parameters, or `nil`.
     private static func match(_ pattern: [Segment], _ bytes: UnsafeBufferPointer<UInt8>) -> [String: String]? {
+        guard walk(pattern, bytes, capture: { _, _ in }) else { return nil }
         var parameters: [String: String] = [:]
+        _ = walk(pattern, bytes) { name, range in
+            parameters[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+        }
+        return parameters
+    }
+
+    /// Whether `bytes` match `pattern`, calling `capture` with each capture's name and range.
+    private static func walk(_ pattern: [Segment], _ bytes: UnsafeBufferPointer<UInt8>, capture: (String, Range<Int>) -> Void) -> Bool {
         var segmentIndex = 0
         var position = 0
         let slash = UInt8(ascii: "/")
@@ -159,18 +170,18 @@ public struct Router: Sendable {
             }
             var end = position
             while end < bytes.count, bytes[end] != slash { end += 1 }
-            guard segmentIndex < pattern.count else { return nil }
+            guard segmentIndex < pattern.count else { return false }
             switch pattern[segmentIndex] {
             case .literal(let literal):
                 let isEqual = literal.count == end - position
                     && literal.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress! + position, literal.count) == 0 }
-                guard isEqual else { return nil }
+                guard isEqual else { return false }
             case .capture(let name):
-                parameters[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[position..<end]), as: UTF8.self)
+                capture(name, position..<end)
             }
             segmentIndex += 1
             position = end
         }
-        return segmentIndex == pattern.count ? parameters : nil
+        return segmentIndex == pattern.count
     }
 }

@@ -211,7 +211,8 @@ final class DaemonContext: Sendable {
         guard let created else { return .NO }
         defer { MHD_destroy_response(created) }
         for (name, value) in response.headers {
-            _ = MHD_add_response_header(created, name, value)
+            // withCString: passing a String as a C string copies a short one to the heap.
+            _ = name.withCString { name in value.withCString { MHD_add_response_header(created, name, $0) } }
         }
         return MHD_queue_response(context.handle.pointer, UInt32(response.status), created)
     }

@@ -7,38 +7,15 @@ enum SQLiteMigrations {
         "v1-tables",
         """
         CREATE TABLE instances (
-            id TEXT PRIMARY KEY,
-            model TEXT NOT NULL,
-            state TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            launch_count INTEGER NOT NULL,
-            buffered_action TEXT,
-            window TEXT,
-            breadcrumb_step TEXT,
-            scene_connected INTEGER NOT NULL,
-            unexpected INTEGER NOT NULL,
-            ignored INTEGER NOT NULL,
-            incomplete_launches INTEGER NOT NULL,
-            created_at INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL
+            id TEXT PRIMARY KEY, model TEXT NOT NULL, state TEXT NOT NULL, version INTEGER NOT NULL, launch_count INTEGER NOT NULL,
+            buffered_action TEXT, window TEXT, breadcrumb_step TEXT, scene_connected INTEGER NOT NULL, unexpected INTEGER NOT NULL,
+            ignored INTEGER NOT NULL, incomplete_launches INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL
         ) WITHOUT ROWID;
-        CREATE TABLE records (
-            seq INTEGER PRIMARY KEY,
-            instance TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            body BLOB NOT NULL
-        );
+        CREATE TABLE records (seq INTEGER PRIMARY KEY, instance TEXT NOT NULL, version INTEGER NOT NULL, body BLOB NOT NULL);
         CREATE UNIQUE INDEX records_by_instance ON records(instance, version);
-        CREATE TABLE meta (
-            key TEXT PRIMARY KEY,
-            value INTEGER NOT NULL
-        ) WITHOUT ROWID;
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE idempotency (
-            key TEXT PRIMARY KEY,
-            fingerprint BLOB NOT NULL,
-            status INTEGER NOT NULL,
-            content_type TEXT NOT NULL,
-            body BLOB NOT NULL,
+            key TEXT PRIMARY KEY, fingerprint BLOB NOT NULL, status INTEGER NOT NULL, content_type TEXT NOT NULL, body BLOB NOT NULL,
             created_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         CREATE INDEX idempotency_by_age ON idempotency(created_at);
@@ -61,13 +38,7 @@ enum SQLiteMigrations {
             THEN CAST('{"sequence":' || seq || ',"instance":' || json_quote(instance)
               || substr(CAST(body AS TEXT), length('{"sequence":' || seq) + 1) AS BLOB)
             ELSE body END;
-        CREATE TABLE tombstones (
-            seq INTEGER PRIMARY KEY,
-            instance TEXT NOT NULL,
-            model TEXT NOT NULL,
-            deleted_at INTEGER NOT NULL,
-            body BLOB NOT NULL
-        );
+        CREATE TABLE tombstones (seq INTEGER PRIMARY KEY, instance TEXT NOT NULL, model TEXT NOT NULL, deleted_at INTEGER NOT NULL, body BLOB NOT NULL);
         CREATE INDEX tombstones_by_age ON tombstones(deleted_at);
         """
     )
@@ -80,14 +51,8 @@ enum SQLiteMigrations {
         ALTER TABLE idempotency RENAME TO idempotency_responses;
         DROP INDEX idempotency_by_age;
         CREATE TABLE idempotency (
-            key TEXT PRIMARY KEY,
-            fingerprint BLOB NOT NULL,
-            result INTEGER NOT NULL,
-            instance TEXT,
-            model TEXT,
-            instance_created_at INTEGER,
-            body BLOB NOT NULL,
-            created_at INTEGER NOT NULL
+            key TEXT PRIMARY KEY, fingerprint BLOB NOT NULL, result INTEGER NOT NULL, instance TEXT, model TEXT, instance_created_at INTEGER,
+            body BLOB NOT NULL, created_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         INSERT INTO idempotency (key, fingerprint, result, instance, model, instance_created_at, body, created_at)
           SELECT key, fingerprint,
@@ -111,13 +76,8 @@ enum SQLiteMigrations {
     static let v4 = Migration(
         "v4-coverage",
         """
-        CREATE TABLE coverage (
-            model TEXT NOT NULL,
-            kind INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            count INTEGER NOT NULL,
-            PRIMARY KEY (model, kind, name)
-        ) WITHOUT ROWID;
+        CREATE TABLE coverage (model TEXT NOT NULL, kind INTEGER NOT NULL, name TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (model, kind, name))
+          WITHOUT ROWID;
         INSERT INTO coverage (model, kind, name, count)
           SELECT model, kind, name, 1 FROM (
             SELECT instances.model AS model,
@@ -131,5 +91,4 @@ enum SQLiteMigrations {
           ON CONFLICT (model, kind, name) DO UPDATE SET count = count + 1;
         """
     )
-
 }

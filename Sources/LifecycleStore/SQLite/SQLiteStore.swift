@@ -47,13 +47,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
     /// 64 MiB: a few seconds of the heaviest write load, and a checkpoint every second or so under it.
     public static let defaultMaxWALSize = 64 * 1024 * 1024
-
     /// How long a deletion record stays replayable unless told otherwise (both stores' default).
     public static let defaultTombstoneLifetime = RecordKind.deletionRecordLifetime
-
-    /// The schema's migrations, in order.
     static let migrations = SQLiteMigrations.all
-
     /// The database file inside a data folder.
     public static let fileName = "lifecycled.sqlite"
 
@@ -73,9 +69,8 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// The start-up check of the database, running beside the rest of start-up.
     private let startupCheck: IntegrityCheck
 
-    /// Opens (creating if needed) the store in `directory`, migrating its schema. Refuses a folder
-    /// another process holds, and a database that lost data the lock file's marker says was
-    /// committed (unless ``Options/acceptDataLoss``). `report` receives what an operator should see.
+    /// Opens (creating if needed) and migrates the store in `directory`; refuses a folder another process holds, and a database
+    /// that lost data the lock file's marker says was committed (unless ``Options/acceptDataLoss``).
     public init(
         directory: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
     ) throws(StoreError) {
@@ -93,7 +88,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
         // Before SQLite sees the file: it would quietly make a new database of a missing or empty one.
         var loss = try Self.lossBeforeOpening(path, lock.marker)
         if let loss, !options.acceptDataLoss { throw Self.refusal(path, loss) }
-
         let database: Database
         do {
             database = try Database(path: path)
@@ -105,7 +99,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             // Commits never checkpoint (see ``WALBound``); a WAL left larger shrinks back once it starts over.
             try database.execute("PRAGMA journal_size_limit = \(options.maxWALSize)")
             if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }
-            pageSize = try database.prepare("PRAGMA page_size").first { Int($0.integer(0)) } ?? 1024
+            pageSize = try database.first("PRAGMA page_size") { Int($0.integer(0)) } ?? 1024
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
@@ -115,10 +109,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
         do {
             try Self.migrate(database)
             // Retention never drops the newest record; a delete's number is kept as a floor in `meta`.
-            let newest = try database.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
-            let floor = try database.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
+            let newest = try database.first("SELECT coalesce(max(seq), 0) FROM records") { $0.integer(0) } ?? 0
+            let floor = try database.first("SELECT value FROM meta WHERE key = 'sequence_floor'") { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
-            unscopedKeysThrough = try database.prepare("SELECT value FROM meta WHERE key = 'unscoped_keys_through'").first { $0.date(0) }
+            unscopedKeysThrough = try database.first("SELECT value FROM meta WHERE key = 'unscoped_keys_through'") { $0.date(0) }
         } catch {
             throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
@@ -185,8 +179,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
     }
 
-    /// Waits for the start-up integrity check (`PRAGMA quick_check`); throws if the database is
-    /// damaged. Call before serving anything read from the store.
+    /// Waits for the start-up `PRAGMA quick_check`; throws if the database is damaged. Call before serving anything read.
     public func verifyIntegrity() throws(StoreError) {
         try startupCheck.wait()
     }
@@ -216,9 +209,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
     }
 
-    /// Brings the schema up to the newest version, one transaction per migration.
+    /// One transaction per migration.
     static func migrate(_ database: Database) throws(SQLiteError) {
-        let current = try database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        let current = try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
         let pending = try migrations.pending(after: current) { SQLiteError(code: SQLITE_ERROR, message: $0) }
         for (version, migration) in zip(pending.indices, pending) {
             try database.transaction { () throws(SQLiteError) in
@@ -231,11 +224,11 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// The schema version the database is at.
     public func schemaVersion() throws(StoreError) -> Int {
         try read("cannot read the schema version") { (database) throws(SQLiteError) in
-            try database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+            try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
         }
     }
 
-    /// Runs `body` on the read connection (one read at a time).
+    /// One read at a time.
     func read<T: Sendable>(_ what: String, _ body: sending (Database) throws(SQLiteError) -> T) throws(StoreError) -> T {
         try reader.withLock { (database: inout Database) throws(StoreError) -> T in
             try checked(what) { () throws(SQLiteError) in try body(database) }
@@ -251,7 +244,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
     }
 
     public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
-        try read("cannot read history of \(instanceID)") { (database) throws(SQLiteError) in try database.history(instanceID: instanceID, after: after, limit: limit) }
+        try read("cannot read history of \(instanceID)") { (database) throws(SQLiteError) in
+            try database.history(instanceID: instanceID, after: after, limit: limit)
+        }
     }
 
     public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
@@ -277,9 +272,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
     /// Only this process writes the file (the data folder's lock sees to it): nothing to observe.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {}
-
-    /// Times are kept in whole milliseconds (for tests that write rows themselves).
-    static func milliseconds(_ date: Date) -> Int64 { Codec.milliseconds(date) }
 }
 
 extension Database {

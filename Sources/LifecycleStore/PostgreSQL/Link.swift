@@ -32,7 +32,7 @@ struct Link {
         let now = ContinuousClock.now
         if let retryAt, now < retryAt {
             let wait = Int((retryAt - now) / .milliseconds(1))
-            throw PostgreSQLError(sqlState: nil, message: "\(outage ?? "") (next attempt in \(wait) ms)", isConnectionLost: true)
+            throw .lost("\(outage ?? "") (next attempt in \(wait) ms)")
         }
         do {
             let made = try Connection(url: url, deadline: deadline)
@@ -50,6 +50,15 @@ struct Link {
             retryAt = now + delay
             delay = min(delay * 2, Self.longestDelay)
             throw error
+        }
+    }
+
+    /// Rolls back the open transaction, or closes the connection, which rolls back on the server too.
+    mutating func rollBack() {
+        do {
+            try current?.execute("ROLLBACK")
+        } catch {
+            current = nil
         }
     }
 
@@ -110,7 +119,7 @@ final class CommitListener: Sendable {
                 let ready = poll(&descriptor, 1, Self.slice)
                 do throws(PostgreSQLError) {
                     if ready < 0 && errno != EINTR {
-                        throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
+                        throw .lost("poll: \(String(cString: strerror(errno)))")
                     }
                     if ready > 0, try connection.takeNotifications() > 0 { wake() }
                 } catch {

@@ -66,7 +66,6 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
     case created = 3
     /// An instance was deleted with its history; its record outlives it for a while.
     case deleted = 4
-
     /// How long a deletion record stays replayable by default: a watcher back within a day learns of it.
     @usableFromInline static let deletionRecordLifetime: TimeInterval = 24 * 3600
 
@@ -151,7 +150,6 @@ public struct CoverageCounts: Sendable, Equatable {
 
     /// Every counter that is not zero.
     public private(set) var counts: [Key: Int64] = [:]
-
     public init() {}
 
     /// The counter's value (0 when it never counted anything).
@@ -182,7 +180,6 @@ public struct CoverageCounts: Sendable, Equatable {
 public struct PageLimit: Sendable, Equatable {
     /// The default of `--page-bytes`: far above 1000 typical records, about 250 of 16 KiB (an 8192-character url).
     public static let defaultBytes = 4 * 1024 * 1024
-
     /// The most records on a page (at least 1).
     public var records: Int
     /// The most bytes of records' JSON on a page of more than one record.

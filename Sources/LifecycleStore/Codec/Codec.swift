@@ -53,8 +53,7 @@ enum Codec {
         [.integer(sequence), .text(instance), .integer(version), .integer(kind.rawValue), .integer(outcome?.storedCode), .bytes(json)]
     }
 
-    /// An input's record numbered `sequence` for `instance`: its JSON (encoded once numbered,
-    /// as streams and answers carry it) and its row.
+    /// An input's record numbered `sequence` for `instance`: its JSON (encoded once numbered, as streams and answers carry it) and its row.
     static func numbered(
         _ record: Record, _ sequence: Int64, instance: String, encode: (Record) -> [UInt8]
     ) -> (encoded: EncodedRecord, row: [ColumnValue]) {
@@ -180,7 +179,6 @@ protocol StoredRow {
     associatedtype Failure: Error
     /// The error for stored data no lifecycled writes: the database is damaged.
     static func damaged(_ message: String) -> Failure
-
     func isNull(_ column: Int) -> Bool
     /// An integer column; 0 for NULL.
     func integer(_ column: Int) -> Int64

@@ -12,7 +12,6 @@ struct Link {
     private var delay = Self.firstDelay
     /// Why the connection is down, while it is.
     private var outage: String?
-
     static let firstDelay: Duration = .milliseconds(100)
     static let longestDelay: Duration = .seconds(2)
 
@@ -96,7 +95,6 @@ final class CommitListener: Sendable {
     }
 
     private var isStopped: Bool { stopped.load(ordering: .relaxed) }
-
     /// How long one wait on the socket lasts at most, in milliseconds, so that ``stop()`` takes effect soon.
     private static let slice: Int32 = 100
 

@@ -58,7 +58,6 @@ final class Connection {
     }
 
     deinit { PQfinish(handle) }
-
     /// Whether the connection is gone: every later statement on it would fail.
     var isLost: Bool { isAbandoned || PQstatus(handle) != CONNECTION_OK }
 
@@ -212,12 +211,10 @@ final class QueryResult {
     }
 
     deinit { PQclear(handle) }
-
     var rowCount: Int { Int(PQntuples(handle)) }
     /// Rows a command changed (an INSERT's, UPDATE's or DELETE's count).
     var changedRows: Int { Int(String(cString: PQcmdTuples(handle))) ?? 0 }
     var rows: [ResultRow] { (0..<rowCount).map(row) }
-
     /// One row (reading past the last gives NULLs, as libpq does).
     func row(_ index: Int) -> ResultRow { ResultRow(result: self, row: Int32(index)) }
 }
@@ -226,9 +223,7 @@ final class QueryResult {
 struct ResultRow: StoredRow {
     let result: QueryResult
     let row: Int32
-
     static func damaged(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: "XX001", message: message, isConnectionLost: false) }
-
     func isNull(_ column: Int) -> Bool { PQgetisnull(result.handle, row, Int32(column)) == 1 }
 
     /// A binary `bigint`, `integer` or `smallint`: big-endian two's complement, from the sign up.
@@ -241,10 +236,8 @@ struct ResultRow: StoredRow {
     }
 
     func boolean(_ column: Int) -> Bool { bytes(column).first == 1 }
-
     /// Binary text is the UTF-8 text itself.
     func text(_ column: Int) -> String? { isNull(column) ? nil : String(decoding: bytes(column), as: UTF8.self) }
-
     func byteCount(_ column: Int) -> Int { Int(PQgetlength(result.handle, row, Int32(column))) }
 
     func bytes(_ column: Int) -> [UInt8] {
@@ -379,7 +372,6 @@ public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
 
     /// A failure of the connection itself, without a SQLSTATE.
     static func lost(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: nil, message: message, isConnectionLost: true) }
-
     /// 53100 disk_full.
     public var isDiskFull: Bool { sqlState == "53100" }
     /// Whether the statement's own data was refused: a constraint (class 23), a value out of range or malformed (22), too big (54000).

@@ -17,9 +17,7 @@ struct SQLStatement {
 protocol SQLConnection: AnyObject {
     associatedtype Row: StoredRow where Row.Failure == Failure
     associatedtype Failure: StoreFailure
-
     static var dialect: SQLDialect { get }
-
     /// Runs `sql` with `values` bound to `$1`, `$2`, ..., calling `body` with each row in order.
     func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(Failure) -> Void) throws(Failure)
     /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
@@ -138,7 +136,6 @@ extension SQLConnection {
 
     /// The oldest record of an instance still kept; version 0 is the creation record, which is not history.
     static var historyOldest: String { "SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1" }
-
     /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
     static var replayScanRows: Int64 { 8192 }
 

@@ -18,7 +18,6 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     private(set) var instancesAdded: Int64 = 0
     /// The first statement that failed: PostgreSQL aborted the transaction there.
     private(set) var failure: Connection.Failure?
-
     /// Instances to write, newest state of each; `isNew` for those to insert.
     private var instances: [String: (instance: StoredInstance, isNew: Bool)] = [:]
     private var records: [[ColumnValue]] = []

@@ -5,11 +5,9 @@ import Foundation
 public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public let code: Int32
     public let message: String
-
     /// The primary result code (extended codes carry it in the low byte).
     public var primaryCode: Int32 { code & 0xFF }
     public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
-
     /// Whether the statement's own data was refused (a constraint or trigger, a value too big or of the wrong type).
     public var isSpecificToWrite: Bool { [SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH].contains(primaryCode) }
     /// Whether the file is damaged: other writes may still commit, but it is the store's failure, not the write's.
@@ -44,7 +42,6 @@ final class Database {
     }
 
     deinit { sqlite3_close_v2(handle) }
-
     /// Frames in the WAL after this connection's last commit; 0 after a checkpoint that starts it over.
     private(set) var walFrames = 0
     /// The statements the shared store code ran, prepared once by their text.
@@ -169,9 +166,7 @@ final class Statement {
 /// Reads columns of the current row; valid only inside the callback that received it.
 struct Row: StoredRow {
     let handle: OpaquePointer
-
     static func damaged(_ message: String) -> SQLiteError { SQLiteError(code: SQLITE_CORRUPT, message: message) }
-
     func isNull(_ column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
     func integer(_ column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
     func boolean(_ column: Int) -> Bool { integer(column) != 0 }

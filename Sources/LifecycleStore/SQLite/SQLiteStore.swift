@@ -52,7 +52,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
     static let migrations = SQLiteMigrations.all
     /// The database file inside a data folder.
     public static let fileName = "lifecycled.sqlite"
-
     /// The database file: its size and its WAL's are reported.
     public let path: String
     public let options: Options
@@ -267,9 +266,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     }
 
     public var lastSequence: Int64 { writer.withLock { $0.sequence } }
-
     public func latestSequence() throws(StoreError) -> Int64 { lastSequence }
-
     /// Only this process writes the file (the data folder's lock sees to it): nothing to observe.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {}
 }

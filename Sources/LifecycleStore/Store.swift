@@ -127,7 +127,6 @@ public struct StoreEvent: Sendable {
 
 /// An error of a store's database library, which says what it means for the store.
 protocol StoreFailure: Error {
-    /// The failure of doing `what`.
     func storeError(doing what: String) -> StoreError
 }
 

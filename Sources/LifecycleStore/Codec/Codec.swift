@@ -175,7 +175,6 @@ extension Outcome {
 
 /// One result row, read by column position: what SQLite's rows and libpq's results both offer to the codec.
 protocol StoredRow {
-    /// The error of the store the row comes from.
     associatedtype Failure: Error
     /// The error for stored data no lifecycled writes: the database is damaged.
     static func damaged(_ message: String) -> Failure

@@ -72,7 +72,6 @@ struct Link {
         outage = outage ?? why
     }
 
-    /// Closes the connection; the next use makes a new one.
     mutating func disconnect() {
         current = nil
     }

@@ -180,7 +180,6 @@ final class Connection {
         PostgreSQLError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)), isConnectionLost: isLost)
     }
 
-    /// The connection's socket, to wait on for notifications.
     var socket: Int32 { PQsocket(handle) }
 
     /// Reads what the server sent and counts the notifications in it (each freed at once).

@@ -29,7 +29,6 @@ final class IntegrityCheck: Sendable {
         }
     }
 
-    /// Returns once the check is over, whatever it found.
     func waitUntilDone() {
         done.wait()
         done.signal()

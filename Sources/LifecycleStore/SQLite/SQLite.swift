@@ -25,13 +25,11 @@ final class Database {
         let flags = (isReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &opened, flags, nil)
         guard let opened else { throw SQLiteError(code: code, message: "cannot open \(path)") }
-        handle = opened
-        do {
-            try check(code)
-        } catch {
-            sqlite3_close_v2(opened)
-            throw error
+        guard code == SQLITE_OK else {
+            defer { sqlite3_close_v2(opened) }
+            throw SQLiteError(code: code, message: String(cString: sqlite3_errmsg(opened)))
         }
+        handle = opened
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5000)
         // Replaces the automatic checkpoint (`wal_autocheckpoint` would remove it): commits never checkpoint.
@@ -145,10 +143,7 @@ final class Statement {
     }
 
     func run(_ values: [ColumnValue] = []) throws(SQLiteError) {
-        try bind(values)
-        let code = sqlite3_step(handle)
-        sqlite3_reset(handle)
-        try database.check(code)
+        try forEachRow(values) { _ in }
     }
 
     func forEachRow(_ values: [ColumnValue] = [], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {

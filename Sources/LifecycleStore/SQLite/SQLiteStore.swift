@@ -32,7 +32,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         /// Options with the service's defaults.
         public init(
             sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, maxPageCount: Int? = nil,
+            tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime, maxPageCount: Int? = nil,
             maxWALSize: Int = SQLiteStore.defaultMaxWALSize, acceptDataLoss: Bool = false
         ) {
             self.sync = sync
@@ -47,8 +47,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
     /// 64 MiB: a few seconds of the heaviest write load, and a checkpoint every second or so under it.
     public static let defaultMaxWALSize = 64 * 1024 * 1024
-    /// How long a deletion record stays replayable unless told otherwise (both stores' default).
-    public static let defaultTombstoneLifetime = RecordKind.deletionRecordLifetime
     static let migrations = SQLiteMigrations.all
     /// The database file inside a data folder.
     public static let fileName = "lifecycled.sqlite"

@@ -39,7 +39,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         self.unscopedKeysThrough = unscopedKeysThrough
     }
 
-    /// Runs database work, keeping the first failure (which aborts a PostgreSQL transaction).
+    /// Runs database work, keeping the first failure.
     private func run<T>(_ what: @autoclosure () -> String, _ body: () throws(Connection.Failure) -> T) throws(StoreError) -> T {
         do {
             return try body()

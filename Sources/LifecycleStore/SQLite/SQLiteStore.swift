@@ -57,7 +57,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
     let report: @Sendable (StoreEvent) -> Void
     /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
     let unscopedKeysThrough: Date?
-    /// The write connection and what goes with it: one transaction at a time.
     let writer: Mutex<Writer>
     /// Reads of committed data, on a connection of their own (WAL lets them run beside a write).
     let reader: Mutex<Database>

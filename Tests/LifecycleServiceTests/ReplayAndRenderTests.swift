@@ -73,7 +73,7 @@ struct ReplayAndRenderTests {
         // the 409 a problem around the stored record as version 2 wrote it.
         do {
             let database = try Database(path: server.dataDirectory + "/" + SQLiteStore.fileName)
-            let record = try #require(try database.prepare("SELECT body FROM records WHERE instance = 'a' AND version = 1").first { $0.bytes(0) })
+            let record = try #require(try database.first("SELECT body FROM records WHERE instance = 'a' AND version = 1") { $0.bytes(0) })
             let problem = Array(#"{"type":"/problems/unexpected-event","title":"Unexpected Event","status":409,"detail":"\"willConnectToWindow\" is not expected in state \"initializing\"; it was recorded and counted","record":"#.utf8)
                 + record + Array("}".utf8)
             // As version 2 answered, apart from the newline that now ends every body.
@@ -97,7 +97,7 @@ struct ReplayAndRenderTests {
                 ] {
                     try insert.run([
                         .text(key), .bytes(Array(request.utf8)), .integer(Int64(status)), .text(contentType), .bytes(body),
-                        .integer(SQLiteStore.milliseconds(Date())),
+                        .integer(Codec.milliseconds(Date())),
                     ])
                 }
             }

@@ -149,7 +149,7 @@ struct SQLiteStoreTests {
                 for row in rows {
                     try insert.run([
                         .text(row.key), .bytes(Array(row.key.utf8)), .integer(row.status), .text(row.contentType), .bytes(Array(row.body.utf8)),
-                        .integer(SQLiteStore.milliseconds(Date())),
+                        .integer(Codec.milliseconds(Date())),
                     ])
                 }
             }

@@ -34,7 +34,7 @@ final class StorePlace {
     /// Opens the store with the options both kinds have.
     func open(
         historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-        tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime
+        tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime
     ) throws -> any ClosableStore {
         switch backend {
         case .sqlite:

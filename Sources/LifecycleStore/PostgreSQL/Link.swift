@@ -12,7 +12,6 @@ struct Link {
     private var delay = Self.firstDelay
     /// Why the connection is down, while it is.
     private var outage: String?
-
     static let firstDelay: Duration = .milliseconds(100)
     static let longestDelay: Duration = .seconds(2)
 
@@ -32,7 +31,7 @@ struct Link {
         let now = ContinuousClock.now
         if let retryAt, now < retryAt {
             let wait = Int((retryAt - now) / .milliseconds(1))
-            throw PostgreSQLError(sqlState: nil, message: "\(outage ?? "") (next attempt in \(wait) ms)", isConnectionLost: true)
+            throw .lost("\(outage ?? "") (next attempt in \(wait) ms)")
         }
         do {
             let made = try Connection(url: url, deadline: deadline)
@@ -53,6 +52,15 @@ struct Link {
         }
     }
 
+    /// Rolls back the open transaction, or closes the connection, which rolls back on the server too.
+    mutating func rollBack() {
+        do {
+            try current?.execute("ROLLBACK")
+        } catch {
+            current = nil
+        }
+    }
+
     /// Forgets the connection if `error` says it is gone.
     mutating func dropIfLost(_ error: PostgreSQLError) {
         if error.isConnectionLost || current?.isLost == true { lost(error.message) }
@@ -64,7 +72,6 @@ struct Link {
         outage = outage ?? why
     }
 
-    /// Closes the connection; the next use makes a new one.
     mutating func disconnect() {
         current = nil
     }
@@ -87,7 +94,6 @@ final class CommitListener: Sendable {
     }
 
     private var isStopped: Bool { stopped.load(ordering: .relaxed) }
-
     /// How long one wait on the socket lasts at most, in milliseconds, so that ``stop()`` takes effect soon.
     private static let slice: Int32 = 100
 
@@ -110,7 +116,7 @@ final class CommitListener: Sendable {
                 let ready = poll(&descriptor, 1, Self.slice)
                 do throws(PostgreSQLError) {
                     if ready < 0 && errno != EINTR {
-                        throw PostgreSQLError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))", isConnectionLost: true)
+                        throw .lost("poll: \(String(cString: strerror(errno)))")
                     }
                     if ready > 0, try connection.takeNotifications() > 0 { wake() }
                 } catch {

@@ -1,10 +1,9 @@
 import CLibPQ
 import Foundation
 
-/// One libpq connection, owning its `PGconn*`; the owner serialises access. Unnamed statements
-/// and no session state, so it may lead through PgBouncer in transaction mode. Every wait is a
-/// non-blocking call and `poll(2)` against ``deadline``: a server that holds its sockets but does
-/// not answer would block libpq for ever. Past it the connection is given up; what the server
+/// One libpq connection, owning its `PGconn*`; the owner serialises access. Unnamed statements and no session state, so it may
+/// lead through PgBouncer in transaction mode. Every wait is a non-blocking call and `poll(2)` against ``deadline``: a server
+/// that holds its sockets but does not answer would block libpq for ever. Past it the connection is given up; what the server
 /// received (a COMMIT too) may still take effect.
 final class Connection {
     private let handle: OpaquePointer
@@ -29,7 +28,7 @@ final class Connection {
                 PQconnectStartParams(keys.baseAddress, values.baseAddress, 1)
             }
         }
-        guard let started else { throw PostgreSQLError(sqlState: nil, message: "out of memory", isConnectionLost: true) }
+        guard let started else { throw .lost("out of memory") }
         do throws(PostgreSQLError) {
             try Self.complete(started, by: deadline)
         } catch {
@@ -45,25 +44,20 @@ final class Connection {
     /// Drives libpq's connection state machine to its end by `deadline`; the socket may change from one address to the next.
     private static func complete(_ connection: OpaquePointer, by deadline: Deadline) throws(PostgreSQLError) {
         var polling = PGRES_POLLING_WRITING
-        while PQstatus(connection) != CONNECTION_BAD {
+        steps: while PQstatus(connection) != CONNECTION_BAD {
             switch polling {
-            case PGRES_POLLING_OK:
-                // Sending, too, must never block: a server that stops reading fills the socket.
-                guard PQsetnonblocking(connection, 1) == 0 else {
-                    throw PostgreSQLError(sqlState: nil, message: trimmed(PQerrorMessage(connection)), isConnectionLost: true)
-                }
-                return
+            // Sending, too, must never block: a server that stops reading fills the socket.
+            case PGRES_POLLING_OK: if PQsetnonblocking(connection, 1) == 0 { return } else { break steps }
             case PGRES_POLLING_READING: try deadline.wait(PQsocket(connection), for: Int32(POLLIN))
             case PGRES_POLLING_WRITING: try deadline.wait(PQsocket(connection), for: Int32(POLLOUT))
-            default: throw PostgreSQLError(sqlState: nil, message: trimmed(PQerrorMessage(connection)), isConnectionLost: true)
+            default: break steps
             }
             polling = PQconnectPoll(connection)
         }
-        throw PostgreSQLError(sqlState: nil, message: trimmed(PQerrorMessage(connection)), isConnectionLost: true)
+        throw .lost(trimmed(PQerrorMessage(connection)))
     }
 
     deinit { PQfinish(handle) }
-
     /// Whether the connection is gone: every later statement on it would fail.
     var isLost: Bool { isAbandoned || PQstatus(handle) != CONNECTION_OK }
 
@@ -77,7 +71,7 @@ final class Connection {
     @discardableResult
     func execute(_ statements: [SQLStatement]) throws(PostgreSQLError) -> [QueryResult] {
         guard !statements.isEmpty else { return [] }
-        guard !isAbandoned else { throw PostgreSQLError(sqlState: nil, message: "the connection was given up", isConnectionLost: true) }
+        guard !isAbandoned else { throw .lost("the connection was given up") }
         do {
             return try exchange(statements)
         } catch {
@@ -186,14 +180,11 @@ final class Connection {
         PostgreSQLError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)), isConnectionLost: isLost)
     }
 
-    /// The connection's socket, to wait on for notifications.
     var socket: Int32 { PQsocket(handle) }
 
     /// Reads what the server sent and counts the notifications in it (each freed at once).
     func takeNotifications() throws(PostgreSQLError) -> Int {
-        guard PQconsumeInput(handle) == 1 else {
-            throw PostgreSQLError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)), isConnectionLost: true)
-        }
+        guard PQconsumeInput(handle) == 1 else { throw .lost(Self.trimmed(PQerrorMessage(handle))) }
         var count = 0
         while let notification = PQnotifies(handle) {
             PQfreemem(notification)
@@ -219,15 +210,10 @@ final class QueryResult {
     }
 
     deinit { PQclear(handle) }
-
     var rowCount: Int { Int(PQntuples(handle)) }
-
     /// Rows a command changed (an INSERT's, UPDATE's or DELETE's count).
     var changedRows: Int { Int(String(cString: PQcmdTuples(handle))) ?? 0 }
-
-    /// Its rows, for the codec.
     var rows: [ResultRow] { (0..<rowCount).map(row) }
-
     /// One row (reading past the last gives NULLs, as libpq does).
     func row(_ index: Int) -> ResultRow { ResultRow(result: self, row: Int32(index)) }
 }
@@ -236,9 +222,7 @@ final class QueryResult {
 struct ResultRow: StoredRow {
     let result: QueryResult
     let row: Int32
-
     static func damaged(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: "XX001", message: message, isConnectionLost: false) }
-
     func isNull(_ column: Int) -> Bool { PQgetisnull(result.handle, row, Int32(column)) == 1 }
 
     /// A binary `bigint`, `integer` or `smallint`: big-endian two's complement, from the sign up.
@@ -251,10 +235,8 @@ struct ResultRow: StoredRow {
     }
 
     func boolean(_ column: Int) -> Bool { bytes(column).first == 1 }
-
     /// Binary text is the UTF-8 text itself.
     func text(_ column: Int) -> String? { isNull(column) ? nil : String(decoding: bytes(column), as: UTF8.self) }
-
     func byteCount(_ column: Int) -> Int { Int(PQgetlength(result.handle, row, Int32(column))) }
 
     func bytes(_ column: Int) -> [UInt8] {
@@ -280,7 +262,6 @@ extension ColumnValue {
     }
 
     private static func int8(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
-
     private static func int4(_ value: Int32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 
     /// A one-dimensional array in PostgreSQL's binary form (see `array_recv`).
@@ -367,6 +348,80 @@ extension Connection: SQLConnection {
         raisingDroppedFloor(
             "DELETE FROM records USING \(ColumnValue.unnest(["text", "bigint"], as: "instance, through")) WHERE records.instance = u.instance AND records.version <= u.through",
             [.texts(drops.map(\.key)), .integers(drops.map(\.value))]
+        )
+    }
+}
+
+/// A failed libpq call: the server's SQLSTATE (when the server answered) and message.
+public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
+    /// The five-character SQLSTATE; `nil` when the failure lies in the connection itself.
+    public let sqlState: String?
+    public let message: String
+    /// Whether the connection is gone (or never came up): nothing more can be done on it.
+    public let isConnectionLost: Bool
+    /// Whether the server did not answer by the ``Deadline``: the connection was given up (so it is lost too).
+    public let isTimedOut: Bool
+
+    public init(sqlState: String?, message: String, isConnectionLost: Bool, isTimedOut: Bool = false) {
+        self.sqlState = sqlState
+        self.message = message
+        self.isConnectionLost = isConnectionLost || isTimedOut
+        self.isTimedOut = isTimedOut
+    }
+
+    /// A failure of the connection itself, without a SQLSTATE.
+    static func lost(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: nil, message: message, isConnectionLost: true) }
+    /// 53100 disk_full.
+    public var isDiskFull: Bool { sqlState == "53100" }
+    /// Whether the statement's own data was refused: a constraint (class 23), a value out of range or malformed (22), too big (54000).
+    public var isSpecificToWrite: Bool { sqlState.map { $0.hasPrefix("23") || $0.hasPrefix("22") || $0 == "54000" } ?? false }
+    /// XX001 data_corrupted, XX002 index_corrupted: damage that does not heal.
+    public var isDamage: Bool { sqlState == "XX001" || sqlState == "XX002" }
+    public var description: String { sqlState.map { "PostgreSQL error \($0): \(message)" } ?? "PostgreSQL: \(message)" }
+}
+
+/// When an operation on PostgreSQL must be over: every wait for the server in it ends by then.
+struct Deadline {
+    let instant: ContinuousClock.Instant
+    /// The bound it was set with, for messages.
+    let bound: Duration
+
+    init(_ bound: Duration) {
+        self.bound = bound
+        instant = .now + bound
+    }
+
+    /// The same instant as a `Date`, for waits that take one.
+    var date: Date { Date(timeIntervalSinceNow: ContinuousClock.now.duration(to: instant) / .seconds(1)) }
+
+    /// The failure of a wait that `instant` ended; `waiting` says for what.
+    func passed(_ waiting: String = "") -> PostgreSQLError {
+        PostgreSQLError(
+            sqlState: nil, message: "no answer within \(Int64(bound / .milliseconds(1))) ms\(waiting.isEmpty ? "" : " \(waiting)")",
+            isConnectionLost: true, isTimedOut: true
+        )
+    }
+
+    /// Waits until `socket` is ready for `events` (POLLIN, POLLOUT), or throws once the deadline has passed.
+    func wait(_ socket: Int32, for events: Int32) throws(PostgreSQLError) {
+        guard socket >= 0 else { throw .lost("the connection has no socket") }
+        while true {
+            let left = ContinuousClock.now.duration(to: instant)
+            guard left > .zero else { throw passed() }
+            var descriptor = pollfd(fd: socket, events: Int16(events), revents: 0)
+            let ready = poll(&descriptor, 1, Int32((left / .milliseconds(1)).rounded(.up)))
+            if ready > 0 { return }
+            if ready < 0, errno != EINTR { throw .lost("poll: \(String(cString: strerror(errno)))") }
+        }
+    }
+}
+
+extension PostgreSQLError: StoreFailure {
+    func storeError(doing what: String) -> StoreError {
+        if isConnectionLost { return StoreError("\(what): PostgreSQL is unreachable: \(message)", isUnreachable: true) }
+        return StoreError(
+            "\(what): \(message)\(sqlState.map { " (SQLSTATE \($0))" } ?? "")", isDiskFull: isDiskFull,
+            isSpecificToWrite: isSpecificToWrite, isDamage: isDamage
         )
     }
 }

@@ -2,14 +2,10 @@ import Foundation
 import LifecycleKit
 import Synchronization
 
-/// The store for several replicas on one PostgreSQL, which learn of each other's commits
-/// through `LISTEN`/`NOTIFY` and polling.
-///
-/// Each write transaction first locks the one row of `commit_counter` and numbers its records
-/// after its `last_sequence`: sequence numbers are dense and in commit order across replicas,
-/// which a PostgreSQL sequence's are not. When PostgreSQL cannot be reached (or does not answer
-/// within ``Options/timeout`` or ``Options/readTimeout``), operations fail at once and the
-/// next ones connect again, with a backoff (see ``Link``).
+/// The store for several replicas on one PostgreSQL, which learn of each other's commits through `LISTEN`/`NOTIFY` and
+/// polling. A write locks the one row of `commit_counter` and numbers its records after its `last_sequence`: dense and in
+/// commit order across replicas, as a PostgreSQL sequence's are not. When PostgreSQL cannot be reached (or does not answer
+/// within ``Options/timeout`` or ``Options/readTimeout``), operations fail at once and the next connect again (see ``Link``).
 public final class PostgresStore: InstanceStore, Sendable {
     /// How the store keeps and forgets, and where it listens.
     public struct Options: Sendable {
@@ -43,15 +39,13 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     /// The channel each commit notifies; no payload, since NOTIFY's queue serialises commits cluster-wide.
     static let channel = "lifecycled_commits"
-
     /// The advisory lock migrations hold, so replicas starting together do not race ("lifecycled" in ASCII).
     static let schemaLockKey: Int64 = 0x6c_6966_6563_7963
-
-    /// The schema's migrations, in order.
     static let migrations = PostgresMigrations.all
+    /// Instances one statement of ``loadInstances()`` reads.
+    static let loadPageSize = 10_000
 
-    /// A connection of the store's and whether the store closed it: the write one (one transaction at a time from
-    /// this process) or the read one, which reads share one at a time.
+    /// The write connection (one transaction at a time from this process) or the read one, and whether the store closed it.
     struct Line {
         var link: Link
         var writesSincePurge = 0
@@ -111,8 +105,7 @@ public final class PostgresStore: InstanceStore, Sendable {
         listeners.withLock { $0.forEach { $0.stop() } }
     }
 
-    /// Brings the schema up to the newest version, in the caller's transaction: the advisory
-    /// lock holds until it ends, so a replica starting at the same moment then finds the schema made.
+    /// In the caller's transaction: the advisory lock holds until it ends, so a replica starting at the same moment finds the schema made.
     private static func migrate(_ connection: Connection) throws(PostgreSQLError) {
         try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(schemaLockKey)])
         try connection.execute("CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value bigint NOT NULL)")
@@ -126,8 +119,7 @@ public final class PostgresStore: InstanceStore, Sendable {
     }
 
     private static func schemaVersion(_ connection: Connection) throws(PostgreSQLError) -> Int {
-        let found = try connection.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-        return found.rowCount == 0 ? 0 : Int(found.row(0).integer(0))
+        try connection.first("SELECT value FROM meta WHERE key = 'schema_version'") { Int($0.integer(0)) } ?? 0
     }
 
     /// The schema version the database is at.
@@ -163,9 +155,8 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     // MARK: Writes
 
-    /// Durable as the server's `synchronous_commit` has it. A COMMIT whose connection drops, or
-    /// that outlasts ``Options/timeout``, fails with ``StoreError/isOutcomeUnknown``: it may have
-    /// committed, which a retry with the same idempotency key then learns.
+    /// Durable as the server's `synchronous_commit` has it. A COMMIT whose connection drops, or that outlasts ``Options/timeout``,
+    /// fails with ``StoreError/isOutcomeUnknown``: it may have committed, which a retry with the same idempotency key learns.
     public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
         // nonisolated(unsafe): `body` runs only here, under the lock; region checking cannot see that.
         nonisolated(unsafe) let body = body
@@ -192,7 +183,7 @@ public final class PostgresStore: InstanceStore, Sendable {
                     ))
                 }
             } catch {
-                Self.rollBack(connection, &writer.link)
+                writer.link.rollBack()
                 throw error
             }
             // What waited, the counter and COMMIT: one round trip.
@@ -207,7 +198,7 @@ public final class PostgresStore: InstanceStore, Sendable {
                     )
                 }
                 // A statement failed, and PostgreSQL skipped the COMMIT after it.
-                Self.rollBack(connection, &writer.link)
+                writer.link.rollBack()
                 throw StoreError(error, doing: "cannot commit")
             }
             writer.writesSincePurge = purging ? 0 : writer.writesSincePurge + 1
@@ -240,19 +231,125 @@ public final class PostgresStore: InstanceStore, Sendable {
                         continue
                     }
                 } else {
-                    rollBack(connection, &link)
+                    link.rollBack()
                 }
                 throw StoreError(error, doing: "cannot begin a transaction")
             }
         }
     }
 
-    /// Rolls back the open transaction, or closes the connection, which rolls back on the server too.
-    private static func rollBack(_ connection: Connection, _ link: inout Link) {
-        do {
-            try connection.execute("ROLLBACK")
-        } catch {
-            link.disconnect()
+    /// Runs `body` (one statement, so one snapshot) on the read connection within `bound` (``Options/readTimeout`` unless
+    /// given), the wait for the read ahead included; made again once on a lost connection, since a read changes nothing.
+    func read<T: Sendable>(
+        _ what: String, within bound: Duration? = nil, _ body: sending (Connection) throws(PostgreSQLError) -> T
+    ) throws(StoreError) -> T {
+        let deadline = Deadline(bound ?? options.readTimeout)
+        guard readGate.lock(before: deadline.date) else { throw StoreError(deadline.passed("waiting for the read ahead of it"), doing: what) }
+        defer { readGate.unlock() }
+        return try reader.withLock { (reader) throws(StoreError) -> T in
+            guard !reader.isClosed else { throw StoreError("\(what): the store is closed") }
+            var retried = false
+            while true {
+                let connection = try checked(what) { () throws(PostgreSQLError) in try reader.link.connection(by: deadline) }
+                do throws(PostgreSQLError) {
+                    return try body(connection)
+                } catch {
+                    reader.link.dropIfLost(error)
+                    if error.isConnectionLost, !error.isTimedOut, !retried {
+                        retried = true
+                        continue
+                    }
+                    throw StoreError(error, doing: what)
+                }
+            }
         }
+    }
+
+    /// In pages by id, each within ``Options/timeout``; a replica's catch-up reconciles their snapshots.
+    public func loadInstances() throws(StoreError) -> [StoredInstance] {
+        var loaded: [StoredInstance] = []
+        while true {
+            let after = loaded.last?.id ?? ""
+            let page = try read("cannot load instances", within: options.timeout) { (connection) throws(PostgreSQLError) in
+                try connection.instances(after: after, limit: Int64(Self.loadPageSize))
+            }
+            loaded += page
+            if page.count < Self.loadPageSize { return loaded }
+        }
+    }
+
+    public func instances(_ ids: [String]) throws(StoreError) -> [StoredInstance] {
+        guard !ids.isEmpty else { return [] }
+        return try read("cannot load instances") { (connection) throws(PostgreSQLError) in try connection.instances(ids) }
+    }
+
+    public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
+        try read("cannot read history of \(instanceID)") { (connection) throws(PostgreSQLError) in
+            try connection.history(instanceID: instanceID, after: after, limit: limit)
+        }
+    }
+
+    public func loadCoverage() throws(StoreError) -> CoverageCounts {
+        try read("cannot load coverage counters") { (connection) throws(PostgreSQLError) in try connection.coverage() }
+    }
+
+    public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
+        try read("cannot replay records after \(after)") { (connection) throws(PostgreSQLError) in
+            try connection.replay(after: after, through: through, filter: filter, limit: limit)
+        }
+    }
+}
+
+extension Connection {
+    /// One statement, so the page and its oldest record agree (no oldest, no page). libpq holds
+    /// the result whole, so it stops at the first row past the page's bytes (`before`), or the second.
+    func history(instanceID: String, after: Int64, limit: PageLimit) throws(PostgreSQLError) -> HistoryPage {
+        let found = try execute(
+            """
+            WITH oldest AS (\(Self.historyOldest)), page AS (
+              SELECT seq, version, body, row_number() OVER (ORDER BY version) AS n,
+                sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
+              \(Self.historyRange)
+            )
+            SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
+            """,
+            [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]
+        )
+        var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
+        var fill = PageFill(limit)
+        for row in found.rows {
+            page.oldestRetainedVersion = row.integer(0)
+            page.oldestRetainedSequence = row.integer(1)
+            guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { continue }
+            page.records.append(row.bytes(3))
+            page.lastSequence = row.integer(2)
+        }
+        page.hasMore = fill.turnedAway
+        return page
+    }
+
+    /// One statement, so the page and its bounds agree; it stops past the page's bytes, as history does.
+    func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(PostgreSQLError) -> ReplayPage {
+        var (select, values, upper) = Self.replaySelect(after: after, through: through, filter: filter, limit: limit)
+        values.append(.integer(Int64(limit.bytes)))
+        let sql = """
+            WITH rows AS (\(select)),
+            page AS (
+              SELECT *, row_number() OVER (ORDER BY seq) AS n, sum(octet_length(body)) OVER (ORDER BY seq) - octet_length(body) AS before
+              FROM rows
+            ),
+            bounds AS (SELECT \(Self.replayBounds))
+            SELECT bounds.*, page.seq, page.kind, page.body, page.instance, page.outcome, page.model
+            FROM bounds LEFT JOIN page ON page.before <= $\(values.count) OR page.n <= 2 ORDER BY page.seq
+            """
+        var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
+        var fill = PageFill(limit)
+        for row in try execute(sql, values).rows {
+            Codec.bounds(row, into: &page)
+            guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { continue }
+            page.records.append(try Codec.replayed(row, from: 3))
+        }
+        if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
+        return page
     }
 }

@@ -17,15 +17,12 @@ struct SQLStatement {
 protocol SQLConnection: AnyObject {
     associatedtype Row: StoredRow where Row.Failure == Failure
     associatedtype Failure: StoreFailure
-
     static var dialect: SQLDialect { get }
-
     /// Runs `sql` with `values` bound to `$1`, `$2`, ..., calling `body` with each row in order.
     func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(Failure) -> Void) throws(Failure)
     /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
     @discardableResult
     func run(_ statements: [SQLStatement]) throws(Failure) -> [Int]
-
     /// Statements that insert `rows` (at least one) into `table`: one over `unnest` on PostgreSQL, one a row on SQLite.
     static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement]
     /// Statements that store the state of existing instances (their codec rows).
@@ -41,10 +38,9 @@ struct SQLDialect: Sendable {
     /// The instance columns in the order ``Codec/columns(of:)`` writes them; `window` is a keyword in PostgreSQL.
     let instanceColumnNames: [String]
     let instanceColumns: String
-    /// The `instances` table, for new instances, and the start of a statement that reads instances.
     let instances: SQLTable
     let selectInstances: String
-    /// The larger of two values: `max` in SQLite, `greatest` in PostgreSQL.
+    /// `max` in SQLite, `greatest` in PostgreSQL.
     let greatest: String
     /// Whether deletes keep their number in `meta.sequence_floor` (SQLite); PostgreSQL keeps it in `commit_counter`.
     let keepsSequenceFloor: Bool
@@ -75,7 +71,6 @@ struct SQLTable: Sendable {
     let name: String
     let columns: String
     let onConflict: String
-    /// The insert of one row.
     let insertingOne: String
 
     init(name: String, columns: String, onConflict: String = "") {
@@ -101,7 +96,6 @@ struct SQLTable: Sendable {
 }
 
 extension SQLConnection {
-    /// What `read` makes of each row.
     func rows<T>(_ sql: String, _ values: [ColumnValue] = [], _ read: (Row) throws(Failure) -> T) throws(Failure) -> [T] {
         var found: [T] = []
         try forEachRow(sql, values) { (row) throws(Failure) in found.append(try read(row)) }
@@ -121,7 +115,6 @@ extension SQLConnection {
         return try rows("\(Self.dialect.selectInstances) WHERE \(condition)", values, Codec.instance)
     }
 
-    /// Up to `limit` instances with ids after `after`, by id.
     func instances(after: String, limit: Int64) throws(Failure) -> [StoredInstance] {
         try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)], Codec.instance)
     }
@@ -132,8 +125,8 @@ extension SQLConnection {
         return counts
     }
 
-    /// A page of an instance's history: its records after the version of the record `after` names (`$2`), not from
-    /// the history's beginning, within `$3` rows: one more than the page holds says whether more follow.
+    /// An instance's records after the version of the record `$2` names (not from the beginning), within `$3` rows: one
+    /// more than the page holds says whether more follow.
     static var historyRange: String {
         """
         FROM records WHERE instance = $1 AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
@@ -143,12 +136,11 @@ extension SQLConnection {
 
     /// The oldest record of an instance still kept; version 0 is the creation record, which is not history.
     static var historyOldest: String { "SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1" }
-
     /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
     static var replayScanRows: Int64 { 8192 }
 
     /// The replay's SELECT (seq, kind, body, instance, outcome, model) of records in (`$1`, `$2`] that pass `filter`, and of
-    /// deletion records unless outcomes are asked for, within `$3` rows; the values it binds; the last number it examines.
+    /// deletion records unless outcomes are asked for, within `$3` rows; its values; the last number it examines.
     static func replaySelect(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) -> (sql: String, values: [ColumnValue], upper: Int64) {
         // With an instance filter the index finds the records, however far apart.
         let upper = filter.instances == nil ? min(through, after + replayScanRows) : through

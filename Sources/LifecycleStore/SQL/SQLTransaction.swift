@@ -1,10 +1,9 @@
 import Foundation
 import LifecycleKit
 
-/// One write transaction's view of a store, valid only inside its `write`. Writes wait in memory (reads look there
-/// first) until the commit, an instance count on SQLite, or a delete; then they go as the driver batches them: on
-/// PostgreSQL one statement per table over `unnest`, in one round trip with the COMMIT (two round trips a batch, not
-/// per event); on SQLite one prepared statement a row.
+/// One write transaction, valid only inside its `write`. Writes wait in memory (reads look there first) until the commit,
+/// an instance count on SQLite, or a delete; then they go as the driver batches them: on PostgreSQL one statement a table
+/// over `unnest`, in one round trip with the COMMIT (two round trips a batch, not per event); on SQLite one a row.
 final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     let connection: Connection
     let startSequence: Int64
@@ -19,14 +18,11 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     private(set) var instancesAdded: Int64 = 0
     /// The first statement that failed: PostgreSQL aborted the transaction there.
     private(set) var failure: Connection.Failure?
-
     /// Instances to write, newest state of each; `isNew` for those to insert.
     private var instances: [String: (instance: StoredInstance, isNew: Bool)] = [:]
-    /// Records to insert (the codec's columns), in the order they were numbered.
     private var records: [[ColumnValue]] = []
     /// Per instance, the newest version the history limit drops (with all before it).
     private var drops: [String: Int64] = [:]
-    /// Idempotency keys to store, by key.
     private var keys: [String: Codec.StoredKey] = [:]
     private var coverage = CoverageCounts()
 
@@ -43,7 +39,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         self.unscopedKeysThrough = unscopedKeysThrough
     }
 
-    /// Runs database work, keeping the first failure (which aborts a PostgreSQL transaction).
+    /// Runs database work, keeping the first failure.
     private func run<T>(_ what: @autoclosure () -> String, _ body: () throws(Connection.Failure) -> T) throws(StoreError) -> T {
         do {
             return try body()

@@ -3,9 +3,8 @@ import Foundation
 import Glibc
 #endif
 
-/// The data folder's lock file, `lifecycled.lock`, held (`flock`) so that one process uses a
-/// database. It keeps the marker, the last sequence number committed, which tells start-up what
-/// the database should at least hold. Owns the descriptor; ``release()`` or `deinit` closes it.
+/// The data folder's `lifecycled.lock`, held (`flock`) so that one process uses a database; it keeps the marker, the
+/// last sequence number committed, which tells start-up what the database should at least hold.
 final class DataFolderLock {
     static let fileName = "lifecycled.lock"
 
@@ -34,7 +33,7 @@ final class DataFolderLock {
         guard descriptor >= 0 else { throw StoreError("cannot open the lock file \(path): \(Self.lastError())") }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let failure = errno == EWOULDBLOCK ? nil : Self.lastError()
-            let holder = Self.holder(in: Self.read(descriptor))
+            let holder = Self.fields(in: Self.read(descriptor))["pid"].flatMap { Int32($0) }
             close(descriptor)
             if let failure { throw StoreError("cannot lock the data folder \(directory) (\(path)): \(failure)") }
             throw StoreError(
@@ -48,7 +47,7 @@ final class DataFolderLock {
         // Until the store has checked the database, the file keeps the marker it had.
         let kept: Int64? = if case .committed(let sequence) = marker { sequence } else { nil }
         do {
-            try write(sequence: kept)
+            try mark(kept)
         } catch {
             release()
             throw error
@@ -57,12 +56,6 @@ final class DataFolderLock {
 
     deinit { release() }
 
-    /// Records `sequence` as committed. No fsync: written after the commit, it is no further than the
-    /// database after a crash, or a power loss with sync=full; with sync=normal start-up reports the loss.
-    func mark(_ sequence: Int64) throws(StoreError) {
-        try write(sequence: sequence)
-    }
-
     /// Ends the lock; another process may then open the folder.
     func release() {
         guard descriptor >= 0 else { return }
@@ -70,22 +63,19 @@ final class DataFolderLock {
         descriptor = -1
     }
 
-    /// `pid=` and ten digits, then `sequence=` and twenty once a database exists: fixed widths, so one `pwrite` in place.
-    private func write(sequence: Int64?) throws(StoreError) {
+    /// Records `sequence` as committed. No fsync: written after the commit, it is no further than the database after a
+    /// crash, or a power loss with sync=full; with sync=normal start-up reports the loss. `pid=` and ten digits, then
+    /// `sequence=` and twenty: fixed widths, so one `pwrite` in place.
+    func mark(_ sequence: Int64?) throws(StoreError) {
         guard descriptor >= 0 else { throw StoreError("the lock file \(path) was released") }
-        var text = "pid=" + Self.padded(Int64(pid), to: 10) + "\n"
-        if let sequence { text += "sequence=" + Self.padded(sequence, to: 20) + "\n" }
+        var text = String(format: "pid=%010d\n", pid)
+        if let sequence { text += String(format: "sequence=%020lld\n", sequence) }
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         guard written == bytes.count, bytes.count >= length || ftruncate(descriptor, off_t(bytes.count)) == 0 else {
             throw StoreError("cannot write the lock file \(path): \(Self.lastError())")
         }
         length = bytes.count
-    }
-
-    private static func padded(_ value: Int64, to width: Int) -> String {
-        let digits = String(value)
-        return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 
     private static func read(_ descriptor: Int32) -> String {
@@ -101,10 +91,6 @@ final class DataFolderLock {
             fields[String(line[..<equals])] = String(line[line.index(after: equals)...])
         }
         return fields
-    }
-
-    private static func holder(in contents: String) -> Int32? {
-        fields(in: contents)["pid"].flatMap { Int32($0) }
     }
 
     static func marker(in contents: String) -> Marker {

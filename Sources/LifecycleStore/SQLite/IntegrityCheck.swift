@@ -29,7 +29,6 @@ final class IntegrityCheck: Sendable {
         }
     }
 
-    /// Returns once the check is over, whatever it found.
     func waitUntilDone() {
         done.wait()
         done.signal()
@@ -48,9 +47,9 @@ final class IntegrityCheck: Sendable {
         var problems: [String] = []
         var bytes: Int64 = 0
         do {
-            bytes = try database.prepare("SELECT page_count * page_size FROM pragma_page_count, pragma_page_size").first { $0.integer(0) } ?? 0
+            bytes = try database.first("SELECT page_count * page_size FROM pragma_page_count, pragma_page_size") { $0.integer(0) } ?? 0
             try database.execute("PRAGMA mmap_size = \(bytes)")
-            try database.prepare("PRAGMA quick_check(5)").forEachRow { row in problems.append(row.text(0) ?? "NULL") }
+            problems = try database.rows("PRAGMA quick_check(5)") { $0.text(0) ?? "NULL" }
             try database.execute("PRAGMA mmap_size = 0")
         } catch {
             problems = [error.message]

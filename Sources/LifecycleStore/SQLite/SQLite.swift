@@ -5,19 +5,13 @@ import Foundation
 public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public let code: Int32
     public let message: String
-
     /// The primary result code (extended codes carry it in the low byte).
     public var primaryCode: Int32 { code & 0xFF }
-
-    /// Whether the disk (or quota) is full.
     public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
-
     /// Whether the statement's own data was refused (a constraint or trigger, a value too big or of the wrong type).
     public var isSpecificToWrite: Bool { [SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH].contains(primaryCode) }
-
     /// Whether the file is damaged: other writes may still commit, but it is the store's failure, not the write's.
     public var isDamage: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
-
     public var description: String { "SQLite error \(code): \(message)" }
 }
 
@@ -31,13 +25,11 @@ final class Database {
         let flags = (isReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &opened, flags, nil)
         guard let opened else { throw SQLiteError(code: code, message: "cannot open \(path)") }
-        handle = opened
-        do {
-            try check(code)
-        } catch {
-            sqlite3_close_v2(opened)
-            throw error
+        guard code == SQLITE_OK else {
+            defer { sqlite3_close_v2(opened) }
+            throw SQLiteError(code: code, message: String(cString: sqlite3_errmsg(opened)))
         }
+        handle = opened
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5000)
         // Replaces the automatic checkpoint (`wal_autocheckpoint` would remove it): commits never checkpoint.
@@ -48,7 +40,6 @@ final class Database {
     }
 
     deinit { sqlite3_close_v2(handle) }
-
     /// Frames in the WAL after this connection's last commit; 0 after a checkpoint that starts it over.
     private(set) var walFrames = 0
     /// The statements the shared store code ran, prepared once by their text.
@@ -104,24 +95,15 @@ final class Database {
         try execute("ROLLBACK")
     }
 
-    /// How much a checkpoint does beyond copying the WAL into the database file.
-    enum Checkpoint {
-        /// Copies what it can without waiting for anyone.
-        case passive
-        /// Also waits (up to the busy timeout) until no reader needs the WAL, so the next write starts it over.
-        case restart
-        /// As `restart`, and empties the WAL file.
-        case truncate
+    /// SQLite's `SQLITE_CHECKPOINT_*` modes: PASSIVE copies what it can; RESTART also waits (up to the busy timeout) until
+    /// no reader needs the WAL, so the next write starts it over; TRUNCATE also empties the file.
+    enum Checkpoint: Int32 {
+        case passive = 0, restart = 2, truncate = 3
     }
 
     /// Runs a checkpoint; `false` when a reader or another checkpoint kept it from finishing.
     func checkpoint(_ mode: Checkpoint) throws(SQLiteError) -> Bool {
-        let code: Int32 = switch mode {
-        case .passive: SQLITE_CHECKPOINT_PASSIVE
-        case .restart: SQLITE_CHECKPOINT_RESTART
-        case .truncate: SQLITE_CHECKPOINT_TRUNCATE
-        }
-        let result = sqlite3_wal_checkpoint_v2(handle, nil, code, nil, nil)
+        let result = sqlite3_wal_checkpoint_v2(handle, nil, mode.rawValue, nil, nil)
         if result & 0xFF == SQLITE_BUSY { return false }
         try check(result)
         if mode != .passive { walFrames = 0 }
@@ -142,8 +124,7 @@ final class Statement {
     deinit { sqlite3_finalize(handle) }
 
     /// Binds values to `?1`, `?2`, ... after clearing earlier bindings and state; booleans as 0 or 1.
-    @discardableResult
-    func bind(_ values: [ColumnValue]) throws(SQLiteError) -> Statement {
+    private func bind(_ values: [ColumnValue]) throws(SQLiteError) {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
         for (offset, value) in values.enumerated() {
@@ -159,18 +140,12 @@ final class Statement {
             }
             try database.check(code)
         }
-        return self
     }
 
-    /// Runs a statement that returns no rows.
     func run(_ values: [ColumnValue] = []) throws(SQLiteError) {
-        try bind(values)
-        let code = sqlite3_step(handle)
-        sqlite3_reset(handle)
-        try database.check(code)
+        try forEachRow(values) { _ in }
     }
 
-    /// Steps through result rows, calling `body` with a row reader each time.
     func forEachRow(_ values: [ColumnValue] = [], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {
         try bind(values)
         defer { sqlite3_reset(handle) }
@@ -181,33 +156,16 @@ final class Statement {
             try body(Row(handle: handle))
         }
     }
-
-    /// The first row's reading, or `nil` when there is no row.
-    func first<T>(_ values: [ColumnValue] = [], _ read: (Row) throws(SQLiteError) -> T) throws(SQLiteError) -> T? {
-        var result: T?
-        try bind(values)
-        defer { sqlite3_reset(handle) }
-        let code = sqlite3_step(handle)
-        if code == SQLITE_ROW { result = try read(Row(handle: handle)) } else { try database.check(code) }
-        return result
-    }
 }
 
 /// Reads columns of the current row; valid only inside the callback that received it.
 struct Row: StoredRow {
     let handle: OpaquePointer
-
     static func damaged(_ message: String) -> SQLiteError { SQLiteError(code: SQLITE_CORRUPT, message: message) }
-
     func isNull(_ column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
     func integer(_ column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
     func boolean(_ column: Int) -> Bool { integer(column) != 0 }
-
-    func text(_ column: Int) -> String? {
-        guard let pointer = sqlite3_column_text(handle, Int32(column)) else { return nil }
-        return String(cString: pointer)
-    }
-
+    func text(_ column: Int) -> String? { sqlite3_column_text(handle, Int32(column)).map { String(cString: $0) } }
     func byteCount(_ column: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(column))) }
 
     func bytes(_ column: Int) -> [UInt8] {

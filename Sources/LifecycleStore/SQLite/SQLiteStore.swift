@@ -32,7 +32,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         /// Options with the service's defaults.
         public init(
             sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-            tombstoneLifetime: TimeInterval = SQLiteStore.defaultTombstoneLifetime, maxPageCount: Int? = nil,
+            tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime, maxPageCount: Int? = nil,
             maxWALSize: Int = SQLiteStore.defaultMaxWALSize, acceptDataLoss: Bool = false
         ) {
             self.sync = sync
@@ -47,16 +47,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
     /// 64 MiB: a few seconds of the heaviest write load, and a checkpoint every second or so under it.
     public static let defaultMaxWALSize = 64 * 1024 * 1024
-
-    /// How long a deletion record stays replayable unless told otherwise (both stores' default).
-    public static let defaultTombstoneLifetime = RecordKind.deletionRecordLifetime
-
-    /// The schema's migrations, in order.
     static let migrations = SQLiteMigrations.all
-
     /// The database file inside a data folder.
     public static let fileName = "lifecycled.sqlite"
-
     /// The database file: its size and its WAL's are reported.
     public let path: String
     public let options: Options
@@ -64,7 +57,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
     let report: @Sendable (StoreEvent) -> Void
     /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
     let unscopedKeysThrough: Date?
-    /// The write connection and what goes with it: one transaction at a time.
     let writer: Mutex<Writer>
     /// Reads of committed data, on a connection of their own (WAL lets them run beside a write).
     let reader: Mutex<Database>
@@ -73,9 +65,8 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// The start-up check of the database, running beside the rest of start-up.
     private let startupCheck: IntegrityCheck
 
-    /// Opens (creating if needed) the store in `directory`, migrating its schema. Refuses a folder
-    /// another process holds, and a database that lost data the lock file's marker says was
-    /// committed (unless ``Options/acceptDataLoss``). `report` receives what an operator should see.
+    /// Opens (creating if needed) and migrates the store in `directory`; refuses a folder another process holds, and a database
+    /// that lost data the lock file's marker says was committed (unless ``Options/acceptDataLoss``).
     public init(
         directory: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
     ) throws(StoreError) {
@@ -93,7 +84,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
         // Before SQLite sees the file: it would quietly make a new database of a missing or empty one.
         var loss = try Self.lossBeforeOpening(path, lock.marker)
         if let loss, !options.acceptDataLoss { throw Self.refusal(path, loss) }
-
         let database: Database
         do {
             database = try Database(path: path)
@@ -105,7 +95,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             // Commits never checkpoint (see ``WALBound``); a WAL left larger shrinks back once it starts over.
             try database.execute("PRAGMA journal_size_limit = \(options.maxWALSize)")
             if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }
-            pageSize = try database.prepare("PRAGMA page_size").first { Int($0.integer(0)) } ?? 1024
+            pageSize = try database.first("PRAGMA page_size") { Int($0.integer(0)) } ?? 1024
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
@@ -115,10 +105,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
         do {
             try Self.migrate(database)
             // Retention never drops the newest record; a delete's number is kept as a floor in `meta`.
-            let newest = try database.prepare("SELECT coalesce(max(seq), 0) FROM records").first { $0.integer(0) } ?? 0
-            let floor = try database.prepare("SELECT value FROM meta WHERE key = 'sequence_floor'").first { $0.integer(0) } ?? 0
+            let newest = try database.first("SELECT coalesce(max(seq), 0) FROM records") { $0.integer(0) } ?? 0
+            let floor = try database.first("SELECT value FROM meta WHERE key = 'sequence_floor'") { $0.integer(0) } ?? 0
             sequence = max(newest, floor)
-            unscopedKeysThrough = try database.prepare("SELECT value FROM meta WHERE key = 'unscoped_keys_through'").first { $0.date(0) }
+            unscopedKeysThrough = try database.first("SELECT value FROM meta WHERE key = 'unscoped_keys_through'") { $0.date(0) }
         } catch {
             throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
@@ -185,8 +175,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
     }
 
-    /// Waits for the start-up integrity check (`PRAGMA quick_check`); throws if the database is
-    /// damaged. Call before serving anything read from the store.
+    /// Waits for the start-up `PRAGMA quick_check`; throws if the database is damaged. Call before serving anything read.
     public func verifyIntegrity() throws(StoreError) {
         try startupCheck.wait()
     }
@@ -216,9 +205,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
     }
 
-    /// Brings the schema up to the newest version, one transaction per migration.
+    /// One transaction per migration.
     static func migrate(_ database: Database) throws(SQLiteError) {
-        let current = try database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+        let current = try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
         let pending = try migrations.pending(after: current) { SQLiteError(code: SQLITE_ERROR, message: $0) }
         for (version, migration) in zip(pending.indices, pending) {
             try database.transaction { () throws(SQLiteError) in
@@ -231,11 +220,11 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// The schema version the database is at.
     public func schemaVersion() throws(StoreError) -> Int {
         try read("cannot read the schema version") { (database) throws(SQLiteError) in
-            try database.prepare("PRAGMA user_version").first { Int($0.integer(0)) } ?? 0
+            try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
         }
     }
 
-    /// Runs `body` on the read connection (one read at a time).
+    /// One read at a time.
     func read<T: Sendable>(_ what: String, _ body: sending (Database) throws(SQLiteError) -> T) throws(StoreError) -> T {
         try reader.withLock { (database: inout Database) throws(StoreError) -> T in
             try checked(what) { () throws(SQLiteError) in try body(database) }
@@ -251,7 +240,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
     }
 
     public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
-        try read("cannot read history of \(instanceID)") { (database) throws(SQLiteError) in try database.history(instanceID: instanceID, after: after, limit: limit) }
+        try read("cannot read history of \(instanceID)") { (database) throws(SQLiteError) in
+            try database.history(instanceID: instanceID, after: after, limit: limit)
+        }
     }
 
     public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
@@ -272,14 +263,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
     }
 
     public var lastSequence: Int64 { writer.withLock { $0.sequence } }
-
     public func latestSequence() throws(StoreError) -> Int64 { lastSequence }
-
     /// Only this process writes the file (the data folder's lock sees to it): nothing to observe.
     public func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void) {}
-
-    /// Times are kept in whole milliseconds (for tests that write rows themselves).
-    static func milliseconds(_ date: Date) -> Int64 { Codec.milliseconds(date) }
 }
 
 extension Database {
@@ -319,5 +305,105 @@ extension Database {
         }
         if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
         return page
+    }
+}
+
+extension SQLiteStore {
+    /// The write connection and what its transactions share, under ``SQLiteStore/writer``'s lock.
+    struct Writer {
+        let database: Database
+        /// One process per data folder; also keeps the marker of the last committed sequence.
+        let lock: DataFolderLock
+        var sequence: Int64
+        var writesSincePurge = 0
+        var walBound: WALBound
+        var isClosed = false
+
+        /// Drops expired idempotency keys and deletion records, raising the floor of dropped records.
+        func purgeExpired(_ options: SQLiteStore.Options) throws(SQLiteError) {
+            let statements = Database.purgingExpired(idempotencyLifetime: options.idempotencyLifetime, tombstoneLifetime: options.tombstoneLifetime)
+            try database.transaction { () throws(SQLiteError) in try database.run(statements) }
+        }
+    }
+}
+
+extension SQLiteStore {
+    public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
+        // nonisolated(unsafe): `body` runs only here, under the lock; region checking cannot see that.
+        nonisolated(unsafe) let body = body
+        nonisolated(unsafe) var result: T?
+        try writer.withLock { (writer: inout Writer) throws(StoreError) -> Void in
+            guard !writer.isClosed else { throw StoreError("the store is closed; nothing was changed") }
+            try restartWALIfDue(&writer)
+            let database = writer.database
+            let transaction = SQLTransaction(
+                database, sequence: writer.sequence, instanceCount: nil, historyLimit: options.historyLimit,
+                idempotencyLifetime: options.idempotencyLifetime, unscopedKeysThrough: unscopedKeysThrough
+            )
+            try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.execute("BEGIN IMMEDIATE") }
+            do throws(StoreError) {
+                result = try body(transaction)
+                // What waits, then the COMMIT, each a prepared statement.
+                let closing = try transaction.waitingStatements() + [SQLStatement("COMMIT")]
+                try checked("cannot commit") { () throws(SQLiteError) in try database.run(closing) }
+            } catch {
+                do throws(SQLiteError) {
+                    try database.rollBack()
+                } catch let failure {
+                    throw StoreError("\(error.message); the rollback after it failed too: \(failure.message)", isDiskFull: error.isDiskFull)
+                }
+                throw error
+            }
+            committed(transaction.sequence, &writer)
+        }
+        return result!
+    }
+
+    /// After a commit: the marker follows, expired keys go now and then; a failure is reported, since the write committed.
+    private func committed(_ newSequence: Int64, _ writer: inout Writer) {
+        if newSequence != writer.sequence {
+            writer.sequence = newSequence
+            // After the commit, so the marker never passes the database, even without fsync (see DataFolderLock).
+            do {
+                try writer.lock.mark(newSequence)
+            } catch {
+                report(StoreEvent(.error, "cannot update the sequence marker", ["sequence": String(newSequence), "error": error.message]))
+            }
+        }
+        writer.writesSincePurge += 1
+        if writer.writesSincePurge >= 1000 {
+            writer.writesSincePurge = 0
+            do {
+                try writer.purgeExpired(options)
+            } catch {
+                report(StoreEvent(.warning, "cannot purge expired idempotency keys and deletion records", ["database": path, "error": error.message]))
+            }
+        }
+    }
+
+    /// Checkpoints between two transactions once the WAL passed its threshold, so the next commit
+    /// starts it over; RESTART waits only for readers (history reads take milliseconds).
+    private func restartWALIfDue(_ writer: inout Writer) throws(StoreError) {
+        // The WAL's header, then each frame's header and page.
+        let frames = writer.database.walFrames
+        let bytes = frames == 0 ? 0 : 32 + frames * (24 + pageSize)
+        let due = writer.walBound.due(walBytes: bytes)
+        guard due != .no else { return }
+        let finished: Bool?
+        let database = writer.database
+        do throws(SQLiteError) {
+            finished = try checkpointer.excludingRounds(waiting: due == .now) { () throws(SQLiteError) in try database.checkpoint(.restart) }
+        } catch {
+            report(StoreEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
+            writer.walBound.checkpointed(finished: false, walBytes: bytes)
+            // A damaged file fails the write; anything else lets it go on into the WAL.
+            if error.isDamage { throw StoreError(error, doing: "cannot checkpoint the WAL") }
+            return
+        }
+        guard let finished else { return }  // a background round is running: at a later transaction
+        if !finished {
+            report(StoreEvent(.warning, "WAL checkpoint could not finish: a reader still uses the WAL", ["database": path, "walBytes": String(bytes)]))
+        }
+        writer.walBound.checkpointed(finished: finished, walBytes: bytes)
     }
 }

@@ -60,7 +60,6 @@ final class BackgroundCheckpointer: Sendable {
         self.report = report
     }
 
-    /// Starts the rounds; they end with ``stop()``.
     func start() {
         let thread = Thread { [self] in
             while round() {}

@@ -1,3 +1,58 @@
+/// One named change of a schema; its position in the list is the schema version it makes.
+struct Migration: Sendable {
+    let name: String
+    /// Run one after the other (PostgreSQL runs one statement per call; SQLite takes scripts).
+    let statements: [String]
+
+    init(_ name: String, _ statements: String...) {
+        self.name = name
+        self.statements = statements
+    }
+}
+
+extension [Migration] {
+    /// Those a database at schema `version` has not had; throws `newer` for one of a later lifecycled.
+    func pending<Failure: Error>(after version: Int, newer: (String) -> Failure) throws(Failure) -> ArraySlice<Migration> {
+        guard version <= count else { throw newer("schema version \(version) is newer than this lifecycled knows (\(count))") }
+        return self[version...]
+    }
+}
+
+/// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
+enum PostgresMigrations {
+    static let all: [Migration] = [v1]
+
+    /// SQLite's version 4, and `commit_counter`; UNIQUE (instance, version) backstops two replicas deciding on one state.
+    static let v1 = Migration(
+        "v1-tables",
+        "CREATE TABLE commit_counter (id smallint PRIMARY KEY CHECK (id = 1), last_sequence bigint NOT NULL, instance_count bigint NOT NULL)",
+        "INSERT INTO commit_counter (id, last_sequence, instance_count) VALUES (1, 0, 0)",
+        """
+        CREATE TABLE instances (
+            id text PRIMARY KEY, model text NOT NULL, state text NOT NULL, version bigint NOT NULL, launch_count bigint NOT NULL,
+            buffered_action text, window_name text, breadcrumb_step text, scene_connected boolean NOT NULL, unexpected bigint NOT NULL,
+            ignored bigint NOT NULL, incomplete_launches bigint NOT NULL, created_at bigint NOT NULL, updated_at bigint NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE records (
+            seq bigint PRIMARY KEY, instance text NOT NULL, version bigint NOT NULL, kind bigint NOT NULL, outcome bigint,
+            body bytea NOT NULL, UNIQUE (instance, version)
+        )
+        """,
+        "CREATE TABLE tombstones (seq bigint PRIMARY KEY, instance text NOT NULL, model text NOT NULL, deleted_at bigint NOT NULL, body bytea NOT NULL)",
+        "CREATE INDEX tombstones_by_age ON tombstones (deleted_at)",
+        """
+        CREATE TABLE idempotency (
+            key text PRIMARY KEY, fingerprint bytea NOT NULL, result bigint NOT NULL, instance text, model text,
+            instance_created_at bigint, body bytea NOT NULL, created_at bigint NOT NULL
+        )
+        """,
+        "CREATE INDEX idempotency_by_age ON idempotency (created_at)",
+        "CREATE TABLE coverage (model text NOT NULL, kind bigint NOT NULL, name text NOT NULL, count bigint NOT NULL, PRIMARY KEY (model, kind, name))"
+    )
+}
+
 /// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
 enum SQLiteMigrations {
     static let all: [Migration] = [v1, v2, v3, v4]
@@ -7,38 +62,15 @@ enum SQLiteMigrations {
         "v1-tables",
         """
         CREATE TABLE instances (
-            id TEXT PRIMARY KEY,
-            model TEXT NOT NULL,
-            state TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            launch_count INTEGER NOT NULL,
-            buffered_action TEXT,
-            window TEXT,
-            breadcrumb_step TEXT,
-            scene_connected INTEGER NOT NULL,
-            unexpected INTEGER NOT NULL,
-            ignored INTEGER NOT NULL,
-            incomplete_launches INTEGER NOT NULL,
-            created_at INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL
+            id TEXT PRIMARY KEY, model TEXT NOT NULL, state TEXT NOT NULL, version INTEGER NOT NULL, launch_count INTEGER NOT NULL,
+            buffered_action TEXT, window TEXT, breadcrumb_step TEXT, scene_connected INTEGER NOT NULL, unexpected INTEGER NOT NULL,
+            ignored INTEGER NOT NULL, incomplete_launches INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL
         ) WITHOUT ROWID;
-        CREATE TABLE records (
-            seq INTEGER PRIMARY KEY,
-            instance TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            body BLOB NOT NULL
-        );
+        CREATE TABLE records (seq INTEGER PRIMARY KEY, instance TEXT NOT NULL, version INTEGER NOT NULL, body BLOB NOT NULL);
         CREATE UNIQUE INDEX records_by_instance ON records(instance, version);
-        CREATE TABLE meta (
-            key TEXT PRIMARY KEY,
-            value INTEGER NOT NULL
-        ) WITHOUT ROWID;
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE idempotency (
-            key TEXT PRIMARY KEY,
-            fingerprint BLOB NOT NULL,
-            status INTEGER NOT NULL,
-            content_type TEXT NOT NULL,
-            body BLOB NOT NULL,
+            key TEXT PRIMARY KEY, fingerprint BLOB NOT NULL, status INTEGER NOT NULL, content_type TEXT NOT NULL, body BLOB NOT NULL,
             created_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         CREATE INDEX idempotency_by_age ON idempotency(created_at);
@@ -61,13 +93,7 @@ enum SQLiteMigrations {
             THEN CAST('{"sequence":' || seq || ',"instance":' || json_quote(instance)
               || substr(CAST(body AS TEXT), length('{"sequence":' || seq) + 1) AS BLOB)
             ELSE body END;
-        CREATE TABLE tombstones (
-            seq INTEGER PRIMARY KEY,
-            instance TEXT NOT NULL,
-            model TEXT NOT NULL,
-            deleted_at INTEGER NOT NULL,
-            body BLOB NOT NULL
-        );
+        CREATE TABLE tombstones (seq INTEGER PRIMARY KEY, instance TEXT NOT NULL, model TEXT NOT NULL, deleted_at INTEGER NOT NULL, body BLOB NOT NULL);
         CREATE INDEX tombstones_by_age ON tombstones(deleted_at);
         """
     )
@@ -80,14 +106,8 @@ enum SQLiteMigrations {
         ALTER TABLE idempotency RENAME TO idempotency_responses;
         DROP INDEX idempotency_by_age;
         CREATE TABLE idempotency (
-            key TEXT PRIMARY KEY,
-            fingerprint BLOB NOT NULL,
-            result INTEGER NOT NULL,
-            instance TEXT,
-            model TEXT,
-            instance_created_at INTEGER,
-            body BLOB NOT NULL,
-            created_at INTEGER NOT NULL
+            key TEXT PRIMARY KEY, fingerprint BLOB NOT NULL, result INTEGER NOT NULL, instance TEXT, model TEXT, instance_created_at INTEGER,
+            body BLOB NOT NULL, created_at INTEGER NOT NULL
         ) WITHOUT ROWID;
         INSERT INTO idempotency (key, fingerprint, result, instance, model, instance_created_at, body, created_at)
           SELECT key, fingerprint,
@@ -111,13 +131,8 @@ enum SQLiteMigrations {
     static let v4 = Migration(
         "v4-coverage",
         """
-        CREATE TABLE coverage (
-            model TEXT NOT NULL,
-            kind INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            count INTEGER NOT NULL,
-            PRIMARY KEY (model, kind, name)
-        ) WITHOUT ROWID;
+        CREATE TABLE coverage (model TEXT NOT NULL, kind INTEGER NOT NULL, name TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (model, kind, name))
+          WITHOUT ROWID;
         INSERT INTO coverage (model, kind, name, count)
           SELECT model, kind, name, 1 FROM (
             SELECT instances.model AS model,
@@ -131,5 +146,4 @@ enum SQLiteMigrations {
           ON CONFLICT (model, kind, name) DO UPDATE SET count = count + 1;
         """
     )
-
 }

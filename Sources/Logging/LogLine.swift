@@ -56,8 +56,14 @@ public struct LogLine: ~Copyable {
     }
 
     /// Makes room for `more` bytes.
+    @inline(__always)
     private mutating func reserve(_ more: Int) {
-        guard count + more > capacity else { return }
+        guard count &+ more > capacity else { return }
+        grow(more)
+    }
+
+    /// Moves the line to memory with room for `more` bytes (rarely: 320 bytes hold a request's line).
+    private mutating func grow(_ more: Int) {
         capacity = Swift.max(capacity * 2, count + more)
         let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
         grown.update(from: start, count: count)
@@ -65,12 +71,14 @@ public struct LogLine: ~Copyable {
         start = grown
     }
 
+    @inline(__always)
     mutating func append(byte: UInt8) {
         reserve(1)
         start[count] = byte
         count += 1
     }
 
+    @inline(__always)
     mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
         guard let base = bytes.baseAddress else { return }
         reserve(bytes.count)
@@ -78,6 +86,7 @@ public struct LogLine: ~Copyable {
         count += bytes.count
     }
 
+    @inline(__always)
     mutating func append(_ text: StaticString) {
         append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
@@ -89,12 +98,23 @@ public struct LogLine: ~Copyable {
         while rest > 0 { digits += 1; rest /= 10 }
         digits = Swift.max(digits, width)
         reserve(digits)
+        // Written backwards from the end, one digit a step (no generic stride).
+        let first = start + count
+        var position = first + digits
         var remaining = value
-        for index in stride(from: count + digits - 1, through: count, by: -1) {
-            start[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
+        repeat {
+            position -= 1
+            position.pointee = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remaining % 10)
             remaining /= 10
-        }
+        } while position > first
         count += digits
+    }
+
+    /// Appends `width` bytes that `write` stores, all of them, from the pointer it is given.
+    mutating func append(width: Int, _ write: (UnsafeMutablePointer<UInt8>) -> Void) {
+        reserve(width)
+        write(start + count)
+        count += width
     }
 
     /// `value` in decimal, `-` first when negative.
@@ -143,6 +163,7 @@ public struct LogLine: ~Copyable {
         append(value: value)
     }
 
+    @inline(__always)
     private mutating func key(_ key: StaticString) {
         switch format {
         case .logfmt:
@@ -169,10 +190,13 @@ public struct LogLine: ~Copyable {
     private mutating func appendPlain(_ value: String) -> Bool {
         var value = value
         let format = format
+        // The bytes that need nothing, one bit each for 0-63 and 64-127: printable ASCII but
+        // `"` and `\`; JSON takes a space, logfmt neither a space nor `=`.
+        let (low, high): (UInt64, UInt64) = format == .json ? (0xFFFF_FFFB_0000_0000, 0x7FFF_FFFF_EFFF_FFFF) : (0xDFFF_FFFA_0000_0000, 0x7FFF_FFFF_EFFF_FFFF)
         return value.withUTF8 { utf8 in
             for byte in utf8 {
-                guard byte > 0x20 || (byte == 0x20 && format == .json), byte < 0x7F, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { return false }
-                if byte == UInt8(ascii: "="), format == .logfmt { return false }
+                let word = byte < 64 ? low : byte < 128 ? high : 0
+                guard word >> UInt64(byte & 63) & 1 != 0 else { return false }
             }
             switch format {
             case .logfmt:

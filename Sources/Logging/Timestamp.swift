@@ -38,7 +38,38 @@ public enum Timestamp {
         let day = dayOfYear - (153 * monthFromMarch + 2) / 5 + 1
         let month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        line.append(decimal: Int(year))
+        let millisecond = Int(milliseconds - seconds * 1000)
+        guard (0...9999).contains(year) else {
+            return writeLong(year: Int(year), month: Int(month), day: Int(day), secondOfDay: secondOfDay, millisecond: millisecond, into: &line)
+        }
+        // Every field of a four-digit year has a fixed width: stored in place, two digits a store.
+        line.append(width: 24) { p in
+            func two(_ value: Int, at offset: Int) {
+                p[offset] = UInt8(truncatingIfNeeded: 48 + value / 10)
+                p[offset + 1] = UInt8(truncatingIfNeeded: 48 + value % 10)
+            }
+            two(Int(year) / 100, at: 0)
+            two(Int(year) % 100, at: 2)
+            p[4] = UInt8(ascii: "-")
+            two(Int(month), at: 5)
+            p[7] = UInt8(ascii: "-")
+            two(Int(day), at: 8)
+            p[10] = UInt8(ascii: "T")
+            two(secondOfDay / 3600, at: 11)
+            p[13] = UInt8(ascii: ":")
+            two(secondOfDay / 60 % 60, at: 14)
+            p[16] = UInt8(ascii: ":")
+            two(secondOfDay % 60, at: 17)
+            p[19] = UInt8(ascii: ".")
+            p[20] = UInt8(truncatingIfNeeded: 48 + millisecond / 100)
+            two(millisecond % 100, at: 21)
+            p[23] = UInt8(ascii: "Z")
+        }
+    }
+
+    /// The same for a year of other than four digits (before year 0 or after 9999).
+    private static func writeLong(year: Int, month: Int, day: Int, secondOfDay: Int, millisecond: Int, into line: inout LogLine) {
+        line.append(decimal: year)
         line.append(byte: UInt8(ascii: "-"))
         line.append(digits: UInt(month), width: 2)
         line.append(byte: UInt8(ascii: "-"))
@@ -50,7 +81,7 @@ public enum Timestamp {
         line.append(byte: UInt8(ascii: ":"))
         line.append(digits: UInt(secondOfDay % 60), width: 2)
         line.append(byte: UInt8(ascii: "."))
-        line.append(digits: UInt(milliseconds - seconds * 1000), width: 3)
+        line.append(digits: UInt(millisecond), width: 3)
         line.append(byte: UInt8(ascii: "Z"))
     }
 }

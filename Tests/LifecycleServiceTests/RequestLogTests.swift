@@ -113,7 +113,9 @@ struct RequestLogTests {
         let data = TemporaryDirectory()
         let server = try LifecycledProcess.serving(dataDirectory: data.path)
         defer { server.signal(SIGTERM); server.finish() }
-        let long = String(repeating: "M", count: 31_000)
+        // Past the 16 KiB header limit (431), within the connection's memory pool, which is
+        // sized from that limit (ServerConfiguration.connectionMemory): the server answers it.
+        let long = String(repeating: "M", count: 20_000)
         for (n, method) in ["BREW", "GET\u{202E}TEG", String(repeating: "M", count: 5_000), long].enumerated() {
             let raw = try WireClient(port: server.port)
             raw.send("\(method) /healthz HTTP/1.1\r\nHost: x\r\nX-Request-ID: method-\(n)\r\n\r\n")

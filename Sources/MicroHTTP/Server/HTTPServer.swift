@@ -84,6 +84,7 @@ public final class HTTPServer: Sendable {
         var options: [MHD_OptionItem] = [
             MHD_OptionItem(option: .LISTEN_SOCKET, value: Int(socket.descriptor), ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
+            MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemory, ptr_value: nil),
             // libmicrohttpd splits its limit evenly between threads and a thread at its share
             // stops accepting, so each share is kept above the whole limit enforced here.
             MHD_OptionItem(option: .CONNECTION_LIMIT, value: (maxConnections + 1) * configuration.threads, ptr_value: nil),

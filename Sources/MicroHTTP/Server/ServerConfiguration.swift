@@ -52,6 +52,19 @@ public struct ServerConfiguration: Sendable {
         self.maxHeaderSize = maxHeaderSize
     }
 
+    /// Bytes of libmicrohttpd's memory pool per connection, from the header limit: the pool
+    /// holds a request's head in full (its fields are parsed in place and stay until the
+    /// answer), a 64-byte record per field (room for 64) and per query argument, then the
+    /// response's head (bodies are copied out by the access handler, and answers sent from
+    /// their own memory). libmicrohttpd 0.9.75 zeroes the whole pool after every request of a
+    /// kept-alive connection, and half of it again as the read buffer shrinks, so its
+    /// default of 32 KiB costs a GET more than the rest of libmicrohttpd's work; too small, and
+    /// a head within the limit is refused (431) by libmicrohttpd itself.
+    public var connectionMemory: Int {
+        let fields = 64 * 64, responseHead = 2 * 1024
+        return (maxHeaderSize + fields + responseHead + 1023) / 1024 * 1024
+    }
+
     /// Descriptors kept free of connections when the total is sized from the open-file
     /// limit: the database and its journal, files being served, epoll and signalling
     /// descriptors of each thread, standard streams.

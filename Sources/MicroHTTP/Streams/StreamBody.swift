@@ -109,7 +109,7 @@ final class StreamBody: Sendable {
     }
 
     /// Gives the pages of `buffer` back to the kernel. libmicrohttpd 0.9.75 offers a chunked
-    /// body's reader the free rest of the connection's memory pool (32 KiB, and zeroed by
+    /// body's reader the free rest of the connection's memory pool (see `connectionMemory`; zeroed by
     /// it as the request's read buffer shrank, so resident), which it never fills while the
     /// writer owns the body: the pages wholly inside it are only the reader's to write, and
     /// read back as zeros if touched again (as libmicrohttpd does for the last chunk).

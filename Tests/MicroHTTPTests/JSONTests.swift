@@ -136,3 +136,38 @@ struct JSONEncoderTests {
         #expect(String(decoding: Response.problem(problem).body.bytes ?? [], as: UTF8.self) == #"{"type":"/problems/conflict","title":"Conflict","status":409,"detail":"d","record":{"k":1}}"# + "\n")
     }
 }
+
+@Suite("JSON buffer and media type, as the write path uses them")
+struct WritePathBytesTests {
+    @Test("integers are written as String(value) writes them, at the extremes too")
+    func integers() {
+        let values: [Int64] = [0, 7, -7, 10, -10, 1_000_000, Int64.max, Int64.min, Int64.min + 1]
+        for value in values {
+            var json = JSONBuffer(capacity: 0)
+            json.integer(value)
+            json.integer(Int(value))
+            json.integer(Int32(truncatingIfNeeded: value))
+            #expect(json.bytes == Array((String(value) + String(value) + String(Int32(truncatingIfNeeded: value))).utf8))
+        }
+        var big = JSONBuffer(capacity: 0)
+        big.integer(UInt64.max)
+        #expect(big.bytes == Array("18446744073709551615".utf8))
+    }
+
+    @Test("the media type drops its parameters, HTTP's spaces and tabs around it and its case")
+    func mediaType() {
+        func type(_ value: String?) -> String? {
+            Request(method: "POST", path: "/", headers: value.map { [(name: "content-type", value: $0)] } ?? []).mediaType
+        }
+        #expect(type("application/json") == "application/json")
+        #expect(type("Application/JSON; charset=utf-8") == "application/json")
+        #expect(type(" \tapplication/json \t; charset=utf-8") == "application/json")
+        #expect(type("application/json;") == "application/json")
+        #expect(type("; charset=utf-8") == "")
+        #expect(type("   ") == "")
+        #expect(type("") == "")
+        #expect(type("text/plain ; q=1") == "text/plain")
+        #expect(type("é/ü ") == "é/ü")
+        #expect(type(nil) == nil)
+    }
+}

@@ -91,11 +91,19 @@ public struct Request: Sendable {
         }
     }
 
-    /// The media type of the body, without parameters, lowercased.
+    /// The media type of the body, without parameters or the spaces and tabs around it
+    /// (HTTP's whitespace), lowercased.
     public var mediaType: String? {
         guard let value = header("content-type") else { return nil }
-        let type = value.split(separator: ";", maxSplits: 1).first ?? ""
-        return type.trimmingCharacters(in: .whitespaces).lowercased()
+        // On the UTF-8 bytes: Foundation's trimming bridges through NSString, which cost a POST about
+        // a tenth of its HTTP threads' time (perf under wrk).
+        let bytes = value.utf8
+        let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        let end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
+        var start = bytes.startIndex, last = end
+        while start < last, isSpace(bytes[start]) { start = bytes.index(after: start) }
+        while last > start, isSpace(bytes[bytes.index(before: last)]) { last = bytes.index(before: last) }
+        return value[start..<last].lowercased()
     }
 }
 

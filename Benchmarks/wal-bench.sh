@@ -29,6 +29,7 @@ wait_for() { for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$1/healthz" >/
 # run_wrk URL SECONDS -> prints "rps p50 p99"; fails on any non-2xx or socket error.
 run_wrk() {
   local out
+  [ -f Benchmarks/relaunches.lua ] || { echo "Benchmarks/relaunches.lua is missing" >&2; exit 1; }
   out=$(BENCH_INSTANCES=$CONNECTIONS wrk -t"$THREADS" -c"$CONNECTIONS" -d"$2s" --latency -s Benchmarks/relaunches.lua "$1")
   if grep -q "Non-2xx" <<<"$out"; then echo "non-2xx responses from $1:" >&2; echo "$out" >&2; exit 1; fi
   if grep -q "Socket errors" <<<"$out"; then echo "socket errors from $1:" >&2; echo "$out" >&2; exit 1; fi
@@ -51,6 +52,8 @@ WAL_MAX=$(sort -n "$WORK/wal-sizes" | tail -1)
 WAL_END=$(stat -c %s "$WAL" 2>/dev/null || echo 0)
 DB_SIZE=$(stat -c %s "$WORK/data/lifecycled.sqlite")
 RECORDS=$(curl -sf "http://127.0.0.1:$PORT_L/v1/instances/wal-1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+# Every request was a relaunch of one of the instances, so each holds about its share of them.
+[ "$RECORDS" -gt 0 ] || { echo "the load stored no relaunch (wal-1 at version $RECORDS): is Benchmarks/relaunches.lua there?" >&2; exit 1; }
 kill -TERM "${PIDS[0]}"; wait "${PIDS[0]}"
 grep -E "error|warning" "$WORK/lifecycled.log" | grep -v "no dashboard folder" >&2 && { echo "lifecycled logged warnings or errors under load" >&2; exit 1; } || true
 echo "lifecycled: $L_RPS req/s (p50 $L_P50, p99 $L_P99); WAL at most $WAL_MAX bytes (bound $MAX_WAL), $WAL_END at the end; database $DB_SIZE bytes; wal-1 at version $RECORDS"

@@ -94,6 +94,8 @@ class CrossSiteWrites(unittest.TestCase):
                 with open(server.log_path, encoding="utf-8", errors="replace") as f:
                     return WRITE.findall(f.read())
 
+            # Log lines reach the file within 50 ms of their request: the setup's own line first.
+            run.wait_until(lambda: any(method == "PUT" for method, _, _ in writes()), 5, "lifecycled logging the setup's PUT")
             setup = len(writes())
 
             driver.get(site.origin + "/")

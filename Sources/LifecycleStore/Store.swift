@@ -135,6 +135,7 @@ extension StoreError {
 }
 
 /// Runs database work, turning its error into a ``StoreError`` that says what was being done.
+@discardableResult
 func checked<T, Failure: StoreFailure>(_ what: String, _ body: () throws(Failure) -> T) throws(StoreError) -> T {
     do {
         return try body()

@@ -40,7 +40,7 @@ final class StreamReader {
 
     /// One `read(into:)`, as when the connection can take one buffer more.
     func readOnce() {
-        read(once: true)
+        _ = read(once: true)
     }
 
     private func read(once: Bool) -> Bool {

@@ -75,7 +75,7 @@ struct SQLiteStoreTests {
         do {
             let store = try place.open()
             defer { store.close() }
-            try store.write { (t) throws(StoreError) in try t.insert(instance) }
+            _ = try store.write { (t) throws(StoreError) in try t.insert(instance) }
             let inputs: [Input] = [
                 .event("didFinishLaunching"), .event("willConnectToWindow", ["window": .string("main")]),
                 .action("openURL", ["url": .string("https://duckduckgo.com")]), .event("willEnterForeground"),
@@ -185,7 +185,7 @@ struct SQLiteStoreTests {
         defer { store.close() }
         var machine = Machine(model: .androidActivity)
         var instance = StoredInstance(id: "d", model: "android-activity", createdAt: t0, updatedAt: t0, state: machine.snapshot)
-        try store.write { (t) throws(StoreError) in try t.insert(instance) }
+        _ = try store.write { (t) throws(StoreError) in try t.insert(instance) }
         // All six in one transaction, as the committer batches them.
         try store.write { (t) throws(StoreError) in
             for event in ["onCreate", "onStart", "onResume", "onPause", "onStop", "onDestroy"] {

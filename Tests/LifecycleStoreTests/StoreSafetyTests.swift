@@ -14,7 +14,7 @@ struct InstanceWriter {
     }
 
     func create(in store: any InstanceStore) throws {
-        try store.write { (t) throws(StoreError) in try t.insert(instance) }
+        _ = try store.write { (t) throws(StoreError) in try t.insert(instance) }
     }
 
     /// Relaunches the instance `times` times, one record each, all in one transaction.

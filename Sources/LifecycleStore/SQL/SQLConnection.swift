@@ -15,7 +15,7 @@ struct SQLStatement {
 /// A connection as the store's shared reads and transaction use it: SQLite's and libpq's each implement it, with
 /// what they spell differently as data (``SQLDialect``) and how they write many rows at once.
 protocol SQLConnection: AnyObject {
-    associatedtype Row: StoredRow where Row.Failure == Failure
+    associatedtype Row: StoredRow & SendableMetatype where Row.Failure == Failure
     associatedtype Failure: StoreFailure
     static var dialect: SQLDialect { get }
     /// Runs `sql` with `values` bound to `$1`, `$2`, ..., calling `body` with each row in order.

@@ -73,6 +73,7 @@ final class Database {
     }
 
     /// Runs `body` in one transaction (`BEGIN` for a read snapshot), rolled back if it throws.
+    @discardableResult
     func transaction<T>(_ begin: String = "BEGIN IMMEDIATE", _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         try execute(begin)
         do {

@@ -215,40 +215,45 @@ struct API: Sendable {
     // MARK: inputs
 
     func postEvent(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let (name, parameters) = try input(request, nameField: "event")
-        return try apply(.event(name, parameters), request)
+        try apply(try input(request, nameField: "event"), request)
     }
 
     func postAction(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let (name, parameters) = try input(request, nameField: "action")
-        return try apply(.action(name, parameters), request)
+        try apply(try input(request, nameField: "action"), request)
     }
 
     func postRelaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let body = try request.jsonObject(isRequired: false)
-        if let key = body.keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
-        return try apply(.relaunch, request)
+        let body = try request.jsonMembers(isRequired: false)
+        if let key = body.keys.sorted().first(where: { $0 != "occurredAt" }) {
+            throw .badRequest("unknown field \"\(key)\"; a relaunch takes only \"occurredAt\"")
+        }
+        return try apply(ReportedInput(.relaunch, members: body, now: Date()), request)
     }
 
-    private func apply(_ input: Input, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .apply(input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey(tokenScope: tokenScope))
+    private func apply(_ input: ReportedInput, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
+        .apply(
+            input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(),
+            key: try request.idempotencyKey(tokenScope: tokenScope)
+        )
     }
 
-    /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.
-    private func input(_ request: Request, nameField: String) throws(Problem) -> (String, [String: Value]) {
-        let body = try request.jsonObject(isRequired: true)
-        guard let name = try stringField(body, nameField) else {
+    /// `{"<nameField>": name, ...parameters}`: every other member is a parameter, but for the
+    /// report and the device's clock (``AppReport/reservedNames``).
+    private func input(_ request: Request, nameField: String) throws(Problem) -> ReportedInput {
+        let body = try request.jsonMembers(isRequired: true)
+        guard let name = try stringField(body.mapValues(BodyValue.init), nameField) else {
             throw .badRequest("the body needs \"\(nameField)\": the name of the \(nameField)")
         }
         var parameters: [String: Value] = [:]
-        for (key, member) in body where key != nameField {
-            switch member {
+        for (key, member) in body where key != nameField && !AppReport.reservedNames.contains(key) {
+            switch BodyValue(member) {
             case .value(let value): parameters[key] = value
             case .null: continue
             case .nested: throw .unprocessable("parameter \"\(key)\" must be a string, boolean or number")
             }
         }
-        return (name, parameters)
+        let input: Input = nameField == "event" ? .event(name, parameters) : .action(name, parameters)
+        return try ReportedInput(input, members: body, now: Date())
     }
 
     private func stringField(_ body: [String: BodyValue], _ name: String) throws(Problem) -> String? {

@@ -79,8 +79,7 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
     }
 }
 
-/// Which records a replay or a stream wants: every condition given holds. An outcome filter, and `divergentOnly`, leave out
-/// creations and deletions.
+/// Which records a replay or a stream wants: every condition given holds. An outcome filter or `divergentOnly` leaves out creations and deletions.
 public struct RecordFilter: Sendable, Equatable {
     public var model: String?
     public var instances: Set<String>?

@@ -269,16 +269,15 @@ public final class SQLiteStore: InstanceStore, Sendable {
 }
 
 extension Database {
-    private static let historyPage = "SELECT seq, body \(historyRange(divergentOnly: false))"
-    private static let divergentHistoryPage = "SELECT seq, body \(historyRange(divergentOnly: true))"
     private static let replayBoundsRow = "SELECT \(replayBounds)"
 
     /// The page and its oldest record from one snapshot, so they agree. Rows stream, so those the page turns away are not read.
     func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
         var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
         var fill = PageFill(limit)
+        let sql = "SELECT seq, body \(Self.historyRange(divergentOnly: divergentOnly))"
         try transaction("BEGIN") { () throws(SQLiteError) in
-            try forEachRow(divergentOnly ? Self.divergentHistoryPage : Self.historyPage, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
+            try forEachRow(sql, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
                 guard fill.admits(size: row.byteCount(1)) else { return }
                 page.records.append(row.bytes(1))
                 page.lastSequence = row.integer(0)

@@ -331,6 +331,67 @@ struct ConformanceTests {
         #expect(invalid.json["finalState"] as? String == "launching", "a refused input changes nothing")
     }
 
+    @Test("ranHooks in a trace: a missing hook, an extra one and the same hooks in another order are each a hookDivergence at their step, with the record's divergence")
+    func hookDivergences() throws {
+        let server = try TestServer()
+        let c = server.router()
+        let launch = #"{"event": "didFinishLaunching", "ranHooks": ["Launching.init"]}"#
+        let connect = #"{"event": "willConnectToWindow", "window": "main", "ranHooks": ["Connected.init"]}"#
+        // (kind of divergence, the step that diverges, what its detail says)
+        let cases: [(String, String, String)] = [
+            ("missing", #"{"event": "willConnectToWindow", "window": "main", "ranHooks": []}"#,
+             "the app's code ran [] where the model runs [Connected.init]: missing [Connected.init]"),
+            ("extra", #"{"event": "willConnectToWindow", "window": "main", "ranHooks": ["Connected.init", "Connected.init"]}"#,
+             "the app's code ran [Connected.init, Connected.init] where the model runs [Connected.init]: extra [Connected.init]"),
+        ]
+        for (kind, step, detail) in cases {
+            let answer = try c.conformance("ios-app", "{\"steps\": [\(launch), \(step), {\"event\": \"didBecomeActive\"}]}")
+            #expect(answer.status == 200, "\(kind)")
+            #expect(answer.json["conforming"] as? Bool == false, "\(kind)")
+            let problem = try #require(answer.json["firstProblem"] as? [String: Any], "\(kind)")
+            #expect(problem["kind"] as? String == "hookDivergence" && problem["step"] as? Int == 1, "\(kind): \(problem)")
+            #expect(problem["detail"] as? String == detail, "\(kind)")
+            let steps = try #require(answer.json["steps"] as? [[String: Any]])
+            let record = try #require(steps[1]["record"] as? [String: Any])
+            #expect((record["divergence"] as? [String: Any])?["hooks"] != nil && record["ranHooks"] != nil, "\(kind): the step's record shows it")
+            #expect(answer.json["finalState"] as? String == "foreground", "\(kind): later steps are replayed")
+        }
+
+        // The same hooks in another order.
+        let order = try c.conformance("ios-app", """
+            {"steps": [\(launch), \(connect), {"event": "didBecomeActive", "ranHooks": ["Foreground.didReturn", "Foreground.onTransition"]}]}
+            """)
+        let reordered = try #require(order.json["firstProblem"] as? [String: Any])
+        #expect(reordered["kind"] as? String == "hookDivergence" && reordered["step"] as? Int == 2)
+        #expect(reordered["detail"] as? String == "the app's code ran [Foreground.didReturn, Foreground.onTransition] where the model runs [Foreground.onTransition, Foreground.didReturn]: the same hooks in another order")
+        let hooks = ((order.json["steps"] as? [[String: Any]])?[2]["record"] as? [String: Any])?["divergence"] as? [String: Any]
+        #expect((hooks?["hooks"] as? [String: Any])?["orderOnly"] as? Bool == true)
+
+        // Hooks that agree conform.
+        let agreeing = try c.conformance("ios-app", "{\"steps\": [\(launch), \(connect)]}")
+        #expect(agreeing.json["conforming"] as? Bool == true && agreeing.json["firstProblem"] is NSNull)
+
+        // The belief as before: a mismatch at the same step comes first, and an earlier problem wins either way.
+        let both = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching", "believedState": "connected", "ranHooks": []}]}"#)
+        let first = try #require(both.json["firstProblem"] as? [String: Any])
+        #expect(first["kind"] as? String == "beliefMismatch" && first["step"] as? Int == 0)
+        #expect(((both.json["steps"] as? [[String: Any]])?[0])?["beliefCorrect"] as? Bool == false)
+        let hooksFirst = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching", "ranHooks": []}, {"event": "willConnectToWindow", "window": "main", "believedState": "foreground"}]}"#)
+        #expect((hooksFirst.json["firstProblem"] as? [String: Any])?["kind"] as? String == "hookDivergence")
+        #expect((hooksFirst.json["firstProblem"] as? [String: Any])?["step"] as? Int == 0)
+        #expect(((hooksFirst.json["steps"] as? [[String: Any]])?[1])?["beliefCorrect"] as? Bool == false)
+        let unexpectedFirst = try c.conformance("ios-app", #"{"steps": [{"event": "didBecomeActive", "ranHooks": ["Foreground.didReturn"]}]}"#)
+        #expect((unexpectedFirst.json["firstProblem"] as? [String: Any])?["kind"] as? String == "unexpectedEvent", "an unexpected event is the problem before its hooks")
+
+        // Hook names past the bounds are the step's invalid input, as a live event's are refused.
+        let tooLong = try c.conformance("ios-app", "{\"steps\": [{\"event\": \"didFinishLaunching\", \"ranHooks\": [\"\(String(repeating: "h", count: 129))\"]}]}")
+        let invalid = try #require(tooLong.json["firstProblem"] as? [String: Any])
+        #expect(invalid["kind"] as? String == "invalidInput" && invalid["step"] as? Int == 0)
+        #expect((invalid["detail"] as? String)?.contains("1 to 128 characters") == true, "\(invalid)")
+        let notNames = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching", "ranHooks": [1]}]}"#)
+        #expect(notNames.status == 400 && (notNames.json["detail"] as? String)?.contains("\"ranHooks\" of step 0") == true)
+    }
+
     @Test("bad requests are refused with a problem; unknown names suggest the one meant; nothing is stored")
     func badRequests() throws {
         let server = try TestServer { $0.maxBodySize = 1 << 20 }

@@ -175,3 +175,22 @@ struct DivergenceFilterTests {
         }
     }
 }
+
+/// The flag read back from the store by a replica that did not write the records.
+@Suite("divergent streams across replicas", .sqliteOnly("its replicas run on a PostgreSQL of their own in either pass"))
+struct DivergentReplicaTests {
+    @Test("a divergent=true stream on one replica gets exactly the divergent records another commits, live and resumed")
+    func otherReplicasRecords() throws {
+        let replicas = try Replicas(2, databaseURL: try PostgresCluster.shared.makeDatabase())
+        let writer = try WireClient(port: replicas.ports[0])
+        let live = try EventStream(port: replicas.ports[1], path: "/v1/stream?divergent=true")
+        try writer.makeInstance("r", events: coldStart)
+        let answered = try DivergenceFilterTests.post(writer, "r", 12)
+        let divergent = answered.filter(DivergenceFilterTests.isDivergent).map { Optional(DivergenceFilterTests.sequence($0)) }
+        #expect(divergent.count >= 4)
+        #expect(live.next(divergent.count, timeout: 30).map(\.id) == divergent)
+        #expect(live.next(timeout: 0.3) == nil, "nothing more")
+        let resumed = try EventStream(port: replicas.ports[1], path: "/v1/stream?divergent=true&lastEventId=\(divergent[1]!)")
+        #expect(resumed.next(divergent.count - 2, timeout: 30).map(\.id) == Array(divergent.dropFirst(2)))
+    }
+}

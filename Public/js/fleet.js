@@ -102,7 +102,7 @@ export class FleetView {
       const divergences = counted ? state.divergences ?? 0 : 0;
       node.classList.toggle("has-divergence", divergences > 0);
       graph.badge(state.state, "divergence", "nw", divergences > 0 ? `≠${divergences}` : null,
-        `${divergences} divergent records into ${state.state}: the app's report differed from the model`);
+        `${divergences} divergent record${divergences === 1 ? "" : "s"} into ${state.state}: the app's report differed from the model`);
     }
     const most = Math.max(1, ...coverage.rows.map((r) => r.taken));
     for (const row of coverage.rows) {

@@ -28,6 +28,7 @@ import base64
 import datetime
 import http.client
 import json
+import math
 import os
 import re
 import shutil
@@ -343,21 +344,31 @@ class DashboardCase(unittest.TestCase):
         path = os.path.join(SCREENSHOTS, name)
         # No focus ring left by a check on the picture.
         self.js("document.activeElement?.blur()")
-        size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-        height = min(size["height"], 6000)
-        pieces = [(path, 0, height)]
-        if slices:
-            os.makedirs(os.path.join(SCREENSHOTS, "slices"), exist_ok=True)
-            stem = os.path.splitext(name)[0]
-            pieces += [(os.path.join(SCREENSHOTS, "slices", f"{stem}-{n + 1}.png"), top, min(900, height - top))
-                       for n, top in enumerate(range(0, int(height), 900))]
-        for target, top, tall in pieces:
-            shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
-                "format": "png", "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": top, "width": size["width"], "height": tall, "scale": 1},
-            })
-            with open(target, "wb") as f:
-                f.write(base64.b64decode(shot["data"]))
+        # The window made as tall as the page for the capture, then given back: Chromium's own
+        # capture beyond the viewport leaves its input out of step with the page afterwards (the
+        # next click lands where the page no longer is).
+        width, scroll = self.js("return innerWidth"), self.js("return [scrollX, scrollY]")
+        height = min(self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]["height"], 6000)
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": math.ceil(height), "deviceScaleFactor": 1, "mobile": False})
+        try:
+            size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+            height = min(size["height"], 6000)
+            pieces = [(path, 0, height)]
+            if slices:
+                os.makedirs(os.path.join(SCREENSHOTS, "slices"), exist_ok=True)
+                stem = os.path.splitext(name)[0]
+                pieces += [(os.path.join(SCREENSHOTS, "slices", f"{stem}-{n + 1}.png"), top, min(900, height - top))
+                           for n, top in enumerate(range(0, int(height), 900))]
+            for target, top, tall in pieces:
+                shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
+                    "format": "png",
+                    "clip": {"x": 0, "y": top, "width": size["width"], "height": tall, "scale": 1},
+                })
+                with open(target, "wb") as f:
+                    f.write(base64.b64decode(shot["data"]))
+        finally:
+            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            self.js("scrollTo(arguments[0], arguments[1])", *scroll)
         log(f"screenshot {path}")
 
     def open_instance(self, instance, state):
@@ -968,7 +979,7 @@ class Dashboard(DashboardCase):
         want = {s["state"]: s["divergences"] for s in coverage["states"] if s["divergences"] > 0}
         self.assertGreaterEqual(want.get("foreground", 0), 2, "coverage counts the records into foreground")
         self.assertGreaterEqual(want.get("background", 0), 1, "and the one into background")
-        read = "return Object.fromEntries([...document.querySelectorAll('#fleet-graph svg g.badge.divergence')].map(g => [g.dataset.state, g.textContent]))"
+        read = "return Object.fromEntries([...document.querySelectorAll('#fleet-graph svg g.badge.divergence')].map(g => [g.dataset.state, g.querySelector('text').textContent]))"
         wait_until(lambda: self.js(read) == {state: f"≠{n}" for state, n in want.items()}, 5, f"the graph's divergence badges to be {want}", lambda: self.js(read))
         self.assertEqual(sorted(self.js("return [...document.querySelectorAll('#fleet-graph svg g.node.has-divergence')].map(g => g.dataset.state)")), sorted(want))
         cells = self.js("return Object.fromEntries([...document.querySelectorAll('#state-table tbody tr')].map(tr => [tr.dataset.state, tr.querySelector('td[data-counter=divergences]')?.textContent]))")
@@ -993,11 +1004,13 @@ class Dashboard(DashboardCase):
             wait_until(lambda: self.timeline_versions()[:1] == [agreed["version"]], 5, "the timeline")
             self.settled(agreed["version"])
             self.check_widths("the narrow timeline")
-            self.screenshot("divergence-timeline-400.png", slices=True)
             self.replay_to(first["version"])
             wait_until(lambda: self.find("#replay-record").is_displayed(), 2, "the replayed report")
             self.check_widths("the narrow replay")
             self.screenshot("divergence-replay-400.png", slices=True)
+            self.find("#replay-live").click()
+            wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "false", 2, "live again")
+            self.screenshot("divergence-timeline-400.png", slices=True)
             self.load("#/fleet")
             wait_until(lambda: self.js(read) == {state: f"≠{n}" for state, n in want.items()}, 5, "the narrow fleet's badges")
             self.check_widths("the narrow fleet")

@@ -172,8 +172,9 @@ export class TraceView {
         : el("span", { className: "muted", text: "–" });
       // Hooks the app reported running that differ from the model's (the step's record says how).
       const hooks = record?.divergence?.hooks;
-      const hookNote = hooks ? el("span", { className: "belief wrong hooks-wrong" }, ` ✗ hooks: ${divergenceKinds({ hooks }).join(", ")}`
-        + `${hooks.missing.length ? ` (missing ${hooks.missing.join(", ")})` : ""}${hooks.extra.length ? ` (extra ${hooks.extra.join(", ")})` : ""}`) : null;
+      const hookNote = hooks ? el("span", { className: "belief wrong hooks-wrong" }, `✗ hooks: ${divergenceKinds({ hooks }).join(", ")}`,
+        ...(hooks.missing.length ? [" (missing ", ...breakable(hooks.missing), ")"] : []),
+        ...(hooks.extra.length ? [" (extra ", ...breakable(hooks.extra), ")"] : [])) : null;
       const isProblem = problem && problem.step === i;
       return el("tr", { className: isProblem ? "divergence" : "", "aria-current": isProblem ? "step" : undefined },
         el("th", { scope: "row", className: "num", text: String(i) }),
@@ -185,7 +186,7 @@ export class TraceView {
     });
     const table = el("table", { className: "data trace-steps" },
       el("caption", { text: `Steps, numbered from 0 as the API's step (rows exercised: ${(report.exercisedRows ?? []).join(", ") || "none"})` }),
-      el("thead", {}, el("tr", {}, ...["Step", "Input", "Outcome", "State", "Row", "Belief"].map((h) => el("th", { scope: "col", text: h })))),
+      el("thead", {}, el("tr", {}, ...["Step", "Input", "Outcome", "State", "Row", "Belief and hooks"].map((h) => el("th", { scope: "col", text: h })))),
       el("tbody", {}, ...rows));
     this.result.replaceChildren(summary, table);
   }
@@ -290,6 +291,11 @@ export function stepOfRecord(record) {
   if (record.kind === "event") return { event: record.event, ...(record.parameters ?? {}), believedState: record.believedState ?? record.to, ...ran };
   if (record.kind === "action") return { action: record.action, ...(record.parameters ?? {}), ...(record.believedState ? { believedState: record.believedState } : {}), ...ran };
   return { relaunch: true, believedState: record.to };
+}
+
+/** Hook names, comma-separated, that may wrap after each dot (`Foreground.<wbr>onTransition`). */
+function breakable(names) {
+  return names.join(", ").split(".").flatMap((part, i) => i === 0 ? [part] : [".", el("wbr"), part]);
 }
 
 function describeStep(step) {

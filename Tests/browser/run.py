@@ -605,6 +605,12 @@ class Dashboard(DashboardCase):
         self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.divergence')].map(g => g.dataset.state).join(' ')"), "foreground")
         self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.believed')].map(g => g.dataset.state).join(' ')"), "background")
 
+        # Hooks the app ran that the model does not: a hook divergence, where the step took it.
+        self.check_trace({"steps": [{"event": "didFinishLaunching", "ranHooks": ["Launching.init", "Launching.again"]}]})
+        wait_until(lambda: self.find("#trace-result .trace-summary").get_attribute("data-kind") == "hookDivergence", 5, "a hook divergence")
+        self.assertIn("✗ hooks: 1 extra hook (extra Launching.again)", self.find("#trace-result tbody tr").text)
+        self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.divergence')].map(g => g.dataset.state).join(' ')"), "launching")
+
         # A conforming trace.
         self.check_trace({"steps": COLD_START})
         wait_until(lambda: "Conforms" in self.find("#trace-result .trace-summary").text, 5, "a conforming trace")
@@ -971,6 +977,20 @@ class Dashboard(DashboardCase):
         self.find("#replay-live").click()
         wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "false", 2, "live again")
         self.assertFalse(self.find("#replay-record").is_displayed(), "no replayed report while live")
+        # Its history checked as a trace carries what the app reported: the check stops at the
+        # divergent record (step 5, numbered from 0 as the API numbers steps).
+        self.find("#check-history").click()
+        wait_until(lambda: self.find("#trace-result .trace-summary").get_attribute("data-step") == "5", 5, "the history checked with its reports",
+                   lambda: self.find("#trace-result").text)
+        self.assertIn(self.find("#trace-result .trace-summary").get_attribute("data-kind"), ("beliefMismatch", "hookDivergence"))
+        step = self.finds("#trace-result tbody tr")[5]
+        self.assertIn("✗ believed", step.text)
+        self.assertIn("✗ hooks: 1 extra hook (extra Foreground.onTransition)", step.text.replace("\n", " "))
+        self.assertIn("✗ hooks: 1 missing hook (missing Foreground.willLeave)", self.finds("#trace-result tbody tr")[6].text)
+        spill = self.js("""const panel = document.getElementById('trace-result');
+            return document.querySelector('#trace-result table').getBoundingClientRect().right - (panel.getBoundingClientRect().right - panel.clientLeft)""")
+        self.assertLessEqual(spill, 0.5, "the trace's steps fit the report")
+        self.screenshot("divergence-trace-1400.png")
 
         # The fleet: divergences per state (the record's `to`), as coverage counts them, and a
         # way to the instances that have them.
@@ -989,7 +1009,8 @@ class Dashboard(DashboardCase):
         self.check_widths("the fleet with divergences")
         self.screenshot("divergence-fleet-1400.png")
         # Foreground's count lists the instances there with divergences, the most first.
-        self.find("#state-table tr[data-state='foreground'] td[data-counter='divergences'] a").click()
+        # (The tables are drawn anew whenever the counters reload: clicked again if a reload replaced the link.)
+        wait_until(lambda: self.find("#state-table tr[data-state='foreground'] td[data-counter='divergences'] a").click() or True, 5, "the link clicked")
         there = sorted(((-i["counters"]["divergences"], i["id"]) for i in self.api.all_instances("ios-app")
                         if i["state"] == "foreground" and i["counters"]["divergences"] > 0))
         wait_until(lambda: self.list_ids() == [i for _, i in there][:100], 5, "the instances in foreground with divergences", self.list_ids)

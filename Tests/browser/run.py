@@ -757,6 +757,7 @@ class Dashboard(DashboardCase):
         # Divergences (the app reported a belief the model does not share): counted on the
         # row as they stream in, and in the instance's facts; the filter finds the instances
         # with any (the page reads the server's pages for them).
+        wait_until(lambda: "a-fine-1" in self.list_ids(), 5, "the fine instances listed again", self.list_ids)
         self.assertEqual(cell("a-fine-1", "divergences"), "0")
         for _ in range(3):
             self.api.event("a-fine-1", {"event": "didBecomeActive", "believedState": "background"})

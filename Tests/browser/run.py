@@ -1033,6 +1033,11 @@ class Dashboard(DashboardCase):
             self.find("#replay-live").click()
             wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "false", 2, "live again")
             self.screenshot("divergence-timeline-400.png", slices=True)
+            still(self.driver, scheme="dark")
+            try:
+                self.screenshot("divergence-timeline-400-dark.png", slices=True)
+            finally:
+                still(self.driver)
             self.load("#/fleet")
             wait_until(lambda: self.js(read) == {state: f"≠{n}" for state, n in want.items()}, 5, "the narrow fleet's badges")
             self.check_widths("the narrow fleet")

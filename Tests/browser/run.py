@@ -14,7 +14,12 @@ sessionStorage. Issue 21's first hour: the list's count columns sort and its fil
 and says that sending acts on the live instance; report and graph describe the same trace
 or scenario, and number steps as the API does; every view at 1400 and 400 px is no wider
 than the window, with edge labels of 11 px or more, focusable graph regions and legends;
-one time format; no Token button where /healthz says writes need no token. It also
+one time format; no Token button where /healthz says writes need no token. Issue 19: a
+record whose app report (believedState, ranHooks) differs from the model is marked in the
+timeline (from history and live) and in the replay, with the state believed and the actual
+one and the hooks expected, ran, missing and extra (or order only); the device's
+occurredAt beside the server's time; the fleet's divergences per state as coverage counts
+them, leading to the instances with divergences (divergence-*.png). It also
 measures how long the page takes to load with 10,000 instances (figures printed, never
 asserted).
 

@@ -1,12 +1,17 @@
 // Fleet view: every instance of the model on its graph, from the coverage counters
 // (GET /v1/models/{model}/coverage): instances per state now, how often each row
-// was taken, rows never taken, unexpected events per state, incomplete launches.
+// was taken, rows never taken, unexpected events per state, incomplete launches, and
+// divergent records per state (where the app's report differed from the model; only
+// from servers that count them: without the field the view shows none).
 // Live: records on the stream schedule a reload of the counters (at most one a
 // second), which the server keeps, so the figures never drift from the store's.
 
 import { request, seg } from "./api.js";
 import { Graph } from "./graph.js";
 import { describeCondition, el, stateBadge } from "./model.js";
+
+/** Whether the server counts divergences in coverage (a field later servers add). */
+const countsDivergences = (coverage) => coverage.states.some((s) => s.divergences !== undefined);
 
 export class FleetView {
   constructor() {
@@ -81,6 +86,7 @@ export class FleetView {
     const coverage = this.coverage;
     graph.svg.classList.toggle("has-coverage", !!coverage);
     if (!coverage) return;
+    const counted = countsDivergences(coverage);
     for (const state of coverage.states) {
       const node = graph.nodes.get(state.state);
       if (!node) continue;
@@ -93,6 +99,10 @@ export class FleetView {
         `${state.unexpected} unexpected events recorded in ${state.state}`);
       graph.badge(state.state, "incomplete", "sw", state.incompleteLaunches > 0 ? `↯${state.incompleteLaunches}` : null,
         `${state.incompleteLaunches} instances in ${state.state} with an incomplete launch`);
+      const divergences = counted ? state.divergences ?? 0 : 0;
+      node.classList.toggle("has-divergence", divergences > 0);
+      graph.badge(state.state, "divergence", "nw", divergences > 0 ? `≠${divergences}` : null,
+        `${divergences} divergent record${divergences === 1 ? "" : "s"} into ${state.state}: the app's report differed from the model`);
     }
     const most = Math.max(1, ...coverage.rows.map((r) => r.taken));
     for (const row of coverage.rows) {
@@ -104,11 +114,13 @@ export class FleetView {
       const level = row.taken === 0 ? 0 : 1 + Math.min(4, Math.floor(share * 4.999));
       for (let i = 0; i <= 5; i += 1) edge.classList.toggle(`heat-${i}`, i === level);
       edge.classList.toggle("never-taken", row.taken === 0);
+      edge.classList.toggle("has-divergence", (row.divergent ?? 0) > 0);
       for (const path of edge.querySelectorAll("path")) path.style.strokeWidth = String(1 + share * 5);
       let tooltip = edge.querySelector(":scope > title");
       if (tooltip) {
         tooltip.dataset.original ??= tooltip.textContent;
-        tooltip.textContent = `${tooltip.dataset.original} (${row.row}): taken ${row.taken} times`;
+        tooltip.textContent = `${tooltip.dataset.original} (${row.row}): taken ${row.taken} times`
+          + (row.divergent > 0 ? `, ${row.divergent} with a divergence` : "");
       }
     }
   }
@@ -119,20 +131,34 @@ export class FleetView {
     const statesByName = new Map((coverage?.states ?? []).map((s) => [s.state, s]));
     const rowsById = new Map((coverage?.rows ?? []).map((r) => [r.row, r]));
     const cell = (value) => el("td", { className: "num", text: value === undefined ? "–" : String(value) });
+    // Columns for divergences only where the server counts them.
+    const divergences = !!coverage && countsDivergences(coverage);
+    const rowDivergences = !!coverage && coverage.rows.some((r) => r.divergent !== undefined);
+    for (const th of document.querySelectorAll("#state-table th.divergences")) th.hidden = !divergences;
+    for (const th of document.querySelectorAll("#row-table th.divergences")) th.hidden = !rowDivergences;
+    document.getElementById("legend-divergence").hidden = !divergences;
     this.stateBody.replaceChildren(...model.states.map((state) => {
       const counts = statesByName.get(state.name);
       const link = el("a", { href: `#/instances?state=${encodeURIComponent(state.name)}` }, stateBadge(model, state.name));
-      return el("tr", { className: counts?.unexpected ? "warn" : "" },
+      const divergent = counts?.divergences ?? 0;
+      // The count leads to the instances in the state that diverged (those whose counters say so).
+      const divergenceCell = !divergences ? null
+        : el("td", { className: `num${divergent > 0 ? " problem" : ""}`, dataset: { counter: "divergences" } }, divergent > 0
+          ? el("a", { href: `#/instances?state=${encodeURIComponent(state.name)}&divergent=true`, "aria-label": `${divergent} divergent records into ${state.name}: list the instances there with divergences` }, `≠ ${divergent}`)
+          : "0");
+      return el("tr", { className: counts?.unexpected ? "warn" : "", dataset: { state: state.name } },
         el("th", { scope: "row" }, link), el("td", { text: state.kind }),
-        cell(counts?.instances), cell(counts?.unexpected), cell(counts?.incompleteLaunches));
+        cell(counts?.instances), cell(counts?.unexpected), cell(counts?.incompleteLaunches), divergenceCell);
     }));
     this.rowBody.replaceChildren(...model.rows.map((row) => {
       const taken = rowsById.get(row.id)?.taken;
       const guard = row.when?.length ? el("span", { className: "muted", text: ` [${row.when.map(describeCondition).join(", ")}]` }) : null;
+      const divergent = rowsById.get(row.id)?.divergent;
       return el("tr", { className: taken === 0 ? "never" : "" },
         el("th", { scope: "row", text: row.id }), el("td", { text: row.from }),
         el("td", {}, row.event, guard), el("td", { text: row.to ?? `(stays)` }),
-        el("td", { className: "num" }, taken === undefined ? "–" : taken === 0 ? el("span", { className: "never-label", text: "never" }) : String(taken)));
+        el("td", { className: "num" }, taken === undefined ? "–" : taken === 0 ? el("span", { className: "never-label", text: "never" }) : String(taken)),
+        rowDivergences ? el("td", { className: `num${divergent > 0 ? " problem" : ""}`, text: divergent > 0 ? `≠ ${divergent}` : String(divergent ?? 0) }) : null);
     }));
     if (this.error) {
       this.summary.textContent = this.error;
@@ -142,7 +168,13 @@ export class FleetView {
       const unexpected = coverage.states.reduce((n, s) => n + s.unexpected, 0);
       const never = coverage.neverTaken?.length ?? coverage.rows.filter((r) => r.taken === 0).length;
       this.summary.className = "muted";
-      this.summary.textContent = `${total.toLocaleString()} instances; ${unexpected.toLocaleString()} unexpected events recorded; ${never} of ${coverage.rows.length} rows never taken.`;
+      this.summary.replaceChildren(`${total.toLocaleString()} instances; ${unexpected.toLocaleString()} unexpected events recorded; `);
+      if (divergences) {
+        const divergent = coverage.states.reduce((n, s) => n + (s.divergences ?? 0), 0);
+        this.summary.append(`${divergent.toLocaleString()} divergent records`,
+          divergent > 0 ? el("span", {}, " (", el("a", { href: "#/instances?divergent=true", id: "fleet-divergent-link" }, "list the instances with divergences"), ")") : "", "; ");
+      }
+      this.summary.append(`${never} of ${coverage.rows.length} rows never taken.`);
     } else {
       this.summary.className = "muted";
       this.summary.textContent = "Loading the fleet…";

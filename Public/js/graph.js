@@ -141,7 +141,7 @@ export class Graph {
   }
 
   /**
-   * A small labelled badge at one corner of a state's node (`corner`: "ne", "se", "sw");
+   * A small labelled badge at one corner of a state's node (`corner`: "ne", "se", "sw", "nw");
    * `text` null removes it; `empty` shows it muted (a count of zero).
    */
   badge(state, kind, corner, text, title, { empty = false } = {}) {
@@ -169,8 +169,8 @@ export class Graph {
     const box = shapeBox(node);
     const width = 10 + 8 * String(text).length;
     const height = 18;
-    const x = corner === "sw" ? box.x - width / 2 : box.x + box.width - width / 2;
-    const y = corner === "ne" ? box.y - height / 2 : box.y + box.height - height / 2;
+    const x = corner === "sw" || corner === "nw" ? box.x - width / 2 : box.x + box.width - width / 2;
+    const y = corner === "ne" || corner === "nw" ? box.y - height / 2 : box.y + box.height - height / 2;
     rect.setAttribute("x", x);
     rect.setAttribute("y", y);
     rect.setAttribute("width", width);

@@ -6,7 +6,8 @@
 import { APIError, request, seg } from "./api.js";
 import { Graph } from "./graph.js";
 import {
-  describeAction, describeInput, el, formatTime, outcomeBadge, parameterInput, readParameters, stateBadge, timeElement,
+  describeAction, describeInput, deviceTime, divergenceBadge, el, formatTime, outcomeBadge, parameterInput, readParameters,
+  reportDetails, stateBadge, timeElement,
 } from "./model.js";
 
 const timelineChunk = 300;
@@ -23,6 +24,7 @@ export class InstanceDetail {
     this.empty = document.getElementById("detail-empty");
     this.body = document.getElementById("detail-body");
     this.facts = document.getElementById("detail-facts");
+    this.replayRecord = document.getElementById("replay-record");
     this.factsCaption = document.getElementById("facts-caption");
     this.graphCaption = document.getElementById("graph-caption");
     this.sendNote = document.getElementById("send-note");
@@ -391,16 +393,24 @@ export class InstanceDetail {
     }
     if (record.windowChanged) details.push(el("span", { className: "chip", text: "window changed" }));
     const kindLabel = record.kind === "relaunch" ? "relaunch" : record.kind;
-    return el("li", { className: `record kind-${record.kind} outcome-${record.outcome}`, dataset: { sequence: record.sequence, version: record.version } },
+    const divergent = !!record.divergence;
+    return el("li", {
+      className: `record kind-${record.kind} outcome-${record.outcome}${divergent ? " divergent" : ""}`,
+      dataset: { sequence: record.sequence, version: record.version, divergent: String(divergent) },
+    },
       el("div", { className: "record-head" },
         el("span", { className: "version", text: `v${record.version}` }),
+        // The server's time orders the records; the device's is shown beside it, never sorted on.
         timeElement(record.time),
+        deviceTime(record),
         el("span", { className: "kind", text: kindLabel }),
         el("strong", { className: "input", text: describeInput(record) }),
         outcomeBadge(record.outcome),
+        divergent ? divergenceBadge(record) : null,
         move,
         el("button", { type: "button", className: "quiet small", dataset: { position }, text: "Replay to here", "aria-label": `Replay to version ${record.version}` })),
-      el("div", { className: "record-body" }, hooks, ...details));
+      el("div", { className: "record-body" }, hooks, ...details),
+      reportDetails(model, record));
   }
 
   /** The facts at the replay position when replaying, the instance's own when live. */
@@ -413,6 +423,7 @@ export class InstanceDetail {
     }
     const crumb = i.breadcrumb ?? {};
     this.factsCaption.textContent = "Now (live):";
+    this.replayRecord.hidden = true;
     this.facts.replaceChildren(
       fact("State", stateBadge(this.model, i.state)),
       fact("Version", String(i.version)),
@@ -451,13 +462,21 @@ export class InstanceDetail {
       fact("Version", String(version)),
       fact("Record", record ? describeInput(record) : "none yet", record ? " " : "", record ? outcomeBadge(record.outcome) : ""),
       fact("Recorded", record ? timeElement(record.time) : "–"),
+      ...(record?.occurredAt ? [fact("Device time", deviceTime(record))] : []),
+      ...(record?.divergence ? [fact("Report", divergenceBadge(record))] : []),
       fact("Launches", complete ? String(1 + applied.filter((r) => r.kind === "relaunch").length) : "unknown (older records dropped)"),
       fact("Unexpected", count((r) => r.outcome === "unexpected")),
       fact("Ignored", count((r) => r.outcome === "ignored")),
       fact("Incomplete launches", count((r) => !!r.incompleteLaunch)),
+      ...(this.instance.counters.divergences === undefined ? [] : [fact("Divergences", count((r) => !!r.divergence))]),
     );
     this.facts.dataset.state = state;
     this.facts.dataset.replay = "true";
+    // The replayed record's report in full, beside the graph it left.
+    const details = record ? reportDetails(this.model, record) : null;
+    this.replayRecord.replaceChildren(...(details ? [details] : []));
+    this.replayRecord.hidden = !details;
+    this.replayRecord.dataset.sequence = record?.sequence ?? "";
   }
 
   renderControls() {

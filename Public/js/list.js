@@ -8,6 +8,10 @@
 // large the fleet. Sorting is the page's own, of the rows on screen: a page in
 // another order would need a cursor over counters that change with every record,
 // and the filters already bring the broken instances together.
+//
+// The server has no filter for divergences: "with divergences" reads the instances
+// page after page (1,000 at a time, at most 10 pages a click) and keeps those whose
+// counters count one, continuing after the last one kept (a cursor is an instance id).
 
 import { request } from "./api.js";
 import { el, stateBadge } from "./model.js";
@@ -23,6 +27,7 @@ export class InstanceList {
     this.limitFilter = document.getElementById("filter-limit");
     this.unexpectedFilter = document.getElementById("filter-unexpected");
     this.incompleteFilter = document.getElementById("filter-incomplete");
+    this.divergentFilter = document.getElementById("filter-divergent");
     this.headings = [...document.querySelectorAll("#instance-list thead th[data-sort]")];
     this.divergenceHeading = this.headings.find((th) => th.dataset.sort === "divergences");
     this.sortKey = "id";
@@ -43,6 +48,7 @@ export class InstanceList {
     this.limitFilter.addEventListener("change", () => this.first());
     this.unexpectedFilter.addEventListener("change", () => this.first());
     this.incompleteFilter.addEventListener("change", () => this.first());
+    this.divergentFilter.addEventListener("change", () => this.first());
     for (const th of this.headings) {
       th.querySelector("button").addEventListener("click", () => {
         const key = th.dataset.sort;
@@ -76,9 +82,20 @@ export class InstanceList {
     return this.first();
   }
 
-  filterState(state) {
-    if (this.stateFilter.value === state) return;
-    this.stateFilter.value = state;
+  /** The filters a link asked for (`#/instances?state=…&divergent=true`). */
+  filterFromRoute(state, divergent) {
+    // A link to the divergent instances names its state or means any; one naming a state
+    // alone leaves the problem filters as they were.
+    const wanted = state ?? (divergent ? "" : this.stateFilter.value);
+    const checked = divergent || this.divergentFilter.checked;
+    if (this.stateFilter.value === wanted && this.divergentFilter.checked === checked) return;
+    this.stateFilter.value = wanted;
+    this.divergentFilter.checked = checked;
+    if (divergent) {
+      // The instances with the most divergences first.
+      this.sortKey = "divergences";
+      this.sortDescending = true;
+    }
     this.first();
   }
 
@@ -101,10 +118,11 @@ export class InstanceList {
     if (this.incompleteFilter.checked) params.set("hasIncompleteLaunch", "true");
     const cursor = this.cursors[this.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
-    this.status.textContent = "Loading…";
+    const divergent = this.divergentFilter.checked;
+    this.status.textContent = divergent ? "Reading the instances for divergences…" : "Loading…";
     let page;
     try {
-      ({ data: page } = await request(`/v1/instances?${params}`));
+      page = divergent ? await this.scan(params) : (await request(`/v1/instances?${params}`)).data;
     } catch (error) {
       if (generation === this.generation) this.status.textContent = `The list could not be loaded: ${error.message}`;
       return;
@@ -116,18 +134,43 @@ export class InstanceList {
     this.rows = new Map();
     // Divergences are counted only by servers that count them.
     this.divergences = page.items.some((instance) => instance.counters?.divergences !== undefined);
+    this.divergences ||= divergent;
     this.divergenceHeading.hidden = !this.divergences;
+    this.divergentFilter.closest("label").hidden = !this.divergences;
     this.body.replaceChildren(...page.items.map((instance) => this.row(instance)));
     this.sort();
     this.prev.disabled = this.cursors.length === 1;
     this.next.disabled = !page.nextCursor;
     const first = (this.cursors.length - 1) * Number(this.limitFilter.value);
-    const problems = [this.unexpectedFilter.checked && "with unexpected events", this.incompleteFilter.checked && "with incomplete launches"].filter(Boolean);
+    const problems = [this.unexpectedFilter.checked && "with unexpected events", this.incompleteFilter.checked && "with incomplete launches",
+      divergent && "with divergences"].filter(Boolean);
     const filter = (this.stateFilter.value ? ` in ${this.stateFilter.value}` : "") + (problems.length ? ` ${problems.join(" and ")}` : "");
     this.status.textContent = page.items.length === 0
       ? (this.cursors.length === 1 ? `No instances${filter}.` : "No more instances.")
       : `Instances${filter} ${first + 1}–${first + page.items.length}${page.nextCursor ? ", more on the next page" : ""}.`;
+    if (divergent) this.status.textContent += ` Read ${page.scanned.toLocaleString()} instances to find them${page.stopped ? " (the next page reads on)" : ""}.`;
     this.highlight();
+  }
+
+  /** A page of the instances with divergences, found by reading pages of every instance after the cursor in `params`. */
+  async scan(params) {
+    const wanted = Number(params.get("limit"));
+    const query = new URLSearchParams(params);
+    query.set("limit", "1000");
+    const items = [];
+    let scanned = 0;
+    for (let pages = 0; pages < 10; pages += 1) {
+      const { data } = await request(`/v1/instances?${query}`);
+      for (const instance of data.items) {
+        scanned += 1;
+        if (!(instance.counters?.divergences > 0)) continue;
+        items.push(instance);
+        if (items.length === wanted) return { items, nextCursor: instance.id, scanned };
+      }
+      if (!data.nextCursor) return { items, nextCursor: null, scanned };
+      query.set("cursor", data.nextCursor);
+    }
+    return { items, nextCursor: query.get("cursor"), scanned, stopped: true };
   }
 
   row(instance) {
@@ -207,6 +250,7 @@ export class InstanceList {
       // The counters count what the records say: an unexpected outcome, a launch left incomplete.
       if (record.outcome === "unexpected") row.counters.unexpected = (row.counters.unexpected ?? 0) + 1;
       if (record.incompleteLaunch) row.counters.incompleteLaunches = (row.counters.incompleteLaunches ?? 0) + 1;
+      if (record.divergence) row.counters.divergences = (row.counters.divergences ?? 0) + 1;
       this.fill(row);
       const filtered = this.stateFilter.value;
       row.tr.classList.toggle("moved", !!filtered && record.to !== filtered);

@@ -1,7 +1,7 @@
 // The dashboard: one model at a time, three views (fleet, instances, trace
 // checker) chosen by the URL's fragment, and one stream feeding all of them.
 //
-// Routes: #/fleet, #/instances, #/instances?state=<state>, #/instances/<id>, #/trace.
+// Routes: #/fleet, #/instances, #/instances?state=<state>&divergent=true, #/instances/<id>, #/trace.
 
 import { editToken, getJSON, onTokenChange, request, storedToken } from "./api.js";
 import { FleetView } from "./fleet.js";
@@ -64,13 +64,14 @@ function parseRoute() {
     view: views.includes(view) ? view : "fleet",
     id: view === "instances" && rest.length ? rest.join("/") : null,
     state: params.get("state"),
+    divergent: params.get("divergent") === "true",
   };
 }
 
 let routing = Promise.resolve();
 
 async function route({ focus = true } = {}) {
-  const { view, id, state } = parseRoute();
+  const { view, id, state, divergent } = parseRoute();
   for (const name of views) document.getElementById(`view-${name}`).hidden = name !== view;
   for (const link of document.querySelectorAll("nav a[data-view]")) {
     if (link.dataset.view === view) link.setAttribute("aria-current", "page");
@@ -79,7 +80,8 @@ async function route({ focus = true } = {}) {
   // The new view's heading (or the chosen instance's) takes focus, so a screen reader announces it.
   if (focus) document.querySelector(id === null ? `#view-${view} h2` : "#detail-heading")?.focus({ preventScroll: true });
   if (view !== "instances") return;
-  if (state !== null) list.filterState(state);
+  // A link with filters (the fleet view's) sets them; the plain #/instances keeps those chosen.
+  if (state !== null || divergent) list.filterFromRoute(state, divergent);
   if (id === null) {
     list.select(null);
     detail.clear();

@@ -88,8 +88,93 @@ export function formatTime(iso) {
 }
 
 /** A <time> element in the page's format, its machine-readable value the ISO text. */
-export function timeElement(iso) {
-  return el("time", { dateTime: iso, title: `${iso} (UTC)`, text: formatTime(iso) });
+export function timeElement(iso, title = `${iso} (UTC)`) {
+  return el("time", { dateTime: iso, title, text: formatTime(iso) });
+}
+
+/** `3.2 s`, `4 min 10 s`, `2 h 5 min`: how far apart two clocks' readings are. */
+function formatSpan(ms) {
+  const seconds = Math.abs(ms) / 1000;
+  if (seconds < 60) return `${seconds < 10 ? seconds.toFixed(1) : Math.round(seconds)} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min ${Math.round(seconds - minutes * 60)} s`;
+  const hours = Math.floor(minutes / 60);
+  return hours < 48 ? `${hours} h ${minutes - hours * 60} min` : `${Math.floor(hours / 24)} days`;
+}
+
+/**
+ * The device's own time of a record (`occurredAt`), in the page's format beside the
+ * server's, with how much later the record arrived (a queued event can arrive hours late;
+ * a device clock can also run ahead). Null when the app sent none.
+ */
+export function deviceTime(record) {
+  if (!record.occurredAt) return null;
+  const lag = new Date(record.time) - new Date(record.occurredAt);
+  const note = !Number.isFinite(lag) || Math.abs(lag) < 1000 ? ""
+    : lag > 0 ? ` (arrived ${formatSpan(lag)} later)` : ` (device clock ${formatSpan(lag)} ahead)`;
+  return el("span", { className: "device-time", dataset: { occurredAt: record.occurredAt } },
+    "device ", timeElement(record.occurredAt, `${record.occurredAt} (as the device sent it)`), note);
+}
+
+/** The kinds of a record's divergence, in words: `state`, `1 extra hook`, `hooks out of order`. */
+export function divergenceKinds(divergence) {
+  const kinds = [];
+  if (divergence?.state) kinds.push("state");
+  const hooks = divergence?.hooks;
+  if (hooks?.orderOnly) kinds.push("hooks out of order");
+  else if (hooks) {
+    const plural = (n, word) => `${n} ${word} hook${n === 1 ? "" : "s"}`;
+    if (hooks.missing.length) kinds.push(plural(hooks.missing.length, "missing"));
+    if (hooks.extra.length) kinds.push(plural(hooks.extra.length, "extra"));
+  }
+  return kinds;
+}
+
+/** The mark of a divergent record: a symbol and words (never colour alone). */
+export function divergenceBadge(record) {
+  const kinds = divergenceKinds(record.divergence);
+  return el("span", { className: "badge-divergence", title: "What the app reported differs from the model", text: `≠ diverged: ${kinds.join(", ")}` });
+}
+
+const hookList = (hooks) => hooks.length
+  ? el("ol", { className: "hooks" }, ...hooks.map((h) => el("li", { text: h })))
+  : el("span", { className: "muted", text: "none" });
+
+/**
+ * What the app reported for a record beside what the model did: for a divergent record,
+ * the state believed and the actual one, and the hooks expected, ran, missing and extra
+ * (or that only their order differs); for a report that agrees, a word saying so. Null
+ * when the app reported nothing.
+ */
+export function reportDetails(model, record) {
+  const divergence = record.divergence;
+  if (!divergence) {
+    if (record.believedState === undefined && record.ranHooks === undefined) return null;
+    const agreed = [record.believedState !== undefined && "state", record.ranHooks !== undefined && "hooks"].filter(Boolean).join(" and ");
+    return el("span", { className: "chip report-agrees", dataset: { report: "agrees" }, text: `✓ app's report agrees (${agreed})` });
+  }
+  const rows = [];
+  const row = (term, ...value) => rows.push(el("div", { dataset: { term } }, el("dt", { text: term }), el("dd", {}, ...value)));
+  if (divergence.state) {
+    row("State", "believed ", stateBadge(model, divergence.state.believed), ", actual ", stateBadge(model, divergence.state.actual));
+  } else if (record.believedState !== undefined) {
+    row("State", "believed ", stateBadge(model, record.believedState), " (as the model: agrees)");
+  }
+  const hooks = divergence.hooks;
+  if (hooks) {
+    row("Hooks expected", hookList(hooks.expected));
+    row("Hooks ran", hookList(hooks.ran));
+    if (hooks.orderOnly) row("Order", el("strong", { text: "only the order differs" }));
+    else {
+      row("Missing", hookList(hooks.missing));
+      row("Extra", hookList(hooks.extra));
+    }
+  } else if (record.ranHooks !== undefined) {
+    row("Hooks ran", hookList(record.ranHooks), " (as the model: agrees)");
+  }
+  return el("div", { className: "divergence-detail", role: "group", "aria-label": "What the app reported, against the model" },
+    el("p", { className: "divergence-title" }, el("strong", { text: "≠ The app's report differs from the model" })),
+    el("dl", {}, ...rows));
 }
 
 /** An input for one declared parameter (boolean: a three-way select, since it may be left out). */

@@ -9,7 +9,7 @@
 
 import { request, seg } from "./api.js";
 import { Graph } from "./graph.js";
-import { describeCall, describeInput, el, outcomeBadge, stateBadge } from "./model.js";
+import { describeCall, describeInput, divergenceKinds, el, outcomeBadge, stateBadge } from "./model.js";
 
 export class TraceView {
   constructor() {
@@ -138,7 +138,8 @@ export class TraceView {
     const believed = [];
     if (problem) {
       const record = stepRecord(problem.step);
-      if (problem.kind === "beliefMismatch") {
+      if (problem.kind === "beliefMismatch" || problem.kind === "hookDivergence") {
+        // Where the step took it: the app's hooks ran (or its belief was wrong) there.
         if (record) divergence.push(record.to);
         if (report.steps[problem.step]?.believedState) believed.push(report.steps[problem.step].believedState);
       } else if (record) {
@@ -169,6 +170,11 @@ export class TraceView {
         ? el("span", { className: result.beliefCorrect === false ? "belief wrong" : "belief" },
           result.beliefCorrect === false ? "✗ believed " : "✓ ", stateBadge(this.model, result.believedState))
         : el("span", { className: "muted", text: "–" });
+      // Hooks the app reported running that differ from the model's (the step's record says how).
+      const hooks = record?.divergence?.hooks;
+      const hookNote = hooks ? el("span", { className: "belief wrong hooks-wrong" }, `✗ hooks: ${divergenceKinds({ hooks }).join(", ")}`,
+        ...(hooks.missing.length ? [" (missing ", ...breakable(hooks.missing), ")"] : []),
+        ...(hooks.extra.length ? [" (extra ", ...breakable(hooks.extra), ")"] : [])) : null;
       const isProblem = problem && problem.step === i;
       return el("tr", { className: isProblem ? "divergence" : "", "aria-current": isProblem ? "step" : undefined },
         el("th", { scope: "row", className: "num", text: String(i) }),
@@ -176,11 +182,11 @@ export class TraceView {
         el("td", {}, record ? outcomeBadge(record.outcome) : el("span", { className: "badge-outcome outcome-unexpected", text: "error" })),
         el("td", {}, record ? stateBadge(this.model, record.from) : "", record && record.from !== record.to ? " → " : "", record && record.from !== record.to ? stateBadge(this.model, record.to) : ""),
         el("td", {}, record?.row ?? (result.error ? el("span", { className: "error", text: result.error }) : "–")),
-        el("td", {}, belief));
+        el("td", {}, belief, hookNote));
     });
     const table = el("table", { className: "data trace-steps" },
       el("caption", { text: `Steps, numbered from 0 as the API's step (rows exercised: ${(report.exercisedRows ?? []).join(", ") || "none"})` }),
-      el("thead", {}, el("tr", {}, ...["Step", "Input", "Outcome", "State", "Row", "Belief"].map((h) => el("th", { scope: "col", text: h })))),
+      el("thead", {}, el("tr", {}, ...["Step", "Input", "Outcome", "State", "Row", "Belief and hooks"].map((h) => el("th", { scope: "col", text: h })))),
       el("tbody", {}, ...rows));
     this.result.replaceChildren(summary, table);
   }
@@ -280,13 +286,20 @@ function isRecord(value) {
 
 /** A history record as the step an app would have logged: its input, and where it ended up. */
 export function stepOfRecord(record) {
-  if (record.kind === "event") return { event: record.event, ...(record.parameters ?? {}), believedState: record.to };
-  if (record.kind === "action") return { action: record.action, ...(record.parameters ?? {}) };
+  // What the app reported, when it did, so that the check finds where its code diverged.
+  const ran = record.ranHooks ? { ranHooks: record.ranHooks } : {};
+  if (record.kind === "event") return { event: record.event, ...(record.parameters ?? {}), believedState: record.believedState ?? record.to, ...ran };
+  if (record.kind === "action") return { action: record.action, ...(record.parameters ?? {}), ...(record.believedState ? { believedState: record.believedState } : {}), ...ran };
   return { relaunch: true, believedState: record.to };
 }
 
+/** Hook names, comma-separated, that may wrap after each dot (`Foreground.<wbr>onTransition`). */
+function breakable(names) {
+  return names.join(", ").split(".").flatMap((part, i) => i === 0 ? [part] : [".", el("wbr"), part]);
+}
+
 function describeStep(step) {
-  const { believedState, event, action, ...parameters } = step;
+  const { believedState, ranHooks, event, action, ...parameters } = step;
   return describeCall(event ?? action ?? Object.keys(parameters)[0] ?? "?", event || action ? parameters : {});
 }
 

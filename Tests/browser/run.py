@@ -14,7 +14,12 @@ sessionStorage. Issue 21's first hour: the list's count columns sort and its fil
 and says that sending acts on the live instance; report and graph describe the same trace
 or scenario, and number steps as the API does; every view at 1400 and 400 px is no wider
 than the window, with edge labels of 11 px or more, focusable graph regions and legends;
-one time format; no Token button where /healthz says writes need no token. It also
+one time format; no Token button where /healthz says writes need no token. Issue 19: a
+record whose app report (believedState, ranHooks) differs from the model is marked in the
+timeline (from history and live) and in the replay, with the state believed and the actual
+one and the hooks expected, ran, missing and extra (or order only); the device's
+occurredAt beside the server's time; the fleet's divergences per state as coverage counts
+them, leading to the instances with divergences (divergence-*.png). It also
 measures how long the page takes to load with 10,000 instances (figures printed, never
 asserted).
 
@@ -25,8 +30,10 @@ Usage: /usr/bin/python3 Tests/browser/run.py [--server PATH] [--keep] [-k PATTER
 
 import argparse
 import base64
+import datetime
 import http.client
 import json
+import math
 import os
 import re
 import shutil
@@ -342,21 +349,31 @@ class DashboardCase(unittest.TestCase):
         path = os.path.join(SCREENSHOTS, name)
         # No focus ring left by a check on the picture.
         self.js("document.activeElement?.blur()")
-        size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-        height = min(size["height"], 6000)
-        pieces = [(path, 0, height)]
-        if slices:
-            os.makedirs(os.path.join(SCREENSHOTS, "slices"), exist_ok=True)
-            stem = os.path.splitext(name)[0]
-            pieces += [(os.path.join(SCREENSHOTS, "slices", f"{stem}-{n + 1}.png"), top, min(900, height - top))
-                       for n, top in enumerate(range(0, int(height), 900))]
-        for target, top, tall in pieces:
-            shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
-                "format": "png", "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": top, "width": size["width"], "height": tall, "scale": 1},
-            })
-            with open(target, "wb") as f:
-                f.write(base64.b64decode(shot["data"]))
+        # The window made as tall as the page for the capture, then given back: Chromium's own
+        # capture beyond the viewport leaves its input out of step with the page afterwards (the
+        # next click lands where the page no longer is).
+        width, scroll = self.js("return innerWidth"), self.js("return [scrollX, scrollY]")
+        height = min(self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]["height"], 6000)
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": math.ceil(height), "deviceScaleFactor": 1, "mobile": False})
+        try:
+            size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+            height = min(size["height"], 6000)
+            pieces = [(path, 0, height)]
+            if slices:
+                os.makedirs(os.path.join(SCREENSHOTS, "slices"), exist_ok=True)
+                stem = os.path.splitext(name)[0]
+                pieces += [(os.path.join(SCREENSHOTS, "slices", f"{stem}-{n + 1}.png"), top, min(900, height - top))
+                           for n, top in enumerate(range(0, int(height), 900))]
+            for target, top, tall in pieces:
+                shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
+                    "format": "png",
+                    "clip": {"x": 0, "y": top, "width": size["width"], "height": tall, "scale": 1},
+                })
+                with open(target, "wb") as f:
+                    f.write(base64.b64decode(shot["data"]))
+        finally:
+            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            self.js("scrollTo(arguments[0], arguments[1])", *scroll)
         log(f"screenshot {path}")
 
     def open_instance(self, instance, state):
@@ -593,6 +610,12 @@ class Dashboard(DashboardCase):
         self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.divergence')].map(g => g.dataset.state).join(' ')"), "foreground")
         self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.believed')].map(g => g.dataset.state).join(' ')"), "background")
 
+        # Hooks the app ran that the model does not: a hook divergence, where the step took it.
+        self.check_trace({"steps": [{"event": "didFinishLaunching", "ranHooks": ["Launching.init", "Launching.again"]}]})
+        wait_until(lambda: self.find("#trace-result .trace-summary").get_attribute("data-kind") == "hookDivergence", 5, "a hook divergence")
+        self.assertIn("✗ hooks: 1 extra hook (extra Launching.again)", self.find("#trace-result tbody tr").text)
+        self.assertEqual(self.js("return [...document.querySelectorAll('#trace-graph svg g.divergence')].map(g => g.dataset.state).join(' ')"), "launching")
+
         # A conforming trace.
         self.check_trace({"steps": COLD_START})
         wait_until(lambda: "Conforms" in self.find("#trace-result .trace-summary").text, 5, "a conforming trace")
@@ -709,10 +732,9 @@ class Dashboard(DashboardCase):
         self.load("#/instances")
         wait_until(lambda: self.list_ids()[:6] == sorted(["a-fine-1", "a-fine-2", "a-fine-3", "a-bg-launch-twice", "a-oops-1", "a-both-1"]),
                    5, "the list", self.list_ids)
-        # Count columns, sortable; no divergences column while the server counts none.
+        # Count columns, sortable; divergences too, since the server counts them.
         headings = self.js("return [...document.querySelectorAll('#instance-list thead th')].filter(th => !th.hidden).map(th => th.dataset.sort)")
-        self.assertEqual(headings, ["id", "state", "version", "unexpected", "incompleteLaunches"])
-        self.assertFalse(self.find("#instance-list th[data-sort='divergences']").is_displayed())
+        self.assertEqual(headings, ["id", "state", "version", "unexpected", "incompleteLaunches", "divergences"])
         cell = lambda instance, counter: self.find(f"#instance-list tr[data-id='{instance}'] td[data-counter='{counter}']").text
         self.assertEqual((cell("a-oops-1", "unexpected"), cell("a-both-1", "incompleteLaunches"), cell("a-fine-1", "unexpected")), ("2", "1", "0"))
         self.find("#instance-list th[data-sort='unexpected'] button").click()
@@ -737,23 +759,23 @@ class Dashboard(DashboardCase):
         self.screenshot("instances-filtered-1400.png")
         self.find("#filter-incomplete").click()
         wait_until(lambda: self.list_ids()[:1] == ["a-bg-launch-twice"], 5, "every instance again", self.list_ids)
-        # A server that counts divergences (a field a later version adds to the counters): the
-        # column, and the instance's fact, appear. Its answer is extended in the page, since this
-        # server has no such field yet.
-        self.js("""const original = window.fetch;
-            window.fetch = async (...args) => {
-              const response = await original(...args);
-              if (!/^\\/v1\\/instances(\\?|\\/a-oops-1$)/.test(String(args[0]))) return response;
-              const data = await response.json();
-              for (const instance of data.items ?? [data]) instance.counters.divergences = instance.id === 'a-oops-1' ? 3 : 0;
-              return new Response(JSON.stringify(data), { status: response.status, headers: response.headers });
-            }""")
-        Select(self.find("#filter-limit")).select_by_visible_text("50")
-        wait_until(lambda: self.find("#instance-list th[data-sort='divergences']").is_displayed(), 5, "the divergences column")
-        self.assertEqual(cell("a-oops-1", "divergences"), "3")
-        self.find("#instance-list tr[data-id='a-oops-1'] a").click()
+        # Divergences (the app reported a belief the model does not share): counted on the
+        # row as they stream in, and in the instance's facts; the filter finds the instances
+        # with any (the page reads the server's pages for them).
+        wait_until(lambda: "a-fine-1" in self.list_ids(), 5, "the fine instances listed again", self.list_ids)
+        self.assertEqual(cell("a-fine-1", "divergences"), "0")
+        for _ in range(3):
+            self.api.event("a-fine-1", {"event": "didBecomeActive", "believedState": "background"})
+        wait_until(lambda: cell("a-fine-1", "divergences") == "3", 2, "the divergences counted on the row, live")
+        self.find("#filter-divergent").click()
+        diverged = sorted(i["id"] for i in self.api.all_instances("ios-app") if i["counters"]["divergences"] > 0)[:100]
+        wait_until(lambda: sorted(self.list_ids()) == diverged, 5, "instances with divergences", self.list_ids)
+        self.assertIn("a-fine-1", self.list_ids())
+        self.assertIn("with divergences", self.find("#list-status").text)
+        self.find("#instance-list tr[data-id='a-fine-1'] a").click()
         wait_until(lambda: self.finds("#detail-facts [data-fact='Divergences']") and self.fact("Divergences") == "3", 5, "the divergences fact")
-        Select(self.find("#filter-limit")).select_by_visible_text("100")
+        self.find("#filter-divergent").click()
+        wait_until(lambda: self.list_ids()[:1] == ["a-bg-launch-twice"], 5, "every instance again", self.list_ids)
         # Ids wrap at their hyphens, never inside a word.
         breaks = self.js("""
             const result = [];
@@ -883,6 +905,205 @@ class Dashboard(DashboardCase):
         self.assertGreaterEqual(len(times), 4, "the facts' and the timeline's times")
         for text in times:
             self.assertRegex(text, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$", "one time format")
+
+    def test_m_divergent_reports_in_timeline_replay_and_fleet(self):
+        """What the app reported beside what the model did (issue 19): a divergent record is
+        marked in the timeline (from history and live from the stream) and in the replay, with
+        the state believed and the actual one and the hooks expected, ran, missing and extra;
+        the device's time shows beside the server's; the fleet counts divergences per state
+        and leads to the instances that have them."""
+        instance = "referee-1"
+        self.api.create(instance)
+        for step in COLD_START + [{"event": "willResignActive"}, {"event": "didEnterBackground"}]:
+            self.api.event(instance, step)
+        # Queued on the device an hour ago, on a clock an hour east of UTC: the belief is wrong
+        # and Foreground.onTransition ran twice.
+        east = datetime.timezone(datetime.timedelta(hours=1))
+        device = lambda ago: (datetime.datetime.now(east) - datetime.timedelta(seconds=ago)).isoformat(timespec="milliseconds")
+        queued = device(3600)
+        first = self.api.event(instance, {"event": "didBecomeActive", "believedState": "background", "occurredAt": queued,
+                                          "ranHooks": ["Foreground.onTransition", "Foreground.onTransition", "Foreground.didReturn"]})
+        self.assertEqual(first["divergence"]["hooks"]["extra"], ["Foreground.onTransition"], "the server saw the divergence")
+        self.assertEqual(first["occurredAt"], queued)
+        self.open_instance(instance, "foreground")
+        wait_until(lambda: self.timeline_versions()[:1] == [first["version"]], 5, "the history in the timeline")
+        item = lambda version: self.find(f"#timeline > li[data-version='{version}']")
+        text = lambda version, selector: item(version).find_element(By.CSS_SELECTOR, selector).text
+
+        # From the history: marked, in words (not colour alone), with what was believed and ran.
+        self.check_divergent_item(item(first["version"]), kinds=["state", "1 extra hook"], believed="background", actual="foreground",
+                                  expected=["Foreground.onTransition", "Foreground.didReturn"],
+                                  ran=["Foreground.onTransition", "Foreground.onTransition", "Foreground.didReturn"],
+                                  missing=[], extra=["Foreground.onTransition"])
+        self.check_device_time(item(first["version"]), queued, "arrived 1 h 0 min later")
+        for version in range(1, first["version"]):
+            self.assertEqual(item(version).get_attribute("data-divergent"), "false", f"v{version} did not diverge")
+            self.assertEqual(item(version).find_elements(By.CSS_SELECTOR, ".badge-divergence, .divergence-detail, .device-time"), [])
+
+        # Live from the stream: a missing hook, hooks in another order, and a report that agrees.
+        missing = self.api.event(instance, {"event": "willResignActive", "ranHooks": [], "occurredAt": device(0)})
+        wait_until(lambda: self.timeline_versions()[:1] == [missing["version"]], 2, "the live record in the timeline")
+        self.check_divergent_item(item(missing["version"]), kinds=["1 missing hook"], expected=["Foreground.willLeave"], ran=[],
+                                  missing=["Foreground.willLeave"], extra=[])
+        self.check_device_time(item(missing["version"]), missing["occurredAt"], None)
+        reordered = self.api.event(instance, {"event": "didEnterBackground", "ranHooks": ["Background.didReturn", "Background.onTransition"]})
+        wait_until(lambda: self.timeline_versions()[:1] == [reordered["version"]], 2, "the reordered hooks in the timeline")
+        self.check_divergent_item(item(reordered["version"]), kinds=["hooks out of order"], expected=["Background.onTransition", "Background.didReturn"],
+                                  ran=["Background.didReturn", "Background.onTransition"], order_only=True)
+        agreed = self.api.event(instance, {"event": "didBecomeActive", "believedState": "foreground",
+                                           "ranHooks": ["Foreground.onTransition", "Foreground.didReturn"]})
+        wait_until(lambda: self.timeline_versions()[:1] == [agreed["version"]], 2, "the agreeing report in the timeline")
+        self.assertEqual(item(agreed["version"]).get_attribute("data-divergent"), "false")
+        self.assertIn("agrees", text(agreed["version"], ".report-agrees"))
+        self.assertEqual(item(agreed["version"]).find_elements(By.CSS_SELECTOR, ".badge-divergence"), [])
+        self.settled(agreed["version"])
+        wait_until(lambda: self.fact("Divergences") == "3", 5, "the live facts' divergences")
+        self.assertEqual(self.api.instance(instance)["counters"]["divergences"], 3)
+        self.check_widths("the instance's divergent records")
+        self.screenshot("divergence-timeline-1400.png")
+
+        # Replayed to the divergent record: its facts and its report in full.
+        self.replay_to(first["version"])
+        wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "true" and self.fact("Version") == str(first["version"]),
+                   2, "the replay at the divergent record", lambda: (self.find("#detail-facts").text, self.find("#replay-label").text))
+        self.assertIn("diverged", self.fact("Report"))
+        self.assertEqual(self.fact("Divergences"), "1", "divergences counted up to the replayed record")
+        self.assertEqual(self.find("#detail-facts [data-fact='Device time'] time").get_attribute("datetime"), queued)
+        replayed = self.find("#replay-record")
+        self.assertTrue(replayed.is_displayed(), "the replayed record's report is shown")
+        self.assertEqual(replayed.get_attribute("data-sequence"), str(first["sequence"]))
+        self.check_divergent_detail(replayed, believed="background", actual="foreground", expected=["Foreground.onTransition", "Foreground.didReturn"],
+                                    ran=["Foreground.onTransition", "Foreground.onTransition", "Foreground.didReturn"], missing=[], extra=["Foreground.onTransition"])
+        self.assertIn("at-position", item(first["version"]).get_attribute("class"))
+        self.check_widths("the replayed divergent record")
+        self.screenshot("divergence-replay-1400.png")
+        self.find("#replay-next").click()
+        wait_until(lambda: self.fact("Version") == str(missing["version"]), 2, "the next record replayed")
+        self.assertIn("Missing\nForeground.willLeave", self.find("#replay-record").text)
+        self.find("#replay-live").click()
+        wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "false", 2, "live again")
+        self.assertFalse(self.find("#replay-record").is_displayed(), "no replayed report while live")
+        # Its history checked as a trace carries what the app reported: the check stops at the
+        # divergent record (step 5, numbered from 0 as the API numbers steps).
+        self.find("#check-history").click()
+        wait_until(lambda: self.find("#trace-result .trace-summary").get_attribute("data-step") == "5", 5, "the history checked with its reports",
+                   lambda: self.find("#trace-result").text)
+        self.assertIn(self.find("#trace-result .trace-summary").get_attribute("data-kind"), ("beliefMismatch", "hookDivergence"))
+        step = self.finds("#trace-result tbody tr")[5]
+        self.assertIn("✗ believed", step.text)
+        self.assertIn("✗ hooks: 1 extra hook (extra Foreground.onTransition)", step.text.replace("\n", " "))
+        self.assertIn("✗ hooks: 1 missing hook (missing Foreground.willLeave)", self.finds("#trace-result tbody tr")[6].text)
+        spill = self.js("""const panel = document.getElementById('trace-result');
+            return document.querySelector('#trace-result table').getBoundingClientRect().right - (panel.getBoundingClientRect().right - panel.clientLeft)""")
+        self.assertLessEqual(spill, 0.5, "the trace's steps fit the report")
+        self.screenshot("divergence-trace-1400.png")
+
+        # The fleet: divergences per state (the record's `to`), as coverage counts them, and a
+        # way to the instances that have them.
+        self.load("#/fleet")
+        coverage = self.api.ok("GET", "/v1/models/ios-app/coverage")
+        want = {s["state"]: s["divergences"] for s in coverage["states"] if s["divergences"] > 0}
+        self.assertGreaterEqual(want.get("foreground", 0), 2, "coverage counts the records into foreground")
+        self.assertGreaterEqual(want.get("background", 0), 1, "and the one into background")
+        read = "return Object.fromEntries([...document.querySelectorAll('#fleet-graph svg g.badge.divergence')].map(g => [g.dataset.state, g.querySelector('text').textContent]))"
+        wait_until(lambda: self.js(read) == {state: f"≠{n}" for state, n in want.items()}, 5, f"the graph's divergence badges to be {want}", lambda: self.js(read))
+        self.assertEqual(sorted(self.js("return [...document.querySelectorAll('#fleet-graph svg g.node.has-divergence')].map(g => g.dataset.state)")), sorted(want))
+        cells = self.js("return Object.fromEntries([...document.querySelectorAll('#state-table tbody tr')].map(tr => [tr.dataset.state, tr.querySelector('td[data-counter=divergences]')?.textContent]))")
+        self.assertEqual({state: value for state, value in cells.items() if value != "0"}, {state: f"≠ {n}" for state, n in want.items()})
+        self.assertTrue(self.find("#legend-divergence").is_displayed(), "the legend says what ≠ means")
+        self.assertIn(f"{sum(want.values())} divergent records", self.find("#fleet-summary").text)
+        self.check_widths("the fleet with divergences")
+        self.screenshot("divergence-fleet-1400.png")
+        # Foreground's count lists the instances there with divergences, the most first.
+        # (The tables are drawn anew whenever the counters reload: clicked again if a reload replaced the link.)
+        wait_until(lambda: self.find("#state-table tr[data-state='foreground'] td[data-counter='divergences'] a").click() or True, 5, "the link clicked")
+        there = sorted(((-i["counters"]["divergences"], i["id"]) for i in self.api.all_instances("ios-app")
+                        if i["state"] == "foreground" and i["counters"]["divergences"] > 0))
+        wait_until(lambda: self.list_ids() == [i for _, i in there][:100], 5, "the instances in foreground with divergences", self.list_ids)
+        self.assertTrue(self.find("#filter-divergent").is_selected())
+        self.assertEqual(self.find("#instance-list th[data-sort='divergences']").get_attribute("aria-sort"), "descending")
+        self.assertEqual(self.find(f"#instance-list tr[data-id='{instance}'] td[data-counter='divergences']").text, "3")
+
+        # The same at a narrow window: nothing wider than it, the details inside their cards.
+        self.driver.set_window_size(400, 800)
+        try:
+            self.open_instance(instance, "foreground")
+            wait_until(lambda: self.timeline_versions()[:1] == [agreed["version"]], 5, "the timeline")
+            self.settled(agreed["version"])
+            self.check_widths("the narrow timeline")
+            self.replay_to(first["version"])
+            wait_until(lambda: self.find("#replay-record").is_displayed(), 2, "the replayed report")
+            self.check_widths("the narrow replay")
+            self.screenshot("divergence-replay-400.png", slices=True)
+            self.find("#replay-live").click()
+            wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "false", 2, "live again")
+            self.screenshot("divergence-timeline-400.png", slices=True)
+            still(self.driver, scheme="dark")
+            try:
+                self.screenshot("divergence-timeline-400-dark.png", slices=True)
+            finally:
+                still(self.driver)
+            self.load("#/fleet")
+            wait_until(lambda: self.js(read) == {state: f"≠{n}" for state, n in want.items()}, 5, "the narrow fleet's badges")
+            self.check_widths("the narrow fleet")
+            self.screenshot("divergence-fleet-400.png", slices=True)
+        finally:
+            self.driver.set_window_size(1400, 1000)
+
+    def replay_to(self, version):
+        """Clicks a timeline record's "Replay to here" (brought to the middle of the window first)."""
+        button = self.find(f"#timeline > li[data-version='{version}'] button[data-position]")
+        self.js("arguments[0].scrollIntoView({block: 'center'})", button)
+        button.click()
+
+    def check_divergent_item(self, item, kinds, **detail):
+        self.assertEqual(item.get_attribute("data-divergent"), "true")
+        self.assertIn("divergent", item.get_attribute("class"))
+        badge = item.find_element(By.CSS_SELECTOR, ".record-head .badge-divergence")
+        self.assertEqual(badge.text, f"≠ diverged: {', '.join(kinds)}", "the mark says so in words")
+        self.check_divergent_detail(item, **detail)
+
+    def check_divergent_detail(self, container, believed=None, actual=None, expected=None, ran=None, missing=None, extra=None, order_only=False):
+        detail = container.find_element(By.CSS_SELECTOR, ".divergence-detail")
+        self.assertTrue(detail.is_displayed())
+        terms = self.js("""return Object.fromEntries([...arguments[0].querySelectorAll('dl > div')].map(d => [d.dataset.term,
+            [...d.querySelectorAll('dd .hooks li')].map(li => li.textContent)]))""", detail)
+        row = lambda term: detail.find_element(By.CSS_SELECTOR, f"[data-term='{term}'] dd").text
+        if believed:
+            self.assertEqual(row("State"), f"believed {believed}, actual {actual}")
+        else:
+            self.assertNotIn("State", terms, "no state divergence shown where there is none")
+        self.assertEqual(terms["Hooks expected"], expected)
+        self.assertEqual(terms["Hooks ran"], ran)
+        if order_only:
+            self.assertEqual(row("Order"), "only the order differs")
+            self.assertNotIn("Missing", terms)
+        else:
+            self.assertEqual(terms["Missing"], missing)
+            self.assertEqual(terms["Extra"], extra)
+            if not missing:
+                self.assertEqual(row("Missing"), "none")
+
+    def check_device_time(self, item, occurred, note):
+        device = item.find_element(By.CSS_SELECTOR, ".record-head .device-time")
+        time_element = device.find_element(By.CSS_SELECTOR, "time")
+        self.assertEqual(time_element.get_attribute("datetime"), occurred)
+        self.assertRegex(time_element.text, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$", "the page's one time format")
+        shown = self.js("const d = new Date(arguments[0]); return d.getHours() * 60 + d.getMinutes()", occurred)
+        self.assertEqual(int(time_element.text[11:13]) * 60 + int(time_element.text[14:16]), shown, "the device's time, in the page's local time")
+        server = item.find_element(By.CSS_SELECTOR, ".record-head > time")
+        self.assertNotEqual(server.get_attribute("datetime"), occurred, "the server's time beside it")
+        self.assertTrue(device.text.startswith("device "))
+        if note:
+            self.assertIn(note, device.text)
+
+    def check_widths(self, what):
+        """Nothing wider than the window; every divergence mark and detail inside its card."""
+        self.assertLessEqual(self.js("return document.documentElement.scrollWidth"), self.js("return window.innerWidth"), f"{what}: no wider than the window")
+        spill = self.js("""return [...document.querySelectorAll('.badge-divergence, .divergence-detail, .device-time')].filter(e => e.offsetParent).map(e => {
+            const card = e.closest('li.record, #replay-record, dl.facts') ?? document.body;
+            return e.getBoundingClientRect().right - card.getBoundingClientRect().right; })""")
+        self.assertTrue(all(x <= 0.5 for x in spill), f"{what}: marks inside their cards ({spill})")
 
     def test_g_narrow_dark_window(self):
         self.api.create("narrow-1")

@@ -17,8 +17,9 @@ public protocol InstanceStore: AnyObject, Sendable {
     func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void)
     /// Runs `body` in one transaction. Writes are serialised.
     func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
-    /// Committed records of one instance after sequence number `after`, oldest first, within `limit`; applied inputs only.
-    func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage
+    /// Committed records of one instance after sequence number `after`, oldest first, within `limit`; applied inputs only,
+    /// and only those with a ``LifecycleKit/Record/divergence`` if `divergentOnly`.
+    func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(StoreError) -> HistoryPage
     /// Committed records and deletion records numbered in (`after`, `through`] that pass `filter`, in order, within `limit`.
     func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage
     /// The committed coverage counters of every model (see ``StoreTransaction/addCoverage(_:)``).

@@ -79,26 +79,29 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
     }
 }
 
-/// Which records a replay or a stream wants: every condition given holds. An outcome filter leaves out creations and deletions.
+/// Which records a replay or a stream wants: every condition given holds. An outcome filter or `divergentOnly` leaves out creations and deletions.
 public struct RecordFilter: Sendable, Equatable {
     public var model: String?
     public var instances: Set<String>?
     public var outcomes: Set<Outcome>?
+    /// Only records with a ``LifecycleKit/Record/divergence``.
+    public var divergentOnly: Bool
 
-    public init(model: String? = nil, instances: Set<String>? = nil, outcomes: Set<Outcome>? = nil) {
+    public init(model: String? = nil, instances: Set<String>? = nil, outcomes: Set<Outcome>? = nil, divergentOnly: Bool = false) {
         self.model = model
         self.instances = instances
         self.outcomes = outcomes
+        self.divergentOnly = divergentOnly
     }
 
-    /// Whether a record of `instance` (of `model`) with `outcome` passes.
-    public func matches(instance: String, model: String, outcome: Outcome?) -> Bool {
+    /// Whether a record of `instance` (of `model`) with `outcome`, divergent or not, passes.
+    public func matches(instance: String, model: String, outcome: Outcome?, isDivergent: Bool) -> Bool {
         if let instances, !instances.contains(instance) { return false }
         if let wanted = self.model, wanted != model { return false }
         if let outcomes {
             guard let outcome, outcomes.contains(outcome) else { return false }
         }
-        return true
+        return isDivergent || !divergentOnly
     }
 }
 
@@ -113,14 +116,17 @@ public struct ReplayedRecord: Sendable, Equatable {
     public var outcome: Outcome?
     /// The record's JSON, as stored.
     public var json: [UInt8]
+    /// Whether it has a ``LifecycleKit/Record/divergence`` (never a creation or deletion record).
+    public var isDivergent: Bool
 
-    public init(sequence: Int64, kind: RecordKind, instance: String, model: String, outcome: Outcome?, json: [UInt8]) {
+    public init(sequence: Int64, kind: RecordKind, instance: String, model: String, outcome: Outcome?, json: [UInt8], isDivergent: Bool = false) {
         self.sequence = sequence
         self.kind = kind
         self.instance = instance
         self.model = model
         self.outcome = outcome
         self.json = json
+        self.isDivergent = isDivergent
     }
 }
 

@@ -87,6 +87,9 @@ struct ReplayAndRenderTests {
                     ) WITHOUT ROWID;
                     CREATE INDEX idempotency_by_age ON idempotency(created_at);
                     DROP TABLE coverage;
+                    DROP INDEX records_divergent;
+                    ALTER TABLE records DROP COLUMN divergent;
+                    ALTER TABLE instances DROP COLUMN divergences;
                     PRAGMA user_version = 2;
                     """)
                 let insert = try database.prepare("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5, ?6)")

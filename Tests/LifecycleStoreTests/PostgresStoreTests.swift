@@ -161,7 +161,7 @@ struct PostgresStoreTests {
             #expect(store.lastSequence == total)
             #expect(try replayAll(store, through: total).map(\.sequence) == Array(1...total))
             for writer in 0..<4 {
-                let versions = try store.history(instanceID: "w\(writer)", after: 0, limit: PageLimit(records: 1000)).records.map { try decodeRecord($0).version }
+                let versions = try store.history(instanceID: "w\(writer)", after: 0, divergentOnly: false, limit: PageLimit(records: 1000)).records.map { try decodeRecord($0).version }
                 #expect(versions == Array(1...Int64(versions.count)), "each instance's history has contiguous versions")
             }
         }
@@ -240,7 +240,7 @@ struct PostgresStoreTests {
             return error.isSpecificToWrite && !error.isDiskFull && "\(error)".contains("23505")
         }
         #expect(try b.latestSequence() == 2)
-        #expect(try b.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 1)
+        #expect(try b.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.count == 1)
 
         // A body that goes on after a failed statement commits nothing, and is told why:
         // PostgreSQL aborted the transaction at the failure (and a COMMIT then would roll
@@ -292,7 +292,7 @@ struct PostgresStoreTests {
             }
         }
         #expect {
-            _ = try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10))
+            _ = try store.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10))
         } throws: { error in
             "\(error)".contains("PostgreSQL is unreachable")
         }
@@ -311,14 +311,14 @@ struct PostgresStoreTests {
             }
         })
         #expect(try store.latestSequence() == 2)
-        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 1)
+        #expect(try store.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.count == 1)
 
         // A restart between two operations: the first after it finds its connection gone,
         // which lost nothing yet, and connects again at once.
         try cluster.stop()
         try cluster.restart()
         try writer.relaunch(in: store)
-        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 2)
+        #expect(try store.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.count == 2)
     }
     @Test("PostgreSQL hung (every process SIGSTOPped, its sockets held): a write and a read each fail within their bound; a COMMIT given up is reported as of unknown outcome, and commits once the server goes on; the store works on")
     func hang() throws {
@@ -328,7 +328,7 @@ struct PostgresStoreTests {
         defer { store.close() }
         var writer = InstanceWriter(id: "x")
         try writer.create(in: store)
-        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.isEmpty, "the read connection is up")
+        #expect(try store.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.isEmpty, "the read connection is up")
 
         // The server stops after the transaction's reads and before its statements and COMMIT go.
         let record = try writer.machine.apply(.relaunch, at: t0)
@@ -354,7 +354,7 @@ struct PostgresStoreTests {
         // Reads: on the connection that is up (the statement), then on a new one (connecting).
         for attempt in ["statement", "connecting"] {
             let reading = ContinuousClock.now
-            let failure = #expect(throws: StoreError.self, "\(attempt)") { _ = try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)) }
+            let failure = #expect(throws: StoreError.self, "\(attempt)") { _ = try store.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)) }
             #expect(failure?.message.contains("no answer within 300 ms") == true, "\(attempt): \(failure?.message ?? "")")
             #expect(ContinuousClock.now - reading < .milliseconds(800), "\(attempt): the read failed after \(ContinuousClock.now - reading)")
         }
@@ -372,7 +372,7 @@ struct PostgresStoreTests {
                 return false
             }
         }, "the COMMIT given up committed once the server went on")
-        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 1)
+        #expect(try store.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.count == 1)
         #expect(eventually {
             do {
                 try writer.relaunch(in: store)
@@ -381,6 +381,6 @@ struct PostgresStoreTests {
                 return false
             }
         }, "the store writes again")
-        #expect(try store.history(instanceID: "x", after: 0, limit: PageLimit(records: 10)).records.count == 2)
+        #expect(try store.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.count == 2)
     }
 }

@@ -103,7 +103,7 @@ struct ReplayTests {
         let expected = bodies.map { row in
             row.body.replacingOccurrences(of: #"{"sequence":\#(row.seq),"#, with: #"{"sequence":\#(row.seq),"instance":"\#(row.instance)","#)
         }
-        let history = try store.history(instanceID: "a", after: 0, limit: PageLimit(records: 10))
+        let history = try store.history(instanceID: "a", after: 0, divergentOnly: false, limit: PageLimit(records: 10))
         #expect(history.records.map { String(decoding: $0, as: UTF8.self) } == [expected[0], expected[2], expected[3]])
         #expect(history.oldestRetainedVersion == 1)
         let replayed = try store.replay(after: 0, through: 4, filter: RecordFilter(), limit: PageLimit(records: 10))
@@ -158,7 +158,7 @@ struct ReplayTests {
         var history: [[Int]] = []
         var after: Int64 = 0
         while true {
-            let page = try store.history(instanceID: "big", after: after, limit: limit)
+            let page = try store.history(instanceID: "big", after: after, divergentOnly: false, limit: limit)
             history.append(page.records.map(\.count))
             guard page.hasMore, let last = page.lastSequence else { break }
             #expect(history.count < sizes.count, "each page moves on")

@@ -101,7 +101,7 @@ struct SQLiteStoreTests {
         #expect(loaded.first?.state.bufferedAction == nil && loaded.first?.state.launchCount == 2)
         #expect(loaded.first?.state.counters.incompleteLaunches == 1)
         #expect(reopened.lastSequence == 7)
-        let history = try reopened.history(instanceID: "app", after: 0, limit: PageLimit(records: 100))
+        let history = try reopened.history(instanceID: "app", after: 0, divergentOnly: false, limit: PageLimit(records: 100))
         #expect(try history.records.map(decodeRecord) == written, "history holds the applied inputs, not the creation")
         #expect(written.allSatisfy { $0.instance == "app" })
         #expect(try Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
@@ -195,15 +195,15 @@ struct SQLiteStoreTests {
             }
             try t.update(instance)
         }
-        let page = try store.history(instanceID: "d", after: 0, limit: PageLimit(records: 10))
+        let page = try store.history(instanceID: "d", after: 0, divergentOnly: false, limit: PageLimit(records: 10))
         #expect(try page.records.map { try decodeRecord($0).version } == [4, 5, 6])
         #expect(page.oldestRetainedVersion == 4 && !page.hasMore)
         // The creation took sequence number 1, the six records 2 to 7: version 4 is number 5.
         #expect(page.oldestRetainedSequence == 5)
-        let first = try store.history(instanceID: "d", after: 0, limit: PageLimit(records: 2))
+        let first = try store.history(instanceID: "d", after: 0, divergentOnly: false, limit: PageLimit(records: 2))
         #expect(first.hasMore && first.lastSequence == 6)
         try store.write { (t) throws(StoreError) in _ = try t.delete(instance, at: t0, encode: change("deleted", instance)) }
-        #expect(try store.history(instanceID: "d", after: 0, limit: PageLimit(records: 10)).records.isEmpty)
+        #expect(try store.history(instanceID: "d", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.isEmpty)
         #expect(try store.loadInstances().isEmpty)
     }
 }
@@ -243,7 +243,7 @@ struct TransactionTests {
         }
         #expect(store.lastSequence == 7)
         #expect(try store.loadInstances() == [second.instance])
-        #expect(try store.history(instanceID: "a", after: 0, limit: PageLimit(records: 10)).records.map { try decodeRecord($0).sequence } == [7])
+        #expect(try store.history(instanceID: "a", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.map { try decodeRecord($0).sequence } == [7])
         let page = try store.replay(after: 0, through: 7, filter: RecordFilter(), limit: PageLimit(records: 10))
         #expect(page.records.map(\.sequence) == [5, 6, 7])
         #expect(page.records.map(\.kind) == [.deleted, .created, .relaunch])
@@ -267,7 +267,7 @@ struct TransactionTests {
         }
         #expect(try store.loadInstances().isEmpty)
         #expect(store.lastSequence == 0)
-        #expect(try store.history(instanceID: "a", after: 0, limit: PageLimit(records: 10)).records.isEmpty)
+        #expect(try store.history(instanceID: "a", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.isEmpty)
         let numbered = try store.write { (t) throws(StoreError) in
             try t.insert(instance)
             return try t.append(record, instanceID: "a", encode: encodeRecord).sequence

@@ -65,7 +65,7 @@ struct StoreSafetyTests {
         #expect(store.lastSequence == 3001, "the creation record, then 3000 relaunches")
         #expect(largest > 0, "the writes went through the WAL")
         #expect(largest <= bound, "the WAL reached \(largest) bytes; its bound is \(bound)")
-        #expect(try store.history(instanceID: "busy", after: 2991, limit: PageLimit(records: 100)).records.count == 10)
+        #expect(try store.history(instanceID: "busy", after: 2991, divergentOnly: false, limit: PageLimit(records: 100)).records.count == 10)
         store.close()
         #expect(fileSize(wal) == 0, "a clean stop empties the WAL")
     }

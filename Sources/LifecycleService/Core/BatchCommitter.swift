@@ -151,7 +151,7 @@ struct BatchCommitter {
             if let key = write.idempotencyKey { try transaction.remember(key, .applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected)) }
             attempt.records.append(ReplayedRecord(
                 sequence: encoded.sequence, kind: RecordKind(record.kind), instance: id, model: instance.model, outcome: record.outcome,
-                json: encoded.recordJSON
+                json: encoded.recordJSON, isDivergent: record.divergence != nil
             ))
             attempt.didWrite = true
             view.staged[id] = .present(instance, machine)

@@ -122,10 +122,10 @@ final class InstanceRegistry: Sendable {
     var instancesReadByLists: Int { cache.instancesReadByLists }
 
     /// A page of the instance's records, from the store.
-    func history(of id: String, after: Int64, limit: PageLimit) throws(Refusal) -> HistoryPage {
+    func history(of id: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(Refusal) -> HistoryPage {
         _ = try instance(id)
         do {
-            return try store.history(instanceID: id, after: after, limit: limit)
+            return try store.history(instanceID: id, after: after, divergentOnly: divergentOnly, limit: limit)
         } catch {
             report(StoreEvent(.error, "cannot read history", ["id": id, "error": error.message]))
             throw .storageUnreadable(what: "the history")

@@ -267,12 +267,14 @@ struct API: Sendable {
     // MARK: history
 
     func history(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["after", "limit"])
+        try request.checkQuery(allowing: ["after", "limit", "divergent"])
         let after = try request.integerQuery("after", default: 0, in: 0...Int64.max)
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
+        let divergentOnly = try request.flagQuery("divergent")
         // A page ends early at `pageBytes`, with the same continuation: what a client that does
         // not read holds on the server is one page per connection, whatever its records weigh.
-        let page = try answering(try registry.history(of: request.parameters["id"] ?? "", after: after, limit: PageLimit(records: limit, bytes: pageBytes)))
+        let id = request.parameters["id"] ?? ""
+        let page = try answering(try registry.history(of: id, after: after, divergentOnly: divergentOnly, limit: PageLimit(records: limit, bytes: pageBytes)))
         // Records are stored as JSON; the page is assembled around them without re-encoding.
         var json = JSONBuffer(capacity: 64 + page.records.reduce(0) { $0 + $1.count + 1 })
         json.raw("{\"items\":[")

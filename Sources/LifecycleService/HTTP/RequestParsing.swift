@@ -90,7 +90,7 @@ extension Request {
     func flagQuery(_ name: String) throws(Problem) -> Bool {
         guard let text = query(name) else { return false }
         guard text == "true" else {
-            throw .badRequest("query parameter \"\(name)\" takes only true; leave it out to list every instance")
+            throw .badRequest("query parameter \"\(name)\" takes only true; leave it out not to filter on it")
         }
         return true
     }

@@ -8,7 +8,7 @@ import MicroHTTP
 /// server reads whenever the connection can take more.
 extension API {
     func globalStream(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["model", "instance", "outcome", "lastEventId", "token"], repeatable: ["instance", "outcome"])
+        try request.checkQuery(allowing: ["model", "instance", "outcome", "divergent", "lastEventId", "token"], repeatable: ["instance", "outcome"])
         let model = request.query("model")
         try checkModelFilter(model)
         var instances: Set<String>?
@@ -24,14 +24,14 @@ extension API {
             }
             outcomes = (outcomes ?? []).union([outcome])
         }
-        return try stream(RecordFilter(model: model, instances: instances, outcomes: outcomes), request)
+        return try stream(RecordFilter(model: model, instances: instances, outcomes: outcomes, divergentOnly: try request.flagQuery("divergent")), request)
     }
 
     func instanceStream(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["lastEventId", "token"])
+        try request.checkQuery(allowing: ["divergent", "lastEventId", "token"])
         let id = request.parameters["id"] ?? ""
         _ = try answering(try registry.instance(id))
-        return try stream(RecordFilter(instances: [id]), request)
+        return try stream(RecordFilter(instances: [id], divergentOnly: try request.flagQuery("divergent")), request)
     }
 
     private func stream(_ filter: RecordFilter, _ request: Request) throws(Problem) -> Response {

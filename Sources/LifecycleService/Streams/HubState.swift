@@ -92,8 +92,9 @@ struct WaitingIndex {
     private var byInstance: [String: Set<Int>] = [:]
     private var byModel: [String: Set<Int>] = [:]
     private var byOutcome: [Outcome: Set<Int>] = [:]
+    private var divergent: Set<Int> = []
 
-    var isEmpty: Bool { everything.isEmpty && byInstance.isEmpty && byModel.isEmpty && byOutcome.isEmpty }
+    var isEmpty: Bool { everything.isEmpty && byInstance.isEmpty && byModel.isEmpty && byOutcome.isEmpty && divergent.isEmpty }
 
     mutating func insert(_ id: Int, _ filter: RecordFilter, waker: StreamWaker) {
         if let instances = filter.instances {
@@ -102,6 +103,8 @@ struct WaitingIndex {
             byModel[model, default: []].insert(id)
         } else if let outcomes = filter.outcomes {
             for outcome in outcomes { byOutcome[outcome, default: []].insert(id) }
+        } else if filter.divergentOnly {
+            divergent.insert(id)
         } else {
             everything[id] = waker
         }
@@ -119,6 +122,8 @@ struct WaitingIndex {
             drop(model, from: &byModel)
         } else if let outcomes = filter.outcomes {
             for outcome in outcomes { drop(outcome, from: &byOutcome) }
+        } else if filter.divergentOnly {
+            divergent.remove(id)
         } else {
             everything[id] = nil
         }
@@ -137,6 +142,7 @@ struct WaitingIndex {
         if let set = byInstance[entry.instance] { ids += set }
         if let set = byModel[entry.model] { ids += set }
         if let outcome = entry.outcome, let set = byOutcome[outcome] { ids += set }
+        if entry.isDivergent { ids += divergent }
         return ids
     }
 
@@ -146,9 +152,11 @@ struct WaitingIndex {
         for set in byInstance.values { ids.formUnion(set) }
         for set in byModel.values { ids.formUnion(set) }
         for set in byOutcome.values { ids.formUnion(set) }
+        ids.formUnion(divergent)
         byInstance = [:]
         byModel = [:]
         byOutcome = [:]
+        divergent = []
         return ids
     }
 }

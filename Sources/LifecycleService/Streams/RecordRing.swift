@@ -7,10 +7,11 @@ struct RingEntry {
     let instance: String
     let model: String
     let outcome: Outcome?
+    let isDivergent: Bool
     let frame: [UInt8]
 
     func passes(_ filter: RecordFilter) -> Bool {
-        filter.matches(instance: instance, model: model, outcome: outcome)
+        filter.matches(instance: instance, model: model, outcome: outcome, isDivergent: isDivergent)
     }
 }
 

@@ -116,7 +116,7 @@ final class StreamHub: Sendable {
     func publish(_ records: [ReplayedRecord]) {
         let entries = records.map { record in
             RingEntry(
-                sequence: record.sequence, instance: record.instance, model: record.model, outcome: record.outcome,
+                sequence: record.sequence, instance: record.instance, model: record.model, outcome: record.outcome, isDivergent: record.isDivergent,
                 frame: ServerSentEvents.event(id: record.sequence, type: record.kind.streamEventType, data: record.json)
             )
         }

@@ -23,7 +23,7 @@ enum Codec {
             .text(instance.id), .text(instance.model), .text(s.state), .integer(s.version), .integer(s.launchCount), .text(action),
             .text(s.window), .text(s.breadcrumb.step), .boolean(s.breadcrumb.isSceneConnected), .integer(s.counters.unexpected),
             .integer(s.counters.ignored), .integer(s.counters.incompleteLaunches), .integer(milliseconds(instance.createdAt)),
-            .integer(milliseconds(instance.updatedAt)),
+            .integer(milliseconds(instance.updatedAt)), .integer(s.counters.divergences),
         ]
     }
 
@@ -40,17 +40,17 @@ enum Codec {
         let state = InstanceState(
             state: try row.text(2, named: "instances.state of \(id)"), version: row.integer(3), launchCount: row.integer(4),
             bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.boolean(8)),
-            counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11))
+            counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11), divergences: row.integer(14))
         )
         return StoredInstance(
             id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state
         )
     }
 
-    // MARK: Records (seq, instance, version, kind, outcome, body) and deletion records (seq, instance, model, deleted_at, body)
+    // MARK: Records (seq, instance, version, kind, outcome, body, divergent) and deletion records (seq, instance, model, deleted_at, body)
 
-    static func record(_ sequence: Int64, instance: String, version: Int64, kind: RecordKind, outcome: Outcome?, json: [UInt8]) -> [ColumnValue] {
-        [.integer(sequence), .text(instance), .integer(version), .integer(kind.rawValue), .integer(outcome?.storedCode), .bytes(json)]
+    static func record(_ sequence: Int64, instance: String, version: Int64, kind: RecordKind, outcome: Outcome?, json: [UInt8], isDivergent: Bool = false) -> [ColumnValue] {
+        [.integer(sequence), .text(instance), .integer(version), .integer(kind.rawValue), .integer(outcome?.storedCode), .bytes(json), .boolean(isDivergent)]
     }
 
     /// An input's record numbered `sequence` for `instance`: its JSON (encoded once numbered, as streams and answers carry it) and its row.
@@ -61,7 +61,8 @@ enum Codec {
         numbered.sequence = sequence
         numbered.instance = instance
         let encoded = EncodedRecord(sequence: sequence, recordJSON: encode(numbered))
-        let row = Self.record(sequence, instance: instance, version: record.version, kind: RecordKind(record.kind), outcome: record.outcome, json: encoded.recordJSON)
+        let row = Self.record(sequence, instance: instance, version: record.version, kind: RecordKind(record.kind), outcome: record.outcome, json: encoded.recordJSON,
+            isDivergent: record.divergence != nil)
         return (encoded, row)
     }
 
@@ -117,7 +118,7 @@ extension Codec.StoredKey {
 }
 
 extension Codec {
-    // MARK: Replays: seq, kind, body, instance, outcome, model
+    // MARK: Replays: seq, kind, body, instance, outcome, model, divergent
 
     /// The record in a replay row's columns from `first` on.
     static func replayed<Row: StoredRow>(_ row: Row, from first: Int) throws(Row.Failure) -> ReplayedRecord {
@@ -132,7 +133,8 @@ extension Codec {
         }
         return ReplayedRecord(
             sequence: sequence, kind: kind, instance: try row.text(first + 3, named: "records.instance of \(sequence)"),
-            model: try row.text(first + 5, named: "the model of record \(sequence)"), outcome: outcome, json: row.bytes(first + 2)
+            model: try row.text(first + 5, named: "the model of record \(sequence)"), outcome: outcome, json: row.bytes(first + 2),
+            isDivergent: row.boolean(first + 6)
         )
     }
 

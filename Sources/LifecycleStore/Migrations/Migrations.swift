@@ -20,7 +20,7 @@ extension [Migration] {
 
 /// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
-    static let all: [Migration] = [v1]
+    static let all: [Migration] = [v1, v2]
 
     /// SQLite's version 4, and `commit_counter`; UNIQUE (instance, version) backstops two replicas deciding on one state.
     static let v1 = Migration(
@@ -51,11 +51,17 @@ enum PostgresMigrations {
         "CREATE INDEX idempotency_by_age ON idempotency (created_at)",
         "CREATE TABLE coverage (model text NOT NULL, kind bigint NOT NULL, name text NOT NULL, count bigint NOT NULL, PRIMARY KEY (model, kind, name))"
     )
+
+    /// SQLite's version 5.
+    static let v2 = Migration(
+        "v2-divergences", "ALTER TABLE instances ADD COLUMN divergences bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE records ADD COLUMN divergent boolean NOT NULL DEFAULT false", "CREATE INDEX records_divergent ON records (instance, version) WHERE divergent"
+    )
 }
 
 /// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
 enum SQLiteMigrations {
-    static let all: [Migration] = [v1, v2, v3, v4]
+    static let all: [Migration] = [v1, v2, v3, v4, v5]
 
     /// Version 1: instances, their records, idempotency keys with the responses they got, and `meta`.
     static let v1 = Migration(
@@ -144,6 +150,16 @@ enum SQLiteMigrations {
           )
           WHERE name IS NOT NULL
           ON CONFLICT (model, kind, name) DO UPDATE SET count = count + 1;
+        """
+    )
+
+    /// Divergences counted per instance; records flagged divergent (none before), indexed for history's and streams' filter.
+    static let v5 = Migration(
+        "v5-divergences",
+        """
+        ALTER TABLE instances ADD COLUMN divergences INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE records ADD COLUMN divergent INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX records_divergent ON records(instance, version) WHERE divergent;
         """
     )
 }

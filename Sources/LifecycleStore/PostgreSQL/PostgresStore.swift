@@ -283,9 +283,9 @@ public final class PostgresStore: InstanceStore, Sendable {
         return try read("cannot load instances") { (connection) throws(PostgreSQLError) in try connection.instances(ids) }
     }
 
-    public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
+    public func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { (connection) throws(PostgreSQLError) in
-            try connection.history(instanceID: instanceID, after: after, limit: limit)
+            try connection.history(instanceID: instanceID, after: after, divergentOnly: divergentOnly, limit: limit)
         }
     }
 
@@ -303,13 +303,13 @@ public final class PostgresStore: InstanceStore, Sendable {
 extension Connection {
     /// One statement, so the page and its oldest record agree (no oldest, no page). libpq holds
     /// the result whole, so it stops at the first row past the page's bytes (`before`), or the second.
-    func history(instanceID: String, after: Int64, limit: PageLimit) throws(PostgreSQLError) -> HistoryPage {
+    func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(PostgreSQLError) -> HistoryPage {
         let found = try execute(
             """
             WITH oldest AS (\(Self.historyOldest)), page AS (
               SELECT seq, version, body, row_number() OVER (ORDER BY version) AS n,
                 sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
-              \(Self.historyRange)
+              \(Self.historyRange(divergentOnly: divergentOnly))
             )
             SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
             """,
@@ -339,7 +339,7 @@ extension Connection {
               FROM rows
             ),
             bounds AS (SELECT \(Self.replayBounds))
-            SELECT bounds.*, page.seq, page.kind, page.body, page.instance, page.outcome, page.model
+            SELECT bounds.*, page.seq, page.kind, page.body, page.instance, page.outcome, page.model, page.divergent
             FROM bounds LEFT JOIN page ON page.before <= $\(values.count) OR page.n <= 2 ORDER BY page.seq
             """
         var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)

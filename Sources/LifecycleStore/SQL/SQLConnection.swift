@@ -50,7 +50,7 @@ struct SQLDialect: Sendable {
     init(window: String, greatest: String, keepsSequenceFloor: Bool, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String) {
         instanceColumnNames = [
             "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
-            "ignored", "incomplete_launches", "created_at", "updated_at",
+            "ignored", "incomplete_launches", "created_at", "updated_at", "divergences",
         ]
         instanceColumns = instanceColumnNames.joined(separator: ", ")
         instances = SQLTable(name: "instances", columns: instanceColumns)
@@ -81,7 +81,7 @@ struct SQLTable: Sendable {
         insertingOne = "INSERT INTO \(name) (\(columns)) VALUES (\(values)) \(onConflict)"
     }
 
-    static let records = SQLTable(name: "records", columns: "seq, instance, version, kind, outcome, body")
+    static let records = SQLTable(name: "records", columns: "seq, instance, version, kind, outcome, body, divergent")
     static let tombstones = SQLTable(name: "tombstones", columns: "seq, instance, model, deleted_at, body")
     static let keys = SQLTable(
         name: "idempotency", columns: "key, fingerprint, result, instance, model, instance_created_at, body, created_at",
@@ -125,12 +125,12 @@ extension SQLConnection {
         return counts
     }
 
-    /// An instance's records after the version of the record `$2` names (not from the beginning), within `$3` rows: one
-    /// more than the page holds says whether more follow.
-    static var historyRange: String {
+    /// An instance's records (divergent ones only, if asked) after the version of the record `$2` names (not from the
+    /// beginning), within `$3` rows: one more than the page holds says whether more follow.
+    static func historyRange(divergentOnly: Bool) -> String {
         """
         FROM records WHERE instance = $1 AND version > coalesce((SELECT version FROM records WHERE seq = $2 AND instance = $1), 0)
-          AND seq > $2 ORDER BY instance, version LIMIT $3
+          AND seq > $2\(divergentOnly ? " AND divergent" : "") ORDER BY instance, version LIMIT $3
         """
     }
 
@@ -139,8 +139,8 @@ extension SQLConnection {
     /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
     static var replayScanRows: Int64 { 8192 }
 
-    /// The replay's SELECT (seq, kind, body, instance, outcome, model) of records in (`$1`, `$2`] that pass `filter`, and of
-    /// deletion records unless outcomes are asked for, within `$3` rows; its values; the last number it examines.
+    /// The replay's SELECT (seq, kind, body, instance, outcome, model, divergent) of records in (`$1`, `$2`] that pass `filter`,
+    /// and of deletion records unless outcomes or divergent records are asked for, within `$3` rows; its values; the last number it examines.
     static func replaySelect(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) -> (sql: String, values: [ColumnValue], upper: Int64) {
         // With an instance filter the index finds the records, however far apart.
         let upper = filter.instances == nil ? min(through, after + replayScanRows) : through
@@ -157,15 +157,16 @@ extension SQLConnection {
             records += " AND (SELECT model FROM instances WHERE id = records.instance) = $\(values.count)"
             tombstones += " AND model = $\(values.count)"
         }
+        if filter.divergentOnly { records += " AND divergent" }
         var sql = """
-            SELECT seq, kind, body, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model
+            SELECT seq, kind, body, instance, outcome, (SELECT model FROM instances WHERE id = records.instance) AS model, divergent
             FROM records WHERE seq > $1 AND seq <= $2\(records)
             """
         if let outcomes = filter.outcomes {
             // Codes, not client text: safe to write into the statement.
             sql += " AND outcome IN (\(outcomes.map { String($0.storedCode) }.sorted().joined(separator: ", ")))"
-        } else {
-            sql += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body, instance, NULL, model FROM tombstones WHERE seq > $1 AND seq <= $2\(tombstones)"
+        } else if !filter.divergentOnly {
+            sql += "\nUNION ALL SELECT seq, \(RecordKind.deleted.rawValue), body, instance, NULL, model, NULL FROM tombstones WHERE seq > $1 AND seq <= $2\(tombstones)"
         }
         return (sql + " ORDER BY 1 LIMIT $3", values, upper)
     }

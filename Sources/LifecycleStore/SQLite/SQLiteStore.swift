@@ -239,9 +239,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
         try read("cannot load instances") { (database) throws(SQLiteError) in try database.instances(ids) }
     }
 
-    public func history(instanceID: String, after: Int64, limit: PageLimit) throws(StoreError) -> HistoryPage {
+    public func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(StoreError) -> HistoryPage {
         try read("cannot read history of \(instanceID)") { (database) throws(SQLiteError) in
-            try database.history(instanceID: instanceID, after: after, limit: limit)
+            try database.history(instanceID: instanceID, after: after, divergentOnly: divergentOnly, limit: limit)
         }
     }
 
@@ -269,15 +269,15 @@ public final class SQLiteStore: InstanceStore, Sendable {
 }
 
 extension Database {
-    private static let historyPage = "SELECT seq, body \(historyRange)"
     private static let replayBoundsRow = "SELECT \(replayBounds)"
 
     /// The page and its oldest record from one snapshot, so they agree. Rows stream, so those the page turns away are not read.
-    func history(instanceID: String, after: Int64, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
+    func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
         var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
         var fill = PageFill(limit)
+        let sql = "SELECT seq, body \(Self.historyRange(divergentOnly: divergentOnly))"
         try transaction("BEGIN") { () throws(SQLiteError) in
-            try forEachRow(Self.historyPage, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
+            try forEachRow(sql, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
                 guard fill.admits(size: row.byteCount(1)) else { return }
                 page.records.append(row.bytes(1))
                 page.lastSequence = row.integer(0)

@@ -3,15 +3,11 @@
 // stream update the rows shown; new instances are counted, not inserted, so the
 // list does not jump while someone reads it.
 //
-// The filters for counted problems (hasUnexpected, hasIncompleteLaunch) are the
-// server's: they search every instance, so the broken ones are one page however
+// The filters for counted problems (hasUnexpected, hasIncompleteLaunch,
+// hasDivergence) are the server's: they search every instance, so the broken ones are one page however
 // large the fleet. Sorting is the page's own, of the rows on screen: a page in
 // another order would need a cursor over counters that change with every record,
 // and the filters already bring the broken instances together.
-//
-// The server has no filter for divergences: "with divergences" reads the instances
-// page after page (1,000 at a time, at most 10 pages a click) and keeps those whose
-// counters count one, continuing after the last one kept (a cursor is an instance id).
 
 import { request } from "./api.js";
 import { el, stateBadge } from "./model.js";
@@ -116,13 +112,14 @@ export class InstanceList {
     if (this.stateFilter.value) params.set("state", this.stateFilter.value);
     if (this.unexpectedFilter.checked) params.set("hasUnexpected", "true");
     if (this.incompleteFilter.checked) params.set("hasIncompleteLaunch", "true");
+    const divergent = this.divergentFilter.checked;
+    if (divergent) params.set("hasDivergence", "true");
     const cursor = this.cursors[this.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
-    const divergent = this.divergentFilter.checked;
-    this.status.textContent = divergent ? "Reading the instances for divergences…" : "Loading…";
+    this.status.textContent = "Loading…";
     let page;
     try {
-      page = divergent ? await this.scan(params) : (await request(`/v1/instances?${params}`)).data;
+      page = (await request(`/v1/instances?${params}`)).data;
     } catch (error) {
       if (generation === this.generation) this.status.textContent = `The list could not be loaded: ${error.message}`;
       return;
@@ -148,29 +145,7 @@ export class InstanceList {
     this.status.textContent = page.items.length === 0
       ? (this.cursors.length === 1 ? `No instances${filter}.` : "No more instances.")
       : `Instances${filter} ${first + 1}–${first + page.items.length}${page.nextCursor ? ", more on the next page" : ""}.`;
-    if (divergent) this.status.textContent += ` Read ${page.scanned.toLocaleString()} instances to find them${page.stopped ? " (the next page reads on)" : ""}.`;
     this.highlight();
-  }
-
-  /** A page of the instances with divergences, found by reading pages of every instance after the cursor in `params`. */
-  async scan(params) {
-    const wanted = Number(params.get("limit"));
-    const query = new URLSearchParams(params);
-    query.set("limit", "1000");
-    const items = [];
-    let scanned = 0;
-    for (let pages = 0; pages < 10; pages += 1) {
-      const { data } = await request(`/v1/instances?${query}`);
-      for (const instance of data.items) {
-        scanned += 1;
-        if (!(instance.counters?.divergences > 0)) continue;
-        items.push(instance);
-        if (items.length === wanted) return { items, nextCursor: instance.id, scanned };
-      }
-      if (!data.nextCursor) return { items, nextCursor: null, scanned };
-      query.set("cursor", data.nextCursor);
-    }
-    return { items, nextCursor: query.get("cursor"), scanned, stopped: true };
   }
 
   row(instance) {

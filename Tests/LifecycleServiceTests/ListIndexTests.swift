@@ -67,6 +67,9 @@ struct ListIndexTests {
             #expect(try c.event(id, #"{"event": "didFinishLaunching"}"#).status == 200)
         }
         for id in ["n-00", "n-18", "n-24"] { #expect(try c.event(id, #"{"event": "didBecomeActive"}"#).status == 409) }
+        // Divergences: a wrong belief on an unexpected event (n-24: both flags) and a wrong hook on an expected one.
+        #expect(try c.event("n-24", #"{"event": "didBecomeActive", "believedState": "foreground"}"#).status == 409)
+        #expect(try c.event("n-08", #"{"event": "didFinishLaunching", "ranHooks": []}"#).status == 200)
         // Deleted and made again with the other model in one batch: one staged change for the id.
         let answers = try commitAsOneBatch(server.service!.registry, [
             .delete(id: "n-10", expectedVersions: nil), .create(id: "n-10", model: "android-activity", isPut: false, key: nil),
@@ -94,21 +97,30 @@ struct ListIndexTests {
             var flagged: [String: Int] = [:]
             for model in [nil, "ios-app", "android-activity"] {
                 for state in [nil] + server.service!.registry.stateNames {
-                    for (unexpected, incomplete) in [(false, false), (true, false), (false, true), (true, true)] {
+                    for flags in 0..<8 {
+                        let (unexpected, incomplete, divergent) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0)
                         let expected = everything.filter { instance in
                             (model == nil || instance["model"] as? String == model) && (state == nil || instance["state"] as? String == state)
                                 && (!unexpected || counter(instance, "unexpected") > 0) && (!incomplete || counter(instance, "incompleteLaunches") > 0)
+                                && (!divergent || counter(instance, "divergences") > 0)
                         }.compactMap { $0["id"] as? String }
                         let query = (model.map { "&model=\($0)" } ?? "") + (state.map { "&state=\($0)" } ?? "")
                             + (unexpected ? "&hasUnexpected=true" : "") + (incomplete ? "&hasIncompleteLaunch=true" : "")
+                            + (divergent ? "&hasDivergence=true" : "")
                         #expect(try ids(query) == expected, "\(query)")
                         matched += expected.count
-                        if model == nil, state == nil { flagged["\(unexpected) \(incomplete)"] = expected.count }
+                        if model == nil, state == nil { flagged["\(unexpected) \(incomplete) \(divergent)"] = expected.count }
                     }
                 }
             }
             #expect(matched > 37 * 3, "the filters matched something")
-            #expect(flagged == ["false false": 37, "true false": 3, "false true": 2, "true true": 1], "each flag, and both, matched some")
+            #expect(
+                flagged == [
+                    "false false false": 37, "true false false": 3, "false true false": 2, "true true false": 1,
+                    "false false true": 2, "true false true": 1, "false true true": 0, "true true true": 0,
+                ],
+                "each flag, and each pair but one, matched some"
+            )
         }
         try checkEveryFilter(c)
         // Start-up builds the index in one pass from the store: the same answers.
@@ -133,7 +145,7 @@ struct ListIndexTests {
         #expect(model.json["detail"] as? String == "no model \"nokia\" is loaded; valid models: android-activity, ios-app")
         #expect(try c.request("GET", "/v1/instances?state=").status == 400)
         // The problem flags take only true: "false" would read as "only those without", which no list offers.
-        for query in ["hasUnexpected=false", "hasUnexpected=1", "hasIncompleteLaunch=", "hasIncompleteLaunch=yes"] {
+        for query in ["hasUnexpected=false", "hasUnexpected=1", "hasIncompleteLaunch=", "hasIncompleteLaunch=yes", "hasDivergence=false"] {
             let refused = try c.request("GET", "/v1/instances?\(query)")
             #expect(refused.status == 400 && (refused.json["detail"] as? String)?.contains("takes only true") == true, "\(query)")
         }

@@ -134,15 +134,17 @@ struct ListFilter: Hashable, Sendable {
     var hasUnexpected = false
     /// Only instances with an incomplete launch on their counters.
     var hasIncompleteLaunch = false
+    /// Only instances with a divergence on their counters: where the app's code went wrong.
+    var hasDivergence = false
 }
 
 /// The sorted ids matching each ``ListFilter`` that matches any instance, so a filtered list
 /// page walks only ids that match, however few that is. An instance is in every list whose
 /// filter it passes: four without a counted problem (any or its model, any or its state),
-/// up to sixteen with both. The ``InstanceCache`` keeps it, under its lock, as the committer publishes.
+/// up to thirty-two with all three. The ``InstanceCache`` keeps it, under its lock, as the committer publishes.
 struct InstanceIndex {
     /// What an instance is filed under.
-    typealias Facts = (model: String, state: String, hasUnexpected: Bool, hasIncompleteLaunch: Bool)
+    typealias Facts = (model: String, state: String, hasUnexpected: Bool, hasIncompleteLaunch: Bool, hasDivergence: Bool)
 
     private var lists: [ListFilter: SortedIDs] = [:]
 
@@ -194,7 +196,8 @@ struct InstanceIndex {
     /// How many instances each model has in each state that has any.
     var countsByModelAndState: [(model: String, state: String, count: Int)] {
         lists.compactMap { filter, ids in
-            guard let model = filter.model, let state = filter.state, !filter.hasUnexpected, !filter.hasIncompleteLaunch else { return nil }
+            guard let model = filter.model, let state = filter.state, !filter.hasUnexpected, !filter.hasIncompleteLaunch, !filter.hasDivergence
+            else { return nil }
             return (model: model, state: state, count: ids.count)
         }
     }
@@ -206,7 +209,11 @@ struct InstanceIndex {
             for state in [nil, facts.state] {
                 for hasUnexpected in facts.hasUnexpected ? [false, true] : [false] {
                     for hasIncompleteLaunch in facts.hasIncompleteLaunch ? [false, true] : [false] {
-                        filters.append(ListFilter(model: model, state: state, hasUnexpected: hasUnexpected, hasIncompleteLaunch: hasIncompleteLaunch))
+                        for hasDivergence in facts.hasDivergence ? [false, true] : [false] {
+                            filters.append(ListFilter(
+                                model: model, state: state, hasUnexpected: hasUnexpected, hasIncompleteLaunch: hasIncompleteLaunch, hasDivergence: hasDivergence
+                            ))
+                        }
                     }
                 }
             }
@@ -218,6 +225,6 @@ struct InstanceIndex {
 extension StoredInstance {
     /// What ``InstanceIndex`` files the instance under.
     var indexFacts: InstanceIndex.Facts {
-        (model, state.state, state.counters.unexpected > 0, state.counters.incompleteLaunches > 0)
+        (model, state.state, state.counters.unexpected > 0, state.counters.incompleteLaunches > 0, state.counters.divergences > 0)
     }
 }

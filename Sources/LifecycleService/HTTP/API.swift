@@ -173,11 +173,12 @@ struct API: Sendable {
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["state", "model", "hasUnexpected", "hasIncompleteLaunch", "limit", "cursor"])
+        try request.checkQuery(allowing: ["state", "model", "hasUnexpected", "hasIncompleteLaunch", "hasDivergence", "limit", "cursor"])
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
         let filter = ListFilter(
             model: request.query("model"), state: request.query("state"),
-            hasUnexpected: try request.flagQuery("hasUnexpected"), hasIncompleteLaunch: try request.flagQuery("hasIncompleteLaunch")
+            hasUnexpected: try request.flagQuery("hasUnexpected"), hasIncompleteLaunch: try request.flagQuery("hasIncompleteLaunch"),
+            hasDivergence: try request.flagQuery("hasDivergence")
         )
         if let state = filter.state, !registry.stateNames.contains(state) {
             throw .badRequest("no loaded model has a state \"\(state)\"; \(suggestion(for: state, among: registry.stateNames, kind: "state"))")

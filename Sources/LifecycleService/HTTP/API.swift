@@ -49,6 +49,7 @@ struct API: Sendable {
         router.addDeferred("POST", "/v1/instances/{id}/relaunches", write(postRelaunch))
         // The path before relaunches were named so everywhere (deprecated in openapi.yaml).
         router.addDeferred("POST", "/v1/instances/{id}/launches", write(postRelaunch))
+        router.addDeferred("POST", Self.batchPath, postBatch)
         router.get("/v1/instances/{id}/history", read(history))
         router.get("/v1/instances/{id}/stream", read(instanceStream))
         router.get("/v1/stream", read(globalStream))
@@ -153,14 +154,19 @@ struct API: Sendable {
     }
 
     func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let id = request.parameters["id"] ?? ""
-        guard isValidInstanceID(id) else { throw .badRequest(invalidInstanceID) }
-        let body = try request.jsonObject(isRequired: false)
+        // PUT is idempotent by itself: it takes neither `If-Match` nor `Idempotency-Key`.
+        try putWrite(WriteArguments(id: request.parameters["id"] ?? "", body: try request.jsonBody()))
+    }
+
+    /// `PUT /v1/instances/{id}`, and a batch's create item.
+    func putWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        guard isValidInstanceID(arguments.id) else { throw .badRequest(invalidInstanceID) }
+        let body = try arguments.members(isRequired: false).mapValues(BodyValue.init)
         for key in body.keys where key != "model" {
             throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\"")
         }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        return .create(id: id, model: model, isPut: true, key: nil)
+        return .create(id: arguments.id, model: model, isPut: true, key: arguments.key)
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
@@ -215,28 +221,50 @@ struct API: Sendable {
     // MARK: inputs
 
     func postEvent(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let (name, parameters) = try input(request, nameField: "event")
-        return try apply(.event(name, parameters), request)
+        try eventWrite(try inputArguments(request))
     }
 
     func postAction(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let (name, parameters) = try input(request, nameField: "action")
-        return try apply(.action(name, parameters), request)
+        try actionWrite(try inputArguments(request))
     }
 
     func postRelaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let body = try request.jsonObject(isRequired: false)
-        if let key = body.keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
-        return try apply(.relaunch, request)
+        try relaunchWrite(try inputArguments(request))
     }
 
-    private func apply(_ input: Input, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .apply(input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey(tokenScope: tokenScope))
+    /// `POST /v1/instances/{id}/events`, and a batch's event item.
+    func eventWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        let (name, parameters) = try input(arguments, nameField: "event")
+        return apply(.event(name, parameters), arguments)
+    }
+
+    /// `POST /v1/instances/{id}/actions`, and a batch's action item.
+    func actionWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        let (name, parameters) = try input(arguments, nameField: "action")
+        return apply(.action(name, parameters), arguments)
+    }
+
+    /// `POST /v1/instances/{id}/relaunches`, and a batch's launch item.
+    func relaunchWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        if let key = try arguments.members(isRequired: false).keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
+        return apply(.relaunch, arguments)
+    }
+
+    /// What an input's request says besides its body: the instance, `If-Match` and `Idempotency-Key`.
+    private func inputArguments(_ request: Request) throws(Problem) -> WriteArguments {
+        WriteArguments(
+            id: request.parameters["id"] ?? "", body: try request.jsonBody(),
+            expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey(tokenScope: tokenScope)
+        )
+    }
+
+    private func apply(_ input: Input, _ arguments: WriteArguments) -> InstanceRegistry.Write {
+        .apply(input, id: arguments.id, expectedVersions: arguments.expectedVersions, key: arguments.key)
     }
 
     /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.
-    private func input(_ request: Request, nameField: String) throws(Problem) -> (String, [String: Value]) {
-        let body = try request.jsonObject(isRequired: true)
+    private func input(_ arguments: WriteArguments, nameField: String) throws(Problem) -> (String, [String: Value]) {
+        let body = try arguments.members(isRequired: true).mapValues(BodyValue.init)
         guard let name = try stringField(body, nameField) else {
             throw .badRequest("the body needs \"\(nameField)\": the name of the \(nameField)")
         }

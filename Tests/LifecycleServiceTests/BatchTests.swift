@@ -1,6 +1,10 @@
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import LifecycleService
 
 /// One item of a batch, and the single request it stands for.
@@ -312,4 +316,79 @@ struct BatchTests {
         #expect(try overgrown.readResponse().status == 413)
         #expect(try c.fullHistory("app").count == 3 + 2000)
         }
+}
+
+@Suite("POST /v1/batch across a kill -9", .serialized)
+struct BatchCrashTests {
+    @Test("batches sent again after a kill -9 mid-batch apply nothing twice: every keyed item is stored once, acknowledged answers replay", arguments: [7, 23, 61] as [UInt64])
+    func killNine(seed: UInt64) throws {
+        var random = SeededGenerator(state: seed)
+        let data = TemporaryDirectory("lifecycled-batch-crash")
+        var server = try LifecycledProcess.serving(dataDirectory: data.path)
+        let setup = try WireClient(port: server.port)
+        let instances = 10
+        for index in 0..<instances { try setup.makeInstance("app-\(index)", events: coldStart) }
+        // Each batch: a keyed create and 100 keyed actions, each with a URL of its own so that
+        // its record can be counted; every fourth action also an unexpected (keyed) event.
+        let batches = (0..<30).map { batch in
+            batchBody([BatchItemSpec(instance: "new-\(batch)", kind: .create, body: #"{"model":"ios-app"}"#, key: "create-\(batch)")] + (0..<100).flatMap { item in
+                let action = BatchItemSpec(
+                    instance: "app-\(item % instances)", kind: .action, body: #"{"action":"openURL","url":"https://example.com/\#(batch)/\#(item)"}"#, key: "a-\(batch)-\(item)"
+                )
+                let event = BatchItemSpec(instance: "app-\(item % instances)", kind: .event, body: #"{"event":"didBecomeActive"}"#, key: "e-\(batch)-\(item)")
+                return item % 4 == 0 ? [action, event] : [action]
+            })
+        }
+        let answered = Mutex<[Int: HTTPResponse]>([:])
+        let port = server.port
+        let sender = startClients(1, port: port) { _, c in
+            for (index, body) in batches.enumerated() {
+                guard let response = try? c.request("POST", "/v1/batch", json: body) else { return }  // the server is gone
+                guard response.status == 200 else {
+                    Issue.record("batch \(index) answered \(response.status): \(response.text.prefix(300))")
+                    return
+                }
+                answered.withLock { $0[index] = response }
+            }
+        }
+        // A seeded moment: after a few batches are answered, and some microseconds into the next.
+        let answeredFirst = Int.random(in: 2..<8, using: &random)
+        #expect(eventually(within: 60) { answered.withLock { $0.count } >= answeredFirst })
+        usleep(UInt32.random(in: 0..<30_000, using: &random))
+        server.signal(SIGKILL)
+        sender.wait()
+        #expect(server.finish().status == 9)
+        let acknowledged = answered.withLock { $0 }
+        #expect(acknowledged.count < batches.count, "killed before the last batch")
+
+        server = try LifecycledProcess.serving(dataDirectory: data.path)
+        let c = try WireClient(port: server.port)
+        for (index, body) in batches.enumerated() {
+            let retry = try c.request("POST", "/v1/batch", json: body)
+            #expect(retry.status == 200)
+            if let first = acknowledged[index] {
+                #expect(retry.text == first.text, "batch \(index), acknowledged before the kill, replays byte for byte")
+            } else {
+                let statuses = Set((retry.json["results"] as? [[String: Any]] ?? []).compactMap { $0["status"] as? Int })
+                #expect(statuses.isSubset(of: [200, 201, 409]), "batch \(index): \(statuses)")
+            }
+        }
+        // Each keyed item once: every URL in one record, each create once, versions contiguous.
+        var urls: [String: Int] = [:]
+        for index in 0..<instances {
+            let history = try c.fullHistory("app-\(index)")
+            #expect(history.compactMap { $0["version"] as? Int } == Array(1...history.count), "versions of app-\(index) are contiguous")
+            for record in history {
+                if let url = (record["parameters"] as? [String: Any])?["url"] as? String { urls[url, default: 0] += 1 }
+            }
+            // coldStart's three, then each batch's actions and events for the instance.
+            let inputs = (0..<100).filter { $0 % instances == index }.reduce(0) { $0 + ($1 % 4 == 0 ? 2 : 1) }
+            #expect(history.count == 3 + batches.count * inputs, "app-\(index) holds each keyed input once")
+        }
+        #expect(urls.count == batches.count * 100 && urls.values.allSatisfy { $0 == 1 }, "each action stored once")
+        let listed = try c.request("GET", "/v1/instances?limit=1000").json["items"] as? [[String: Any]] ?? []
+        #expect(listed.count == instances + batches.count, "each batch's create made its instance once")
+        server.signal(SIGTERM)
+        #expect(server.finish().status == 0)
+    }
 }

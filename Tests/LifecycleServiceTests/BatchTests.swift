@@ -367,7 +367,8 @@ struct BatchCrashTests {
             let retry = try c.request("POST", "/v1/batch", json: body)
             #expect(retry.status == 200)
             if let first = acknowledged[index] {
-                #expect(retry.text == first.text, "batch \(index), acknowledged before the kill, replays byte for byte")
+                let replays = retry.text == first.text
+                #expect(replays, "batch \(index), acknowledged before the kill, replays byte for byte")
             } else {
                 let statuses = Set((retry.json["results"] as? [[String: Any]] ?? []).compactMap { $0["status"] as? Int })
                 #expect(statuses.isSubset(of: [200, 201, 409]), "batch \(index): \(statuses)")

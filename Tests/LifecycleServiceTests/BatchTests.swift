@@ -251,6 +251,9 @@ struct BatchTests {
             ("unknown item member", #"{"items": [\#(good), {"instance":"app","kind":"launch","when":1}]}"#, "items[2]: unknown member \"when\""),
             ("no instance", #"{"items": [\#(good), {"kind":"launch"}]}"#, "items[2]: \"instance\""),
             ("instance not a string", #"{"items": [\#(good), {"instance":7,"kind":"launch"}]}"#, "items[2]: \"instance\""),
+            ("instance no path could name", #"{"items": [\#(good), {"instance":"..","kind":"launch"}]}"#, "items[2]: instance id must be"),
+            ("expectedVersion past 18 digits", #"{"items": [\#(good), {"instance":"app","kind":"launch","expectedVersion":1000000000000000000}]}"#, "items[2]: \"expectedVersion\""),
+            ("expectedVersion with a fraction", #"{"items": [\#(good), {"instance":"app","kind":"launch","expectedVersion":2.5}]}"#, "items[2]: \"expectedVersion\""),
             ("no kind", #"{"items": [\#(good), {"instance":"app"}]}"#, "items[2]: \"kind\""),
             ("bad kind", #"{"items": [\#(good), {"instance":"app","kind":"delete"}]}"#, "items[2]: \"kind\""),
             ("body not an object", #"{"items": [\#(good), {"instance":"app","kind":"event","body":"x"}]}"#, "items[2]: \"body\""),
@@ -278,6 +281,9 @@ struct BatchTests {
         #expect(try c.fullHistory("app").count == before)
         let listed = try c.request("GET", "/v1/instances").json["items"] as? [Any]
         #expect(listed?.count == 1)
+        // JSON has one kind of number: 3.0 is the version 3.
+        let whole = try c.request("POST", "/v1/batch", json: #"{"items": [{"instance":"app","kind":"launch","expectedVersion":3.0}]}"#)
+        #expect((whole.json["results"] as? [[String: Any]])?.first?["status"] as? Int == 200, "\(whole.text)")
     }
 
     @Test("a batch body has its own limit, --max-batch-body, answered 413 at once; other bodies keep --max-body")

@@ -8,6 +8,9 @@ two refusals that really depend on other requests:
   valid for the other built-in model), or a state it does not have (a conformance step's
   `believedState`), or for an Idempotency-Key that an earlier, different request used;
 - 412 only when the request carried If-Match.
+
+A batch (POST /v1/batch) answers invalid items inside its 200, one result each: a second
+check takes back that allowance unless some item of such a 200 was refused.
 """
 
 import json
@@ -58,3 +61,16 @@ def valid_input_refused_only_for_another_model_or_reused_key(ctx, response, case
         if model in INPUTS and name not in INPUTS[model][kind] and others:
             return None
     raise AssertionError(f"a valid request was refused with 422: {detail}")
+
+
+@schemathesis.check
+def invalid_batch_item_refused(ctx, response, case):
+    meta = case.meta
+    if meta is None or meta.generation.mode.is_positive or case.operation.path != "/v1/batch":
+        return None
+    if response.status_code != 200:
+        return None
+    statuses = [result.get("status", 0) for result in response.json().get("results", [])]
+    if not any(status >= 400 for status in statuses):
+        raise AssertionError(f"a batch with an invalid item was applied whole: {statuses}")
+    return None

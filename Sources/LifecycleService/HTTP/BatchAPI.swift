@@ -89,6 +89,9 @@ extension API {
         return parsed
     }
 
+    /// The largest `expectedVersion`: 18 digits, as `If-Match` takes.
+    static let maxVersion: Int64 = 999_999_999_999_999_999
+
     private static let itemMembers: Set<String> = ["instance", "kind", "body", "idempotencyKey", "expectedVersion"]
 
     /// One item, by its single endpoint's parser. Throws the problem of an item that endpoint
@@ -108,14 +111,22 @@ extension API {
         case .object(let object)?: body = object
         default: throw .badRequest("\"body\" must be a JSON object")
         }
+        // A batch's instance is a value, not a path segment: one no path could name is malformed.
+        guard isValidInstanceID(id) else { throw .badRequest(invalidInstanceID) }
         var expectedVersions: [Int64]?
-        switch members["expectedVersion"] {
-        case nil: expectedVersions = nil
-        case .integer(let version)? where version >= 0:
+        if let member = members["expectedVersion"] {
+            // JSON has one kind of number: 3.0 is the integer 3.
+            let version: Int64? = switch member {
+            case .integer(let version): version
+            case .number(let number) where number == number.rounded() && abs(number) < 1e18: Int64(number)
+            default: nil
+            }
+            guard let version, (0...Self.maxVersion).contains(version) else {
+                throw .badRequest("\"expectedVersion\" must be an integer from 0 to \(Self.maxVersion): the version the instance must be at")
+            }
             // PUT takes no If-Match: a create's precondition would be ignored, so it is refused.
             guard kind != .create else { throw .badRequest("a create takes no \"expectedVersion\"") }
             expectedVersions = [version]
-        default: throw .badRequest("\"expectedVersion\" must be an integer from 0: the version the instance must be at")
         }
         var key: IdempotencyKey?
         switch members["idempotencyKey"] {

@@ -2,14 +2,17 @@ import Foundation
 
 /// Replays what an app recorded and says where it departed from the model.
 public enum Conformance {
-    /// One recorded input, with the state the app believed it was in afterwards, if it said.
+    /// One recorded input, with the state the app believed it was in afterwards and the hooks
+    /// its code ran, where it said.
     public struct Step: Sendable, Equatable, Codable {
         public var input: Input
         public var believedState: String?
+        public var ranHooks: [String]?
 
-        public init(_ input: Input, believedState: String? = nil) {
+        public init(_ input: Input, believedState: String? = nil, ranHooks: [String]? = nil) {
             self.input = input
             self.believedState = believedState
+            self.ranHooks = ranHooks
         }
     }
 
@@ -19,6 +22,8 @@ public enum Conformance {
         case unexpectedEvent(step: Int, event: String, state: String)
         /// The app believed it was somewhere else.
         case beliefMismatch(step: Int, believed: String, actual: String)
+        /// The app's code ran other hooks than the model's row (see ``Divergence/Hooks``).
+        case hookDivergence(step: Int, hooks: Divergence.Hooks)
         /// The model does not know the input or its parameters.
         case invalidInput(step: Int, error: InputError)
     }
@@ -53,7 +58,9 @@ public enum Conformance {
         for (index, step) in steps.enumerated() {
             var result = StepResult(believedState: step.believedState)
             do {
-                let record = try machine.apply(step.input, at: time)
+                // The belief is checked below as it always was (a state the model lacks is a
+                // mismatch here, not an invalid input); the hooks as a live event's are.
+                let record = try machine.apply(step.input, reported: AppReport(ranHooks: step.ranHooks), at: time)
                 result.record = record
                 if let row = record.row { exercised.insert(row) }
                 if record.outcome == .unexpected, firstProblem == nil {
@@ -64,6 +71,9 @@ public enum Conformance {
                     if belief != record.to, firstProblem == nil {
                         firstProblem = .beliefMismatch(step: index, believed: belief, actual: record.to)
                     }
+                }
+                if let hooks = record.divergence?.hooks, firstProblem == nil {
+                    firstProblem = .hookDivergence(step: index, hooks: hooks)
                 }
             } catch {
                 result.error = error

@@ -50,6 +50,34 @@ public struct Machine: Sendable {
 
     public var stateName: String { model.definition.states[stateIndex].name }
 
+    /// Applies any input, with what the app reported of it and when it happened on the device:
+    /// the record keeps both, and a ``Divergence`` where the report differs from the model,
+    /// which is counted but changes nothing else. A report that names no state of the model, or
+    /// hooks past the bounds, throws and changes nothing.
+    public mutating func apply(reported: ReportedInput, at time: Date) throws(InputError) -> Record {
+        try apply(reported.input, reported: reported.report, occurredAt: reported.occurredAt, at: time)
+    }
+
+    /// ``apply(reported:at:)`` in parts.
+    public mutating func apply(_ input: Input, reported: AppReport, occurredAt: DeviceTime? = nil, at time: Date) throws(InputError) -> Record {
+        if let believed = reported.believedState, model.stateIndex[believed] == nil {
+            throw .unknownBelievedState(believed, model: model.name, known: model.definition.states.map(\.name))
+        }
+        if let hooks = reported.ranHooks {
+            guard hooks.count <= AppReport.maxHooks else { throw .badRanHooks("holds \(hooks.count) names; at most \(AppReport.maxHooks)") }
+            if let bad = hooks.first(where: { $0.isEmpty || $0.unicodeScalars.count > AppReport.maxHookLength }) {
+                throw .badRanHooks("names must be 1 to \(AppReport.maxHookLength) characters long, not \(bad.unicodeScalars.count)")
+            }
+        }
+        var record = try apply(input, at: time)
+        record.believedState = reported.believedState
+        record.ranHooks = reported.ranHooks
+        record.occurredAt = occurredAt
+        record.divergence = Divergence(reported, against: record)
+        if record.divergence != nil { counters.divergences += 1 }
+        return record
+    }
+
     /// Applies an event. Unknown events and bad parameters throw and change nothing;
     /// an event the state does not expect is returned as an `unexpected` record.
     public mutating func apply(event name: String, parameters: [String: Value] = [:], at time: Date) throws(InputError) -> Record {

@@ -135,6 +135,7 @@ public final class Model: Sendable {
         var seen: Set<String> = []
         for p in parameters {
             guard seen.insert(p.name).inserted else { throw .duplicateParameter(owner: owner, parameter: p.name) }
+            guard !AppReport.reservedNames.contains(p.name) else { throw .reservedParameter(owner: owner, parameter: p.name) }
             if let minLength = p.minLength, p.type != .string || minLength < 0 {
                 throw .badMinLength(owner: owner, parameter: p.name)
             }

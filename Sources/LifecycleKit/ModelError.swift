@@ -22,6 +22,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case missingActionHook(row: Int, state: String)
     case missingWindowParameter(event: String)
     case badMinLength(owner: String, parameter: String)
+    /// A parameter named as a member every input body may carry (``AppReport/reservedNames``).
+    case reservedParameter(owner: String, parameter: String)
 
     public var description: String {
         switch self {
@@ -67,6 +69,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
             "row \(row): deliverAction targets state \"\(s)\", which has no actionHook"
         case .missingWindowParameter(let e):
             "event \"\(e)\" uses rememberWindow but declares no string parameter \"window\""
+        case .reservedParameter(let owner, let p):
+            "\"\(owner)\" declares parameter \"\(p)\", a name reserved for what every input may carry (\(AppReport.reservedNames.sorted().joined(separator: ", ")))"
         case .badMinLength(let owner, let p):
             "parameter \"\(p)\" of \"\(owner)\" has a minLength, which must be a count of at least 0 on a string parameter"
         }
@@ -86,9 +90,18 @@ public enum InputError: Error, Sendable, Equatable, CustomStringConvertible {
     case parameterTooLong(input: String, parameter: String, length: Int, limit: Int)
     /// A string shorter than the parameter's `minLength` (an empty window name, say).
     case parameterTooShort(input: String, parameter: String, minLength: Int)
+    /// A reported `believedState` that names no state of the model (a typo would diverge every time).
+    case unknownBelievedState(String, model: String, known: [String])
+    /// A reported `ranHooks` longer than ``AppReport/maxHooks``, or with a name that is empty or
+    /// longer than ``AppReport/maxHookLength``.
+    case badRanHooks(String)
 
     public var description: String {
         switch self {
+        case .unknownBelievedState(let s, let m, let known):
+            "believedState \"\(s)\" is not a state of model \"\(m)\"; \(suggestion(for: s, among: known, kind: "state"))"
+        case .badRanHooks(let why):
+            "ranHooks \(why)"
         case .unknownEvent(let e, let m, let known):
             "model \"\(m)\" has no event \"\(e)\"; \(suggestion(for: e, among: known, kind: "event"))"
         case .unknownAction(let a, let m, let known):

@@ -45,11 +45,23 @@ public struct Counters: Sendable, Codable, Equatable {
     public var unexpected: Int64 = 0
     public var ignored: Int64 = 0
     public var incompleteLaunches: Int64 = 0
+    /// Records where what the app reported differed from the model (see ``Divergence``).
+    public var divergences: Int64 = 0
 
-    public init(unexpected: Int64 = 0, ignored: Int64 = 0, incompleteLaunches: Int64 = 0) {
+    public init(unexpected: Int64 = 0, ignored: Int64 = 0, incompleteLaunches: Int64 = 0, divergences: Int64 = 0) {
         self.unexpected = unexpected
         self.ignored = ignored
         self.incompleteLaunches = incompleteLaunches
+        self.divergences = divergences
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        unexpected = try c.decode(Int64.self, forKey: .unexpected)
+        ignored = try c.decode(Int64.self, forKey: .ignored)
+        incompleteLaunches = try c.decode(Int64.self, forKey: .incompleteLaunches)
+        // Absent from what a lifecycled before divergences wrote.
+        divergences = try c.decodeIfPresent(Int64.self, forKey: .divergences) ?? 0
     }
 }
 
@@ -124,14 +136,24 @@ public struct Record: Sendable, Codable, Equatable {
     public var incompleteLaunch: IncompleteLaunch?
     /// For a remembered window: whether it differs from the one remembered before.
     public var windowChanged: Bool?
+    /// What the app said its machine believed after this input, as reported.
+    public var believedState: String?
+    /// The hooks the app said its code ran, as reported.
+    public var ranHooks: [String]?
+    /// Where what was reported differs from what the model says happened.
+    public var divergence: Divergence?
+    /// When the server recorded it: records are in the order they arrived, whatever their ``occurredAt``.
     public var time: Date
+    /// When it happened on the device's clock, as the app reported it.
+    public var occurredAt: DeviceTime?
 
     public init(
         sequence: Int64 = 0, instance: String? = nil, version: Int64, kind: InputKind, name: String, parameters: [String: Value] = [:],
         from: String, to: String, outcome: Outcome, hooks: [String] = [], row: String? = nil,
         disposition: ActionDisposition? = nil, replacedAction: PendingAction? = nil,
         deliveredAction: PendingAction? = nil, clearedAction: PendingAction? = nil,
-        incompleteLaunch: IncompleteLaunch? = nil, windowChanged: Bool? = nil, time: Date
+        incompleteLaunch: IncompleteLaunch? = nil, windowChanged: Bool? = nil, believedState: String? = nil, ranHooks: [String]? = nil,
+        divergence: Divergence? = nil, time: Date, occurredAt: DeviceTime? = nil
     ) {
         self.sequence = sequence
         self.instance = instance
@@ -150,7 +172,11 @@ public struct Record: Sendable, Codable, Equatable {
         self.clearedAction = clearedAction
         self.incompleteLaunch = incompleteLaunch
         self.windowChanged = windowChanged
+        self.believedState = believedState
+        self.ranHooks = ranHooks
+        self.divergence = divergence
         self.time = time
+        self.occurredAt = occurredAt
     }
 }
 
@@ -158,7 +184,8 @@ extension Record {
     /// JSON names: the input's name goes under `event` or `action` (openapi.yaml's `Record`), a relaunch has neither.
     enum CodingKeys: String, CodingKey {
         case sequence, instance, version, kind, event, action, parameters, from, to, outcome, hooks, row, disposition
-        case replacedAction, deliveredAction, clearedAction, incompleteLaunch, windowChanged, time
+        case replacedAction, deliveredAction, clearedAction, incompleteLaunch, windowChanged, believedState, ranHooks, divergence, time
+        case occurredAt
     }
 
     public init(from decoder: any Decoder) throws {
@@ -184,7 +211,11 @@ extension Record {
         clearedAction = try c.decodeIfPresent(PendingAction.self, forKey: .clearedAction)
         incompleteLaunch = try c.decodeIfPresent(IncompleteLaunch.self, forKey: .incompleteLaunch)
         windowChanged = try c.decodeIfPresent(Bool.self, forKey: .windowChanged)
+        believedState = try c.decodeIfPresent(String.self, forKey: .believedState)
+        ranHooks = try c.decodeIfPresent([String].self, forKey: .ranHooks)
+        divergence = try c.decodeIfPresent(Divergence.self, forKey: .divergence)
         time = try c.decode(Date.self, forKey: .time)
+        occurredAt = try c.decodeIfPresent(DeviceTime.self, forKey: .occurredAt)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -210,6 +241,10 @@ extension Record {
         try c.encodeIfPresent(clearedAction, forKey: .clearedAction)
         try c.encodeIfPresent(incompleteLaunch, forKey: .incompleteLaunch)
         try c.encodeIfPresent(windowChanged, forKey: .windowChanged)
+        try c.encodeIfPresent(believedState, forKey: .believedState)
+        try c.encodeIfPresent(ranHooks, forKey: .ranHooks)
+        try c.encodeIfPresent(divergence, forKey: .divergence)
         try c.encode(time, forKey: .time)
+        try c.encodeIfPresent(occurredAt, forKey: .occurredAt)
     }
 }

@@ -60,9 +60,11 @@ func batchBody(_ items: [BatchItemSpec]) -> String {
 }
 
 /// A body or history with what differs between two servers given the same inputs taken out:
-/// times and sequence numbers (and a history page's continuations, which are sequences).
+/// times (the server's clock in a too-early `occurredAt`'s 422 too) and sequence numbers (and
+/// a history page's continuations, which are sequences).
 func withoutTimes(_ text: String) -> String {
-    text.replacingOccurrences(of: #""(time|createdAt|updatedAt)":"[^"]*""#, with: #""$1":"""#, options: .regularExpression)
+    text.replacingOccurrences(of: #"server's clock \([^)]*\)"#, with: "server's clock ()", options: .regularExpression)
+        .replacingOccurrences(of: #""(time|createdAt|updatedAt)":"[^"]*""#, with: #""$1":"""#, options: .regularExpression)
         .replacingOccurrences(of: #""(sequence|nextAfter|oldestRetainedSequence)":[0-9]+"#, with: #""$1":0"#, options: .regularExpression)
 }
 
@@ -97,6 +99,12 @@ func mixedItems(_ count: Int, seed: UInt64) -> [BatchItemSpec] {
             case "willConnectToWindow": #"{"event":"willConnectToWindow","window":"main"}"#
             case "didFinishLaunching" where index % 3 == 0: #"{"event":"didFinishLaunching","isTesting":true}"#
             case "didBecomeActive" where index % 17 == 0: #"{"event":"didBecomeActive","extra":{"nested":1}}"#
+            // What the app reports and the device's clock, parsed by the single endpoint's code: a
+            // belief and hooks (diverging or not), a time, one a day too far ahead (422), a bad report (422).
+            case "didBecomeActive" where index % 5 == 0: #"{"event":"didBecomeActive","believedState":"foreground","ranHooks":["Foreground.onTransition","Foreground.didReturn"]}"#
+            case "willResignActive" where index % 5 == 0: #"{"event":"willResignActive","believedState":"background","ranHooks":[],"occurredAt":"2026-06-01T10:00:00.000+02:00"}"#
+            case "didEnterBackground" where index % 7 == 0: #"{"event":"didEnterBackground","occurredAt":"2999-01-01T00:00:00.000Z"}"#
+            case "willEnterForeground" where index % 7 == 0: #"{"event":"willEnterForeground","ranHooks":"Background.willLeave"}"#
             default: #"{"event":"\#(event)"}"#
             }
             item = BatchItemSpec(instance: instance, kind: .event, body: body)
@@ -107,7 +115,7 @@ func mixedItems(_ count: Int, seed: UInt64) -> [BatchItemSpec] {
             ].randomElement(using: &random)!
             item = BatchItemSpec(instance: instance, kind: .action, body: body)
         default:
-            item = BatchItemSpec(instance: instance, kind: .launch)
+            item = BatchItemSpec(instance: instance, kind: .launch, body: index % 9 == 0 ? #"{"occurredAt":"2026-06-01T10:00:00.000-05:00"}"# : nil)
         }
         if item.kind != .create, Int.random(in: 0..<7, using: &random) == 0 { item.expectedVersion = Int.random(in: 0..<9, using: &random) }
         // Keys on inputs only: PUT ignores Idempotency-Key, so a replayed create would differ one by one.
@@ -152,6 +160,9 @@ struct BatchTests {
         }
         // The mix holds every answer the endpoints give.
         for status in [200, 201, 404, 409, 412, 422] { #expect(statuses[status, default: 0] > 0, "a \(status) among the items") }
+        for member in ["\"divergence\"", "\"believedState\"", "\"ranHooks\"", "\"occurredAt\"", "more than 24 hours ahead"] {
+            #expect(answer.text.contains(member), "the batch's answer shows \(member)")
+        }
         let keys = items.compactMap(\.key)
         #expect(keys.count > Set(keys).count, "some keys come more than once")
 

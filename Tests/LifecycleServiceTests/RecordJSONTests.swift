@@ -31,7 +31,16 @@ struct RecordJSONTests {
                     }
                     input = .event(event.name, parameters)
                 }
-                if var record = try? machine.apply(input, at: Date(timeIntervalSince1970: 1_800_000_000 + Double(i) * 0.0137)) {
+                // Every kind of report: none, a belief, hooks (right, short, doubled, reordered), a device time.
+                var trial = machine
+                let hooks = (try? trial.apply(input, at: Date()))?.hooks ?? []
+                let report = AppReport(
+                    believedState: i % 3 == 0 ? d.states.randomElement()!.name : nil,
+                    ranHooks: i % 4 == 0 ? [hooks, hooks.reversed(), hooks + hooks.prefix(1), Array(hooks.dropFirst())][i / 4 % 4] : nil
+                )
+                let occurredAt = i % 5 == 1 ? DeviceTime(milliseconds: 1_800_000_000_000 - Int64(i) * 7_919, offsetMinutes: [0, 60, -330, 840][i % 4]) : nil
+                let time = Date(timeIntervalSince1970: 1_800_000_000 + Double(i) * 0.0137)
+                if var record = try? machine.apply(input, reported: report, occurredAt: occurredAt, at: time) {
                     record.sequence = Int64(i)
                     // Stored records carry their instance; records of no instance (a replay) do not.
                     record.instance = i % 5 == 0 ? nil : "app-\(i % 7)"
@@ -56,6 +65,9 @@ struct RecordJSONTests {
         #expect(Set(records.map(\.kind)).count == 3)
         #expect(records.contains { $0.incompleteLaunch != nil } && records.contains { $0.deliveredAction != nil })
         #expect(records.contains { $0.instance == nil } && records.contains { $0.instance != nil })
+        #expect(records.contains { $0.divergence?.state != nil && $0.divergence?.hooks != nil })
+        #expect(records.contains { $0.divergence?.state == nil && $0.divergence?.hooks?.orderOnly == true })
+        #expect(records.contains { $0.occurredAt != nil } && records.contains { $0.ranHooks != nil && $0.divergence == nil })
         for record in records {
             let direct = record.jsonBytes()
             let reference = try JSON.encode(record)

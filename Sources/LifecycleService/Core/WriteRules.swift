@@ -80,7 +80,7 @@ enum WriteRules {
             if let refusal = versionRefusal(instance, expectedVersions) { return .answer(.failure(refusal)) }
             let record: Record
             do {
-                record = try machine.apply(input, at: time)
+                record = try machine.apply(reported: input, at: time)
             } catch {
                 return .answer(.failure(.invalidInput(error)))
             }

@@ -10,7 +10,7 @@ extension InstanceRegistry {
         case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?)
         /// `expectedVersions`: from `If-Match`; `nil` for any version.
         case delete(id: String, expectedVersions: [Int64]?)
-        case apply(Input, id: String, expectedVersions: [Int64]?, key: IdempotencyKey?)
+        case apply(ReportedInput, id: String, expectedVersions: [Int64]?, key: IdempotencyKey?)
 
         /// The instance the write names.
         var instanceID: String {
@@ -24,9 +24,12 @@ extension InstanceRegistry {
             switch self {
             case .create(_, _, let isPut, _): isPut ? "put" : "create"
             case .delete: "delete"
-            case .apply(.event(let name, _), _, _, _): "event \(name)"
-            case .apply(.action(let name, _), _, _, _): "action \(name)"
-            case .apply(.relaunch, _, _, _): "relaunch"
+            case .apply(let reported, _, _, _):
+                switch reported.input {
+                case .event(let name, _): "event \(name)"
+                case .action(let name, _): "action \(name)"
+                case .relaunch: "relaunch"
+                }
             }
         }
     }

@@ -234,20 +234,21 @@ struct API: Sendable {
 
     /// `POST /v1/instances/{id}/events`, and a batch's event item.
     func eventWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
-        let (name, parameters) = try input(arguments, nameField: "event")
-        return apply(.event(name, parameters), arguments)
+        apply(try input(arguments, nameField: "event"), arguments)
     }
 
     /// `POST /v1/instances/{id}/actions`, and a batch's action item.
     func actionWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
-        let (name, parameters) = try input(arguments, nameField: "action")
-        return apply(.action(name, parameters), arguments)
+        apply(try input(arguments, nameField: "action"), arguments)
     }
 
     /// `POST /v1/instances/{id}/relaunches`, and a batch's launch item.
     func relaunchWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
-        if let key = try arguments.members(isRequired: false).keys.first { throw .badRequest("unknown field \"\(key)\"; a relaunch takes no body") }
-        return apply(.relaunch, arguments)
+        let body = try arguments.members(isRequired: false)
+        if let key = body.keys.sorted().first(where: { $0 != "occurredAt" }) {
+            throw .badRequest("unknown field \"\(key)\"; a relaunch takes only \"occurredAt\"")
+        }
+        return apply(try ReportedInput(.relaunch, members: body, now: Date()), arguments)
     }
 
     /// What an input's request says besides its body: the instance, `If-Match` and `Idempotency-Key`.
@@ -258,25 +259,27 @@ struct API: Sendable {
         )
     }
 
-    private func apply(_ input: Input, _ arguments: WriteArguments) -> InstanceRegistry.Write {
+    private func apply(_ input: ReportedInput, _ arguments: WriteArguments) -> InstanceRegistry.Write {
         .apply(input, id: arguments.id, expectedVersions: arguments.expectedVersions, key: arguments.key)
     }
 
-    /// `{"<nameField>": name, ...parameters}`: every other member is a parameter.
-    private func input(_ arguments: WriteArguments, nameField: String) throws(Problem) -> (String, [String: Value]) {
-        let body = try arguments.members(isRequired: true).mapValues(BodyValue.init)
-        guard let name = try stringField(body, nameField) else {
+    /// `{"<nameField>": name, ...parameters}`: every other member is a parameter, but for the
+    /// report and the device's clock (``AppReport/reservedNames``).
+    private func input(_ arguments: WriteArguments, nameField: String) throws(Problem) -> ReportedInput {
+        let body = try arguments.members(isRequired: true)
+        guard let name = try stringField(body.mapValues(BodyValue.init), nameField) else {
             throw .badRequest("the body needs \"\(nameField)\": the name of the \(nameField)")
         }
         var parameters: [String: Value] = [:]
-        for (key, member) in body where key != nameField {
-            switch member {
+        for (key, member) in body where key != nameField && !AppReport.reservedNames.contains(key) {
+            switch BodyValue(member) {
             case .value(let value): parameters[key] = value
             case .null: continue
             case .nested: throw .unprocessable("parameter \"\(key)\" must be a string, boolean or number")
             }
         }
-        return (name, parameters)
+        let input: Input = nameField == "event" ? .event(name, parameters) : .action(name, parameters)
+        return try ReportedInput(input, members: body, now: Date())
     }
 
     private func stringField(_ body: [String: BodyValue], _ name: String) throws(Problem) -> String? {

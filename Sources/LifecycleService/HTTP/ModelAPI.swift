@@ -67,7 +67,8 @@ extension API {
     }
 
     /// `{"event": name, ...parameters}`, `{"action": name, ...parameters}` or
-    /// `{"relaunch": true}`, each with an optional `believedState`; `null` members are absent.
+    /// `{"relaunch": true}`, each with an optional `believedState` and `ranHooks`; `null` members
+    /// are absent (and `occurredAt`, which a check has no use for, is passed over).
     ///
     /// A name the model does not have is refused (422, with the likely one meant), as a
     /// trace of another model or a typo in the request; parameters are left to the check,
@@ -97,13 +98,24 @@ extension API {
             throw .badRequest("\"believedState\" of step \(index) must be the name of a state")
         }
 
+        var ranHooks: [String]?
+        switch present["ranHooks"] {
+        case nil: break
+        case .array(let items)?:
+            ranHooks = []
+            for case .string(let hook) in items { ranHooks?.append(hook) }
+            guard ranHooks?.count == items.count else { throw .badRequest("\"ranHooks\" of step \(index) must be an array of hook names") }
+        default:
+            throw .badRequest("\"ranHooks\" of step \(index) must be an array of hook names")
+        }
+
         let kind = kinds[0]
         if kind == "relaunch" {
             guard present["relaunch"] == .bool(true) else { throw .badRequest("\"relaunch\" of step \(index) must be true") }
-            if let extra = members.keys.sorted().first(where: { $0 != "relaunch" && $0 != "believedState" }) {
+            if let extra = members.keys.sorted().first(where: { $0 != "relaunch" && !AppReport.reservedNames.contains($0) }) {
                 throw .badRequest("step \(index) is a relaunch, which takes no parameters; it has \"\(extra)\"")
             }
-            return Conformance.Step(.relaunch, believedState: believedState)
+            return Conformance.Step(.relaunch, believedState: believedState, ranHooks: ranHooks)
         }
         guard case .string(let name)? = present[kind] else { throw .badRequest("\"\(kind)\" of step \(index) must be a string") }
         let model = names.model
@@ -114,14 +126,14 @@ extension API {
             throw Self.unknownName(InputError.unknownAction(name, model: model.name, known: model.definition.actions.map(\.name)).description, step: index)
         }
         var parameters: [String: Value] = [:]
-        for key in present.keys.sorted() where key != kind && key != "believedState" {
+        for key in present.keys.sorted() where key != kind && !AppReport.reservedNames.contains(key) {
             switch BodyValue(present[key]!) {
             case .value(let value): parameters[key] = value
             case .null: continue
             case .nested: throw .unprocessable("parameter \"\(key)\" of step \(index) must be a string, boolean or number")
             }
         }
-        return Conformance.Step(kind == "event" ? .event(name, parameters) : .action(name, parameters), believedState: believedState)
+        return Conformance.Step(kind == "event" ? .event(name, parameters) : .action(name, parameters), believedState: believedState, ranHooks: ranHooks)
     }
 
     /// 422 for a name the model lacks; `step` (0-based) says where, in `detail` and as a member.
@@ -250,6 +262,8 @@ struct ConformanceView: Encodable {
                 FirstProblem(kind: "unexpectedEvent", step: step, detail: "\"\(event)\" is not expected in state \"\(state)\"")
             case .beliefMismatch(let step, let believed, let actual):
                 FirstProblem(kind: "beliefMismatch", step: step, detail: "the app believed it was in \"\(believed)\", but the model is in \"\(actual)\"")
+            case .hookDivergence(let step, let hooks):
+                FirstProblem(kind: "hookDivergence", step: step, detail: Self.describe(hooks))
             case .invalidInput(let step, let error):
                 FirstProblem(kind: "invalidInput", step: step, detail: error.description)
             }
@@ -260,6 +274,16 @@ struct ConformanceView: Encodable {
     }
 
     enum CodingKeys: String, CodingKey { case conforming, firstProblem, finalState, exercisedRows, steps }
+
+    /// "ran [a, b, a], the model runs [a, b]: a is extra" and the like.
+    static func describe(_ hooks: Divergence.Hooks) -> String {
+        func list(_ names: [String]) -> String { "[\(names.joined(separator: ", "))]" }
+        var parts: [String] = []
+        if !hooks.missing.isEmpty { parts.append("missing \(list(hooks.missing))") }
+        if !hooks.extra.isEmpty { parts.append("extra \(list(hooks.extra))") }
+        if hooks.orderOnly { parts.append("the same hooks in another order") }
+        return "the app's code ran \(list(hooks.ran)) where the model runs \(list(hooks.expected)): \(parts.joined(separator: "; "))"
+    }
 
     /// `firstProblem` is written as `null` when there is none.
     func encode(to encoder: any Encoder) throws {

@@ -40,12 +40,8 @@ extension Record {
         json.string(to)
         json.raw(",\"outcome\":")
         json.string(outcome.rawValue)
-        json.raw(",\"hooks\":[")
-        for (index, hook) in hooks.enumerated() {
-            if index > 0 { json.byte(UInt8(ascii: ",")) }
-            json.string(hook)
-        }
-        json.byte(UInt8(ascii: "]"))
+        json.raw(",\"hooks\":")
+        Self.write(hooks, to: &json)
         if let row {
             json.raw(",\"row\":")
             json.string(row)
@@ -78,10 +74,55 @@ extension Record {
             json.raw(",\"windowChanged\":")
             json.bool(windowChanged)
         }
+        if let believedState {
+            json.raw(",\"believedState\":")
+            json.string(believedState)
+        }
+        if let ranHooks {
+            json.raw(",\"ranHooks\":")
+            Self.write(ranHooks, to: &json)
+        }
+        if let divergence {
+            json.raw(",\"divergence\":{")
+            if let state = divergence.state {
+                json.raw("\"state\":{\"believed\":")
+                json.string(state.believed)
+                json.raw(",\"actual\":")
+                json.string(state.actual)
+                json.byte(UInt8(ascii: "}"))
+            }
+            if let hooks = divergence.hooks {
+                json.raw(divergence.state == nil ? "\"hooks\":{\"expected\":" : ",\"hooks\":{\"expected\":")
+                Self.write(hooks.expected, to: &json)
+                json.raw(",\"ran\":")
+                Self.write(hooks.ran, to: &json)
+                json.raw(",\"missing\":")
+                Self.write(hooks.missing, to: &json)
+                json.raw(",\"extra\":")
+                Self.write(hooks.extra, to: &json)
+                json.raw(",\"orderOnly\":")
+                json.bool(hooks.orderOnly)
+                json.byte(UInt8(ascii: "}"))
+            }
+            json.byte(UInt8(ascii: "}"))
+        }
         json.raw(",\"time\":")
         json.time(time)
+        if let occurredAt {
+            json.raw(",\"occurredAt\":")
+            json.string(occurredAt.description)
+        }
         json.byte(UInt8(ascii: "}"))
         return json.bytes
+    }
+
+    private static func write(_ names: [String], to json: inout JSONBuffer) {
+        json.byte(UInt8(ascii: "["))
+        for (index, name) in names.enumerated() {
+            if index > 0 { json.byte(UInt8(ascii: ",")) }
+            json.string(name)
+        }
+        json.byte(UInt8(ascii: "]"))
     }
 
     private static func write(_ parameters: [String: Value], to json: inout JSONBuffer) {
@@ -142,4 +183,5 @@ struct InstanceChange {
         json.byte(UInt8(ascii: "}"))
         return json.bytes
     }
+
 }

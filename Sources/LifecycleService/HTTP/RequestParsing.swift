@@ -201,3 +201,46 @@ func isValidInstanceID(_ id: String) -> Bool {
             || byte == 0x2E || byte == 0x5F || byte == 0x2D
     }
 }
+
+extension ReportedInput {
+    /// The most the device's clock may run ahead of the server's: a later `occurredAt` is a
+    /// clock set wrong, or a value made up, and is refused.
+    static let maxClockLead: TimeInterval = 24 * 3600
+
+    /// `input` with what a body's reserved members (``AppReport/reservedNames``) report of it.
+    /// A member of the wrong shape, a time that is not RFC 3339 with an offset, or one more
+    /// than ``maxClockLead`` after `now` is refused with 422, as a bad parameter is.
+    init(_ input: Input, members body: [String: JSONValue], now: Date) throws(Problem) {
+        var report = AppReport()
+        switch body["believedState"] {
+        case nil, .null?: break
+        case .string(let state)?: report.believedState = state
+        default: throw .unprocessable("\"believedState\" must be the name of a state")
+        }
+        switch body["ranHooks"] {
+        case nil, .null?: break
+        case .array(let items)?:
+            var hooks: [String] = []
+            for item in items {
+                guard case .string(let hook) = item else { throw .unprocessable("\"ranHooks\" must be an array of hook names") }
+                hooks.append(hook)
+            }
+            report.ranHooks = hooks
+        default: throw .unprocessable("\"ranHooks\" must be an array of hook names")
+        }
+        var occurredAt: DeviceTime?
+        switch body["occurredAt"] {
+        case nil, .null?: break
+        case .string(let text)?:
+            guard let time = DeviceTime(rfc3339: text) else {
+                throw .unprocessable("\"occurredAt\" must be an RFC 3339 date-time with an offset, such as 2026-12-02T05:00:00.123+01:00")
+            }
+            guard time.date.timeIntervalSince(now) <= Self.maxClockLead else {
+                throw .unprocessable("\"occurredAt\" \(text) is more than 24 hours ahead of the server's clock (\(JSON.formatTime(now)))")
+            }
+            occurredAt = time
+        default: throw .unprocessable("\"occurredAt\" must be an RFC 3339 date-time string")
+        }
+        self.init(input, report: report, occurredAt: occurredAt)
+    }
+}

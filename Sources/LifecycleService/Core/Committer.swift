@@ -10,7 +10,7 @@ import Synchronization
 /// catches up with other replicas (``ReplicaCatchUp``): on the store's hint that another
 /// process committed, and after each poll interval in case a hint was lost.
 final class Committer: Sendable {
-    /// The most requests one transaction commits.
+    /// The most writes one transaction commits, but for a batch request's larger group, which goes alone.
     static let maxBatch = 512
 
     private let queue = Mutex(CommitQueue())

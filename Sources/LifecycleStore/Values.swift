@@ -124,8 +124,8 @@ public struct ReplayedRecord: Sendable, Equatable {
     }
 }
 
-/// How often each transition row of a model was taken and each state saw an unexpected event, over every record ever
-/// appended: counters kept beside the records, since retention drops records.
+/// How often each transition row of a model was taken and each state saw an unexpected event or a divergence, over
+/// every record ever appended: counters kept beside the records, since retention drops records.
 public struct CoverageCounts: Sendable, Equatable {
     /// What a counter counts.
     public enum Kind: Int64, Sendable {
@@ -133,6 +133,10 @@ public struct CoverageCounts: Sendable, Equatable {
         case rowTaken = 0
         /// Unexpected events recorded while in state `name`.
         case unexpectedEvent = 1
+        /// Records that took the transition row `name` and showed a ``Divergence``.
+        case divergentRow = 2
+        /// Records with a ``Divergence`` whose `to` is state `name` (an unexpected event's `to` is its `from`).
+        case divergentState = 3
     }
 
     /// One counter: of `model`, counting `kind` of `name`.
@@ -157,10 +161,14 @@ public struct CoverageCounts: Sendable, Equatable {
 
     public var isEmpty: Bool { counts.isEmpty }
 
-    /// Counts what a record of an instance of `model` adds: the row it took, or its unexpected event.
+    /// Counts what a record of an instance of `model` adds: the row it took, or its unexpected event, and whether
+    /// what the app reported of it diverged.
     public mutating func count(_ record: Record, model: String) {
         if let row = record.row { add(1, to: Key(model: model, kind: .rowTaken, name: row)) }
         if record.outcome == .unexpected { add(1, to: Key(model: model, kind: .unexpectedEvent, name: record.from)) }
+        guard record.divergence != nil else { return }
+        if let row = record.row { add(1, to: Key(model: model, kind: .divergentRow, name: row)) }
+        add(1, to: Key(model: model, kind: .divergentState, name: record.to))
     }
 
     /// Adds every counter of `other`.

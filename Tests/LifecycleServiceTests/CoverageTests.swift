@@ -10,28 +10,42 @@ import Testing
 struct CountedCoverage: Equatable, CustomStringConvertible {
     var taken: [String: Int] = [:]
     var unexpected: [String: Int] = [:]
+    /// Per row, the records that took it with a divergence.
+    var divergent: [String: Int] = [:]
+    /// Per state, the divergent records whose `to` it is.
+    var divergences: [String: Int] = [:]
 
     /// Adds what the records of one instance's history say.
     mutating func count(_ records: [[String: Any]]) {
         for record in records {
             if let row = record["row"] as? String { taken[row, default: 0] += 1 }
             if record["outcome"] as? String == "unexpected", let from = record["from"] as? String { unexpected[from, default: 0] += 1 }
+            guard record["divergence"] is [String: Any] else { continue }
+            if let row = record["row"] as? String { divergent[row, default: 0] += 1 }
+            if let to = record["to"] as? String { divergences[to, default: 0] += 1 }
         }
     }
 
-    /// What `GET /v1/models/{model}/coverage` answered, as the same two tables (zeros left out).
+    /// What `GET /v1/models/{model}/coverage` answered, as the same tables (zeros left out).
     init(answer: [String: Any]) {
-        for row in answer["rows"] as? [[String: Any]] ?? [] where row["taken"] as? Int != 0 {
-            taken[row["row"] as? String ?? "?"] = row["taken"] as? Int
+        for row in answer["rows"] as? [[String: Any]] ?? [] {
+            let name = row["row"] as? String ?? "?"
+            if row["taken"] as? Int != 0 { taken[name] = row["taken"] as? Int }
+            if row["divergent"] as? Int != 0 { divergent[name] = row["divergent"] as? Int }
         }
-        for state in answer["states"] as? [[String: Any]] ?? [] where state["unexpected"] as? Int != 0 {
-            unexpected[state["state"] as? String ?? "?"] = state["unexpected"] as? Int
+        for state in answer["states"] as? [[String: Any]] ?? [] {
+            let name = state["state"] as? String ?? "?"
+            if state["unexpected"] as? Int != 0 { unexpected[name] = state["unexpected"] as? Int }
+            if state["divergences"] as? Int != 0 { divergences[name] = state["divergences"] as? Int }
         }
     }
 
     init() {}
 
-    var description: String { "taken \(taken.sorted { $0.key < $1.key }), unexpected \(unexpected.sorted { $0.key < $1.key })" }
+    var description: String {
+        func sorted(_ table: [String: Int]) -> String { "\(table.sorted { $0.key < $1.key })" }
+        return "taken \(sorted(taken)), unexpected \(sorted(unexpected)), divergent \(sorted(divergent)), divergences \(sorted(divergences))"
+    }
 }
 
 extension APIClient {
@@ -155,6 +169,58 @@ struct CoverageTests {
         #expect(CountedCoverage(answer: try c.coverage()).taken["r4"] == r4 + 1)
     }
 
+    @Test("divergent records are counted per row and per state (an unexpected event's in its from), match the records and survive a restart and a delete")
+    func divergences() throws {
+        let server = try TestServer()
+        var c = server.router()
+        try c.makeInstance("d")
+        // r2 taken with a belief that agrees: taken, not divergent.
+        #expect(try c.event("d", #"{"event": "didFinishLaunching", "believedState": "launching"}"#).status == 200)
+        // r4 with hooks the model does not run: divergent, in connected.
+        let hooks = try c.event("d", #"{"event": "willConnectToWindow", "window": "main", "ranHooks": ["Connected.onTransition", "Connected.onTransition"]}"#)
+        #expect(hooks.status == 200 && hooks.json["divergence"] != nil, "\(hooks.text)")
+        // r5 with a wrong belief and hooks in another order: one divergent record, in foreground.
+        let both = try c.event("d", #"{"event": "didBecomeActive", "believedState": "background", "ranHooks": ["Foreground.didReturn", "Foreground.onTransition"]}"#)
+        #expect(both.status == 200 && both.json["row"] as? String == "r5")
+        // An unexpected event with a wrong belief: no row, counted in its from (foreground).
+        let unexpected = try c.event("d", #"{"event": "willEnterForeground", "believedState": "launching"}"#)
+        #expect(unexpected.status == 409)
+        // An action with a wrong belief: no row, counted in foreground.
+        #expect(try c.request("POST", "/v1/instances/d/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com", "believedState": "background"}"#).status == 200)
+        try c.makeInstance("e", events: ["didFinishLaunching"])
+        #expect(try c.event("e", #"{"event": "willConnectToWindow", "window": "main", "believedState": "foreground"}"#).status == 200)
+
+        let answer = try c.coverage()
+        let counted = CountedCoverage(answer: answer)
+        #expect(counted.divergent == ["r4": 2, "r5": 1], "\(counted)")
+        #expect(counted.divergences == ["connected": 2, "foreground": 3], "\(counted)")
+        #expect(counted.taken["r2"] == 2 && counted.taken["r5"] == 1)
+        let rows = try #require(answer["rows"] as? [[String: Any]])
+        #expect(rows.allSatisfy { $0["divergent"] is Int }, "every row has its divergent count")
+        #expect(Array(rows[1].keys).sorted() == ["divergent", "event", "from", "row", "taken", "to"])
+        let states = try #require(answer["states"] as? [[String: Any]])
+        #expect(states.allSatisfy { $0["divergences"] is Int }, "every state has its divergences")
+        try Self.expectMatchesRecords(c, instances: ["d", "e"])
+        let devices = try c.request("GET", "/v1/instances/d").json["counters"] as? [String: Any]
+        #expect(devices?["divergences"] as? Int == 4, "the instance counts its own")
+
+        let before = try c.request("GET", "/v1/models/ios-app/coverage").body
+        try server.restart()
+        c = server.router()
+        #expect(try c.request("GET", "/v1/models/ios-app/coverage").body == before, "the same after a restart")
+
+        // A deleted instance's divergences stay counted, and counting goes on from the stored counters.
+        var deleted = CountedCoverage()
+        deleted.count(try c.fullHistory("e"))
+        #expect(try c.request("DELETE", "/v1/instances/e").status == 204)
+        #expect(try c.event("d", #"{"event": "willResignActive", "ranHooks": []}"#).status == 200)
+        try Self.expectMatchesRecords(c, instances: ["d"], deletedCounts: deleted)
+        try server.restart()
+        c = server.router()
+        try Self.expectMatchesRecords(c, instances: ["d"], deletedCounts: deleted)
+        #expect(CountedCoverage(answer: try c.coverage()).divergences == ["connected": 2, "foreground": 4])
+    }
+
     @Test("a fresh server has every row never taken; an unknown model is 404")
     func freshServer() throws {
         let server = try TestServer()
@@ -263,6 +329,67 @@ struct ConformanceTests {
         #expect(invalidSteps[1]["record"] == nil && invalidSteps[1]["error"] as? String == first["detail"] as? String)
         #expect((invalidSteps[2]["error"] as? String)?.contains("must be string, got integer") == true)
         #expect(invalid.json["finalState"] as? String == "launching", "a refused input changes nothing")
+    }
+
+    @Test("ranHooks in a trace: a missing hook, an extra one and the same hooks in another order are each a hookDivergence at their step, with the record's divergence")
+    func hookDivergences() throws {
+        let server = try TestServer()
+        let c = server.router()
+        let launch = #"{"event": "didFinishLaunching", "ranHooks": ["Launching.init"]}"#
+        let connect = #"{"event": "willConnectToWindow", "window": "main", "ranHooks": ["Connected.init"]}"#
+        // (kind of divergence, the step that diverges, what its detail says)
+        let cases: [(String, String, String)] = [
+            ("missing", #"{"event": "willConnectToWindow", "window": "main", "ranHooks": []}"#,
+             "the app's code ran [] where the model runs [Connected.init]: missing [Connected.init]"),
+            ("extra", #"{"event": "willConnectToWindow", "window": "main", "ranHooks": ["Connected.init", "Connected.init"]}"#,
+             "the app's code ran [Connected.init, Connected.init] where the model runs [Connected.init]: extra [Connected.init]"),
+        ]
+        for (kind, step, detail) in cases {
+            let answer = try c.conformance("ios-app", "{\"steps\": [\(launch), \(step), {\"event\": \"didBecomeActive\"}]}")
+            #expect(answer.status == 200, "\(kind)")
+            #expect(answer.json["conforming"] as? Bool == false, "\(kind)")
+            let problem = try #require(answer.json["firstProblem"] as? [String: Any], "\(kind)")
+            #expect(problem["kind"] as? String == "hookDivergence" && problem["step"] as? Int == 1, "\(kind): \(problem)")
+            #expect(problem["detail"] as? String == detail, "\(kind)")
+            let steps = try #require(answer.json["steps"] as? [[String: Any]])
+            let record = try #require(steps[1]["record"] as? [String: Any])
+            #expect((record["divergence"] as? [String: Any])?["hooks"] != nil && record["ranHooks"] != nil, "\(kind): the step's record shows it")
+            #expect(answer.json["finalState"] as? String == "foreground", "\(kind): later steps are replayed")
+        }
+
+        // The same hooks in another order.
+        let order = try c.conformance("ios-app", """
+            {"steps": [\(launch), \(connect), {"event": "didBecomeActive", "ranHooks": ["Foreground.didReturn", "Foreground.onTransition"]}]}
+            """)
+        let reordered = try #require(order.json["firstProblem"] as? [String: Any])
+        #expect(reordered["kind"] as? String == "hookDivergence" && reordered["step"] as? Int == 2)
+        #expect(reordered["detail"] as? String == "the app's code ran [Foreground.didReturn, Foreground.onTransition] where the model runs [Foreground.onTransition, Foreground.didReturn]: the same hooks in another order")
+        let hooks = ((order.json["steps"] as? [[String: Any]])?[2]["record"] as? [String: Any])?["divergence"] as? [String: Any]
+        #expect((hooks?["hooks"] as? [String: Any])?["orderOnly"] as? Bool == true)
+
+        // Hooks that agree conform.
+        let agreeing = try c.conformance("ios-app", "{\"steps\": [\(launch), \(connect)]}")
+        #expect(agreeing.json["conforming"] as? Bool == true && agreeing.json["firstProblem"] is NSNull)
+
+        // The belief as before: a mismatch at the same step comes first, and an earlier problem wins either way.
+        let both = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching", "believedState": "connected", "ranHooks": []}]}"#)
+        let first = try #require(both.json["firstProblem"] as? [String: Any])
+        #expect(first["kind"] as? String == "beliefMismatch" && first["step"] as? Int == 0)
+        #expect(((both.json["steps"] as? [[String: Any]])?[0])?["beliefCorrect"] as? Bool == false)
+        let hooksFirst = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching", "ranHooks": []}, {"event": "willConnectToWindow", "window": "main", "believedState": "foreground"}]}"#)
+        #expect((hooksFirst.json["firstProblem"] as? [String: Any])?["kind"] as? String == "hookDivergence")
+        #expect((hooksFirst.json["firstProblem"] as? [String: Any])?["step"] as? Int == 0)
+        #expect(((hooksFirst.json["steps"] as? [[String: Any]])?[1])?["beliefCorrect"] as? Bool == false)
+        let unexpectedFirst = try c.conformance("ios-app", #"{"steps": [{"event": "didBecomeActive", "ranHooks": ["Foreground.didReturn"]}]}"#)
+        #expect((unexpectedFirst.json["firstProblem"] as? [String: Any])?["kind"] as? String == "unexpectedEvent", "an unexpected event is the problem before its hooks")
+
+        // Hook names past the bounds are the step's invalid input, as a live event's are refused.
+        let tooLong = try c.conformance("ios-app", "{\"steps\": [{\"event\": \"didFinishLaunching\", \"ranHooks\": [\"\(String(repeating: "h", count: 129))\"]}]}")
+        let invalid = try #require(tooLong.json["firstProblem"] as? [String: Any])
+        #expect(invalid["kind"] as? String == "invalidInput" && invalid["step"] as? Int == 0)
+        #expect((invalid["detail"] as? String)?.contains("1 to 128 characters") == true, "\(invalid)")
+        let notNames = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching", "ranHooks": [1]}]}"#)
+        #expect(notNames.status == 400 && (notNames.json["detail"] as? String)?.contains("\"ranHooks\" of step 0") == true)
     }
 
     @Test("bad requests are refused with a problem; unknown names suggest the one meant; nothing is stored")

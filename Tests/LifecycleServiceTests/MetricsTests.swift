@@ -195,6 +195,58 @@ struct MetricsTests {
         #expect(scrape.value("lifecycled_stream_subscribers") == 0)
     }
 
+    @Test("divergences are counted by model, the record's to and kind, one per kind a record shows, as the histories tell: events (unexpected ones too) and actions")
+    func divergences() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("m")
+        let bodies = [
+            // missingHook, in launching.
+            #"{"event": "didFinishLaunching", "ranHooks": []}"#,
+            // state and extraHook, in connected: two kinds of one record.
+            #"{"event": "willConnectToWindow", "window": "main", "believedState": "foreground", "ranHooks": ["Connected.init", "Connected.init"]}"#,
+            // hookOrder, in foreground.
+            #"{"event": "didBecomeActive", "ranHooks": ["Foreground.didReturn", "Foreground.onTransition"]}"#,
+            // An unexpected event's state divergence, in its from (its to).
+            #"{"event": "willEnterForeground", "believedState": "background"}"#,
+            // A report that agrees is no divergence.
+            #"{"event": "willResignActive", "believedState": "foreground", "ranHooks": ["Foreground.willLeave"]}"#,
+        ]
+        for body in bodies {
+            let answer = try c.event("m", body)
+            #expect(answer.status == 200 || answer.status == 409, "\(body): \(answer.text)")
+        }
+        #expect(try c.request("POST", "/v1/instances/m/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com", "believedState": "background"}"#).status == 200)
+        // A relaunch reports nothing (the app's machine starts again): no divergence.
+        #expect(try c.request("POST", "/v1/instances/m/relaunches", json: #"{"occurredAt": "2026-12-02T05:00:00Z"}"#).status == 200)
+        try c.makeInstance("n", model: "android-activity")
+        #expect(try c.event("n", #"{"event": "onCreate", "believedState": "started"}"#).status == 200)
+
+        var expected: [[String]: Double] = [:]
+        for (id, model) in [("m", "ios-app"), ("n", "android-activity")] {
+            for record in try c.fullHistory(id) {
+                guard let divergence = record["divergence"] as? [String: Any], let to = record["to"] as? String else { continue }
+                let hooks = divergence["hooks"] as? [String: Any]
+                var kinds: [String] = []
+                if divergence["state"] != nil { kinds.append("state") }
+                if (hooks?["missing"] as? [String])?.isEmpty == false { kinds.append("missingHook") }
+                if (hooks?["extra"] as? [String])?.isEmpty == false { kinds.append("extraHook") }
+                if hooks?["orderOnly"] as? Bool == true { kinds.append("hookOrder") }
+                for kind in kinds { expected[[model, to, kind], default: 0] += 1 }
+            }
+        }
+        #expect(expected[["ios-app", "launching", "missingHook"]] == 1)
+        #expect(expected[["ios-app", "connected", "state"]] == 1 && expected[["ios-app", "connected", "extraHook"]] == 1)
+        #expect(expected[["ios-app", "foreground", "hookOrder"]] == 1)
+        #expect(expected[["ios-app", "foreground", "state"]] == 2, "the unexpected event's and the action's")
+        #expect(expected[["android-activity", "created", "state"]] == 1)
+        let scraped = try c.scrape()
+        #expect(scraped.series("lifecycled_divergences_total", by: ["model", "state", "kind"]) == expected)
+        #expect(scraped.families["lifecycled_divergences"]?.type == "counter")
+        let counters = try c.request("GET", "/v1/instances/m").json["counters"] as? [String: Any]
+        #expect(counters?["divergences"] as? Int == 5, "the instance counts records, the metric kinds: \(String(describing: counters))")
+    }
+
     @Test("instances by model and state are read from stored data, so a restart shows the same; counters since the process started begin again and say so")
     func restart() throws {
         let server = try TestServer()
@@ -217,7 +269,7 @@ struct MetricsTests {
             #expect(Double((page.json["items"] as? [Any])?.count ?? -1) == count, "\(labels)")
         }
         #expect(after.samples("lifecycled_transitions_total").isEmpty)
-        for family in ["lifecycled_transitions", "lifecycled_unexpected_events", "lifecycled_incomplete_launches", "lifecycled_relaunches"] {
+        for family in ["lifecycled_transitions", "lifecycled_unexpected_events", "lifecycled_divergences", "lifecycled_incomplete_launches", "lifecycled_relaunches"] {
             #expect(after.families[family]?.help.contains("Not kept across restarts") == true, "\(family)")
         }
         #expect(try #require(after.value("lifecycled_process_start_time_seconds")) >= before.value("lifecycled_process_start_time_seconds") ?? .infinity)

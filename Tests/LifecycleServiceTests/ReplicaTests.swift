@@ -150,6 +150,13 @@ struct ReplicaTests {
         #expect(deaf.waitForRecord(4, within: 20), "the stream on the replica without notifications reached 4; it is at \(deaf.lastRecordID)")
         let listed = try WireClient(port: replicas.ports[1]).request("GET", "/v1/instances").json["items"] as? [[String: Any]]
         #expect(listed?.first?["state"] as? String == "foreground", "its copy caught up too: \(String(describing: listed))")
+        // Its coverage counters too, a divergence's with the rows'.
+        #expect(try writer.event("p", #"{"event": "willResignActive", "ranHooks": []}"#).status == 200)
+        let coverage = try writer.request("GET", "/v1/models/ios-app/coverage")
+        let foreground = (coverage.json["states"] as? [[String: Any]])?.first { $0["state"] as? String == "foreground" }
+        #expect(foreground?["divergences"] as? Int == 1, "\(coverage.text)")
+        let reader = try WireClient(port: replicas.ports[1])
+        #expect(try eventually(within: 20) { try reader.request("GET", "/v1/models/ios-app/coverage").body == coverage.body }, "the replica's coverage caught up")
     }
 
     @Test("a stream resumed on a replica that has not yet read what the client saw on another gets exactly what follows, once it has")

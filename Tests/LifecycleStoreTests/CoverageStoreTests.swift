@@ -9,12 +9,18 @@ struct CoverageStoreTests {
     /// the committer does; returns what was counted.
     @discardableResult
     static func play(_ inputs: [Input], id: String, model: Model, in store: any InstanceStore) throws -> CoverageCounts {
+        try play(inputs.map { ($0, AppReport()) }, id: id, model: model, in: store)
+    }
+
+    /// The same, each input with what the app reported of it.
+    @discardableResult
+    static func play(_ inputs: [(Input, AppReport)], id: String, model: Model, in store: any InstanceStore) throws -> CoverageCounts {
         var machine = Machine(model: model)
         var instance = StoredInstance(id: id, model: model.name, createdAt: t0, updatedAt: t0, state: machine.snapshot)
         _ = try store.write { (t) throws(StoreError) in try t.insert(instance) }
         var counted = CoverageCounts()
-        for input in inputs {
-            let record = try machine.apply(input, at: t0)
+        for (input, report) in inputs {
+            let record = try machine.apply(input, reported: report, at: t0)
             instance.state = machine.snapshot
             var counts = CoverageCounts()
             counts.count(record, model: model.name)
@@ -61,6 +67,37 @@ struct CoverageStoreTests {
             #expect(try store.loadCoverage() == expected, "a rolled-back transaction counted nothing")
             store.close()
         }
+        let reopened = try place.open()
+        defer { reopened.close() }
+        #expect(try reopened.loadCoverage() == expected)
+    }
+
+    @Test("divergent records count their row and their to (an unexpected event's from), beside rows taken; committed and reopened", arguments: Backend.allCases)
+    func divergentCounters(backend: Backend) throws {
+        let place = try StorePlace(backend)
+        let wrongHooks = AppReport(ranHooks: ["Connected.init", "Connected.init"])
+        let inputs: [(Input, AppReport)] = [
+            (.event("didFinishLaunching"), AppReport(believedState: "launching")),
+            (.event("willConnectToWindow", ["window": .string("main")]), wrongHooks),
+            (.event("didBecomeActive"), AppReport(believedState: "background")),
+            (.event("willEnterForeground"), AppReport(believedState: "foreground", ranHooks: ["Foreground.didReturn"])),
+            (.action("openURL", ["url": .string("https://duckduckgo.com")]), AppReport(believedState: "connected")),
+        ]
+        var expected = CoverageCounts()
+        do {
+            let store = try place.open()
+            expected = try Self.play(inputs, id: "a", model: .iosApp, in: store)
+            #expect(try store.loadCoverage() == expected)
+            store.close()
+        }
+        func count(_ kind: CoverageCounts.Kind, _ name: String) -> Int64 { expected[.init(model: "ios-app", kind: kind, name: name)] }
+        #expect(count(.rowTaken, "r2") == 1 && count(.divergentRow, "r2") == 0, "a report that agrees is no divergence")
+        #expect(count(.rowTaken, "r4") == 1 && count(.divergentRow, "r4") == 1)
+        #expect(count(.divergentRow, "r5") == 1)
+        #expect(count(.unexpectedEvent, "foreground") == 1)
+        #expect(count(.divergentState, "connected") == 1)
+        #expect(count(.divergentState, "foreground") == 3, "r5, the unexpected event (whose to is its from) and the action")
+        #expect(count(.divergentState, "launching") == 0)
         let reopened = try place.open()
         defer { reopened.close() }
         #expect(try reopened.loadCoverage() == expected)

@@ -7,12 +7,16 @@ two refusals that really depend on other requests:
 - 422 for an event or action that the instance's model does not declare (the body is
   valid for the other built-in model), or a state it does not have (a conformance step's
   `believedState`), or for an Idempotency-Key that an earlier, different request used;
+- 422 for a reported `believedState` that is a state of the other built-in model only;
+- 422 for an `occurredAt` more than 24 hours ahead of the server's clock (the schema can
+  say "a date-time", not "not in tomorrow's tomorrow");
 - 412 only when the request carried If-Match.
 
 A batch (POST /v1/batch) answers invalid items inside its 200, one result each: a second
 check takes back that allowance unless some item of such a 200 was refused.
 """
 
+import datetime
 import json
 import os
 import re
@@ -31,6 +35,8 @@ with open(os.environ["LIFECYCLED_CONTRACT_MODELS"], encoding="utf-8") as f:
     }
 
 UNDECLARED = re.compile(r'^model "([^"]+)" has no (event|action|state) "(.*?)"(;.*)?$', re.S)
+BELIEF = re.compile(r'^believedState "(.*?)" is not a state of model "([^"]+)"(;.*)?$', re.S)
+AHEAD = re.compile(r'^"occurredAt" (\S+) is more than 24 hours ahead of the server\'s clock', re.S)
 KEY_REUSED = re.compile(r'^Idempotency-Key ".*" was used for a different request$', re.S)
 
 
@@ -54,6 +60,19 @@ def valid_input_refused_only_for_another_model_or_reused_key(ctx, response, case
     detail = _detail(response)
     if KEY_REUSED.match(detail) and "idempotency-key" in headers:
         return None
+    belief = BELIEF.match(detail)
+    if belief:
+        name, model, _ = belief.groups()
+        if model in INPUTS and name not in INPUTS[model]["state"] and any(name in i["state"] for i in INPUTS.values()):
+            return None
+    ahead = AHEAD.match(detail)
+    if ahead and isinstance(case.body, dict) and case.body.get("occurredAt") == ahead.group(1):
+        try:
+            sent = datetime.datetime.fromisoformat(ahead.group(1).replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            sent = None
+        if sent is not None and sent > datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=24):
+            return None
     undeclared = UNDECLARED.match(detail)
     if undeclared:
         model, kind, name, _ = undeclared.groups()

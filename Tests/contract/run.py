@@ -32,6 +32,8 @@ from lifecycled import start_server  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(ROOT, "openapi.yaml")
 CONFIG = os.path.join(ROOT, "Tests", "contract", "schemathesis.toml")
+# The members that carry the app's report and the device's clock (AppReport.reservedNames).
+RESERVED = {"believedState", "ranHooks", "occurredAt"}
 
 
 def log(message):
@@ -85,8 +87,12 @@ def spec_enums_match_models(models, scenarios):
             name_schema = alternative["properties"][kind]
             names = [name_schema["const"]] if "const" in name_schema else name_schema["enum"]
             parameters = {}
+            # What the app reports and when by its clock: members of every input, never parameters.
+            missing = sorted(RESERVED - alternative["properties"].keys())
+            if missing:
+                problems.append(f"{body}: {name_schema} lacks {missing}")
             for parameter, schema in alternative["properties"].items():
-                if parameter == kind:
+                if parameter == kind or parameter in RESERVED:
                     continue
                 types = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
                 required = parameter in alternative["required"]

@@ -78,19 +78,26 @@ final class InstanceCache: Sendable {
     /// Instances per model and state (those with any).
     var instanceCounts: [(model: String, state: String, count: Int)] { state.withLock { $0.index.countsByModelAndState } }
 
-    /// A model's coverage: per row (in table order) the records that took it, and per state
-    /// (in the model's order) the instances in it now, the unexpected events recorded in it
-    /// and the instances in it with an incomplete launch.
-    func coverage(of model: Model) -> (rowsTaken: [Int64], states: [(instances: Int, unexpected: Int64, incompleteLaunches: Int)]) {
+    /// A model's coverage: per row (in table order) the records that took it and those of them
+    /// that diverged, and per state (in the model's order) the instances in it now, the
+    /// unexpected events recorded in it, the divergent records that ended in it and the
+    /// instances in it with an incomplete launch.
+    func coverage(of model: Model) -> ModelCoverage {
         let states = model.definition.states.map(\.name)
         return state.withLock { state in
-            let rowsTaken = model.definition.transitions.indices.map { row in
-                state.coverage[CoverageCounts.Key(model: model.name, kind: .rowTaken, name: Model.rowID(row))]
+            func count(_ kind: CoverageCounts.Kind, _ name: String) -> Int64 {
+                state.coverage[CoverageCounts.Key(model: model.name, kind: kind, name: name)]
             }
-            let counts = zip(states, state.index.stateCounts(model: model.name, states: states)).map { name, count in
-                (count.instances, state.coverage[CoverageCounts.Key(model: model.name, kind: .unexpectedEvent, name: name)], count.incompleteLaunches)
+            let rows = model.definition.transitions.indices.map { row in
+                ModelCoverage.Row(taken: count(.rowTaken, Model.rowID(row)), divergent: count(.divergentRow, Model.rowID(row)))
             }
-            return (rowsTaken, counts)
+            let counts = zip(states, state.index.stateCounts(model: model.name, states: states)).map { name, counts in
+                ModelCoverage.State(
+                    instances: counts.instances, unexpected: count(.unexpectedEvent, name), divergences: count(.divergentState, name),
+                    incompleteLaunches: counts.incompleteLaunches
+                )
+            }
+            return ModelCoverage(rows: rows, states: counts)
         }
     }
 
@@ -118,6 +125,30 @@ final class InstanceCache: Sendable {
     }
 }
 
+/// A model's coverage as counted: rows in table order, states in the model's order.
+struct ModelCoverage: Equatable {
+    struct Row: Equatable {
+        /// Records that took the row.
+        var taken: Int64
+        /// Those of them with a divergence.
+        var divergent: Int64
+    }
+
+    struct State: Equatable {
+        /// Instances in the state now.
+        var instances: Int
+        /// Unexpected events recorded in it.
+        var unexpected: Int64
+        /// Divergent records that ended in it.
+        var divergences: Int64
+        /// Instances in it with an incomplete launch.
+        var incompleteLaunches: Int
+    }
+
+    var rows: [Row]
+    var states: [State]
+}
+
 /// One cached instance.
 private struct CachedInstance {
     var instance: StoredInstance
@@ -134,7 +165,7 @@ private struct CacheState {
     /// The ids, sorted, overall and per state and model: a page of the list is a binary
     /// search and a walk over matching ids only.
     var index: InstanceIndex
-    /// Rows taken and unexpected events per state, as committed.
+    /// Rows taken (and taken with a divergence), unexpected events and divergences per state, as committed.
     var coverage: CoverageCounts
     var listReads = 0
     /// The last ``CachedInstance/stamp`` given.

@@ -114,7 +114,7 @@ final class InstanceRegistry: Sendable {
 
     /// A model's coverage as last committed (``InstanceCache/coverage(of:)``): counters and
     /// index are read under one lock, so they agree on which commits they include.
-    func coverage(of model: Model) -> (rowsTaken: [Int64], states: [(instances: Int, unexpected: Int64, incompleteLaunches: Int)]) {
+    func coverage(of model: Model) -> ModelCoverage {
         cache.coverage(of: model)
     }
 

@@ -174,12 +174,16 @@ struct CoverageView: Encodable {
         /// Where the row lands: its `to`, or `from` for a row that stays.
         var to: String
         var taken: Int64
+        /// Records that took it with a divergence.
+        var divergent: Int64
     }
 
     struct State: Encodable {
         var state: String
         var instances: Int
         var unexpected: Int64
+        /// Divergent records that ended in the state.
+        var divergences: Int64
         var incompleteLaunches: Int
     }
 
@@ -188,14 +192,17 @@ struct CoverageView: Encodable {
     var states: [State]
     var neverTaken: [String]
 
-    init(_ model: Model, _ coverage: (rowsTaken: [Int64], states: [(instances: Int, unexpected: Int64, incompleteLaunches: Int)])) {
+    init(_ model: Model, _ coverage: ModelCoverage) {
         self.model = model.name
-        rows = zip(model.definition.transitions.indices, coverage.rowsTaken).map { index, taken in
+        rows = zip(model.definition.transitions.indices, coverage.rows).map { index, counts in
             let row = model.definition.transitions[index]
-            return Row(row: Model.rowID(index), from: row.from, event: row.event, to: row.to ?? row.from, taken: taken)
+            return Row(row: Model.rowID(index), from: row.from, event: row.event, to: row.to ?? row.from, taken: counts.taken, divergent: counts.divergent)
         }
         states = zip(model.definition.states, coverage.states).map { state, counts in
-            State(state: state.name, instances: counts.instances, unexpected: counts.unexpected, incompleteLaunches: counts.incompleteLaunches)
+            State(
+                state: state.name, instances: counts.instances, unexpected: counts.unexpected, divergences: counts.divergences,
+                incompleteLaunches: counts.incompleteLaunches
+            )
         }
         neverTaken = rows.filter { $0.taken == 0 }.map(\.row)
     }

@@ -1,7 +1,7 @@
 import LifecycleKit
 
 /// What the committer committed since the process started: the records' transitions,
-/// unexpected events, incomplete launches and relaunches, and each transaction's time and
+/// unexpected events, divergences, incomplete launches and relaunches, and each transaction's time and
 /// size. The committer reports a transaction once it has committed (one that rolls back
 /// counts nothing) and before it answers its writes, so a client that was answered finds its
 /// write counted.
@@ -20,6 +20,10 @@ final class CommitMetrics: Sendable {
     let unexpectedEvents = CounterFamily(
         "lifecycled_unexpected_events_total", labels: ["model", "state", "event"],
         help: "Unexpected events recorded since the process started, by model, the state that did not expect them and the event. Not kept across restarts."
+    )
+    let divergences = CounterFamily(
+        "lifecycled_divergences_total", labels: ["model", "state", "kind"],
+        help: "Divergences recorded since the process started, by model, the state the record left the instance in and the kind (state, missingHook, extraHook, hookOrder): one per kind a record shows, on events (unexpected ones too) and actions. Not kept across restarts."
     )
     let incompleteLaunches = CounterFamily(
         "lifecycled_incomplete_launches_total", labels: ["model"],
@@ -56,9 +60,11 @@ final class CommitMetrics: Sendable {
         guard !applied.isEmpty else { return }
         var transitions: [[String]: UInt64] = [:]
         var unexpected: [[String]: UInt64] = [:]
+        var divergences: [[String]: UInt64] = [:]
         var incomplete: [[String]: UInt64] = [:]
         var relaunches: [[String]: UInt64] = [:]
         for (model, record) in applied {
+            for kind in record.divergence?.kinds ?? [] { divergences[[model, record.to, kind.rawValue], default: 0] += 1 }
             switch record.kind {
             case .event:
                 transitions[[model, record.from, record.name, record.to], default: 0] += 1
@@ -72,12 +78,13 @@ final class CommitMetrics: Sendable {
         }
         self.transitions.add(transitions)
         unexpectedEvents.add(unexpected)
+        self.divergences.add(divergences)
         incompleteLaunches.add(incomplete)
         self.relaunches.add(relaunches)
     }
 
     func write(to exposition: inout Exposition) {
-        for family in [transitions, unexpectedEvents, incompleteLaunches, relaunches] { family.write(to: &exposition) }
+        for family in [transitions, unexpectedEvents, divergences, incompleteLaunches, relaunches] { family.write(to: &exposition) }
         commitDuration.write(to: &exposition)
         commitWrites.write(to: &exposition)
     }

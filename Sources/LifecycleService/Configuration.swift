@@ -36,6 +36,8 @@ public struct Configuration: Sendable {
     public var sync = SQLiteStore.SyncMode.normal
     public var historyLimit = 10_000
     public var maxBodySize = 64 * 1024
+    /// The largest body of `POST /v1/batch`, whose 1,000 items need more than `maxBodySize`.
+    public var maxBatchBodySize = 2 * 1024 * 1024
     public var threads = ProcessInfo.processInfo.activeProcessorCount
     public var maxWALSize = SQLiteStore.defaultMaxWALSize
     public var acceptDataLoss = false
@@ -246,6 +248,7 @@ public struct Configuration: Sendable {
         },
         .integer("--history-limit", "LIFECYCLED_HISTORY_LIMIT", help: "records kept per instance (default 10000)", in: 1...Int.max) { $0.historyLimit = $1 },
         .integer("--max-body", "LIFECYCLED_MAX_BODY", placeholder: "BYTES", help: "largest request body accepted (default 65536)", in: 1...Int.max) { $0.maxBodySize = $1 },
+        .integer("--max-batch-body", "LIFECYCLED_MAX_BATCH_BODY", placeholder: "BYTES", help: "largest POST /v1/batch body accepted (default 2097152 = 2 MiB)", in: 1...Int.max) { $0.maxBatchBodySize = $1 },
         .integer("--threads", "LIFECYCLED_THREADS", help: "HTTP worker threads (default: one per core)", in: 1...256) { $0.threads = $1 },
         .integer("--max-wal", "LIFECYCLED_MAX_WAL", placeholder: "BYTES", help: "bound on the SQLite WAL file under any write load (default 67108864 = 64 MiB; at least 1048576)", in: (1 << 20)...Int.max) { $0.maxWALSize = $1 },
         .toggle(

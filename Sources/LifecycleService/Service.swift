@@ -73,7 +73,8 @@ public final class Service: Sendable {
             configuration: ServerConfiguration(
                 host: configuration.host, port: configuration.port, threads: configuration.threads, maxBodySize: configuration.maxBodySize,
                 requestTimeout: configuration.requestTimeout, maxConnections: configuration.maxConnections,
-                maxConnectionsPerClient: configuration.maxConnectionsPerClient, trustedProxies: configuration.trustedProxies
+                maxConnectionsPerClient: configuration.maxConnectionsPerClient, trustedProxies: configuration.trustedProxies,
+                maxBodySizeByPath: [API.batchPath: configuration.maxBatchBodySize]
             ),
             logger: logger,
             pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger, metrics: requestMetrics))

@@ -106,6 +106,28 @@ struct BatchFailureTests {
         #expect(try state() == before, "what was answered is what was stored")
     }
 
+    @Test("a batch item that fails on its own is that item's 503, with Retry-After on the batch; the other items commit")
+    func failingBatchItemFailsAlone() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        for id in ["h0", "bad"] { try c.makeInstance(id, events: coldStart) }
+        try poison(server, "poison", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
+        let answer = try c.request("POST", "/v1/batch", json: batchBody([
+            BatchItemSpec(instance: "h0", kind: .event, body: #"{"event":"willResignActive"}"#),
+            BatchItemSpec(instance: "bad", kind: .event, body: #"{"event":"willResignActive"}"#),
+            BatchItemSpec(instance: "fresh", kind: .create),
+            BatchItemSpec(instance: "h0", kind: .event, body: #"{"event":"didEnterBackground"}"#),
+        ]))
+        #expect(answer.status == 200)
+        #expect(answer.header("retry-after") == "2")
+        let results = try #require(answer.json["results"] as? [[String: Any]])
+        #expect(results.map { $0["status"] as? Int } == [200, 503, 201, 200])
+        #expect((results[1]["problem"] as? [String: Any])?["detail"] as? String == "storage failed; nothing was changed")
+        #expect(try c.fullHistory("h0").count == 5)
+        #expect(try c.fullHistory("bad").count == 3)
+        #expect(try c.request("GET", "/healthz").status == 200, "a write refused for its own data says nothing about the store's health")
+    }
+
     // Items of the same batch as a failing write used to keep refusals decided against writes
     // the failure rolled back. Each test below has two batches: [write W, request R that W
     // decides, failing write on another instance], where W must commit and R's refusal must

@@ -17,15 +17,15 @@ struct CommitQueueTests {
     @Test("the thread is woken only when it sleeps; writes come out in arrival order, at most a batch at a time")
     func batches() {
         var queue = CommitQueue()
-        #expect(queue.submit(job("a")) == .none, "an awake thread takes it without a wake-up")
+        #expect(queue.submit([job("a")]) == .none, "an awake thread takes it without a wake-up")
         #expect(batch(queue.next(maxBatch: 2))?.ids == ["a"])
         guard case .sleep = queue.next(maxBatch: 2) else {
             Issue.record("an idle committer does not sleep")
             return
         }
-        #expect(queue.submit(job("b")) == .wake)
-        #expect(queue.submit(job("c")) == .none, "one wake-up for however many writes")
-        #expect(queue.submit(job("d")) == .none)
+        #expect(queue.submit([job("b")]) == .wake)
+        #expect(queue.submit([job("c")]) == .none, "one wake-up for however many writes")
+        #expect(queue.submit([job("d")]) == .none)
         #expect(batch(queue.next(maxBatch: 2))?.ids == ["b", "c"])
         #expect(batch(queue.next(maxBatch: 2))?.ids == ["d"])
     }
@@ -45,7 +45,7 @@ struct CommitQueueTests {
             return
         }
         queue.pollDue()
-        #expect(queue.submit(job("a")) == .none, "after its poll interval the thread is awake")
+        #expect(queue.submit([job("a")]) == .none, "after its poll interval the thread is awake")
         let second = batch(queue.next(maxBatch: 8))
         #expect(second?.ids == ["a"] && second?.catchUpFirst == true)
         #expect(batch(queue.next(maxBatch: 8)) == nil)
@@ -54,15 +54,31 @@ struct CommitQueueTests {
     @Test("stopping answers what is queued first, then ends; later writes are refused; only the first stop waits")
     func stopping() {
         var queue = CommitQueue()
-        _ = queue.submit(job("a"))
+        _ = queue.submit([job("a")])
         let stop = queue.stop()
         #expect(!stop.wasStopping)
         #expect(queue.stop().wasStopping)
-        #expect(queue.submit(job("b")) == .refuse)
+        #expect(queue.submit([job("b")]) == .refuse)
         #expect(batch(queue.next(maxBatch: 8))?.ids == ["a"])
         guard case .end = queue.next(maxBatch: 8) else {
             Issue.record("a stopping committer with nothing queued does not end")
             return
         }
+    }
+
+    @Test("a group (a batch request's items) comes out whole, however large, with nothing of another request inside it")
+    func groups() {
+        var queue = CommitQueue()
+        #expect(queue.submit([job("a")]) == .none)
+        #expect(queue.submit(["b1", "b2", "b3"].map(job)) == .none)
+        #expect(queue.submit([job("c")]) == .none)
+        #expect(queue.submit([]) == .none, "an empty group queues nothing")
+        #expect(batch(queue.next(maxBatch: 3))?.ids == ["a"], "the group does not fit beside the write before it, and is not split")
+        #expect(batch(queue.next(maxBatch: 2))?.ids == ["b1", "b2", "b3"], "a group larger than a batch goes alone, whole")
+        #expect(queue.submit(["d1", "d2"].map(job)) == .none)
+        #expect(batch(queue.next(maxBatch: 3))?.ids == ["c", "d1", "d2"], "whole groups share a batch while they fit")
+        #expect(batch(queue.next(maxBatch: 3)) == nil)
+        _ = queue.stop()
+        #expect(queue.submit(["e1", "e2"].map(job)) == .refuse)
     }
 }

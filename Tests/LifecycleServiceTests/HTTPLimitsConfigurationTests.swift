@@ -22,4 +22,15 @@ struct HTTPLimitsConfigurationTests {
         }
         #expect(Configuration.usage.contains("--max-connections-per-client N  open connections from one client address"))
     }
+
+    @Test("the batch body limit, from the flag or the environment, 2 MiB by default and apart from --max-body")
+    func batchBody() throws {
+        let defaults = try Configuration.parse(arguments: [], environment: [:])
+        #expect(defaults.maxBatchBodySize == 2 * 1024 * 1024 && defaults.maxBodySize == 64 * 1024)
+        let flag = try Configuration.parse(arguments: ["--max-batch-body", "500000"], environment: ["LIFECYCLED_MAX_BATCH_BODY": "7"])
+        #expect(flag.maxBatchBodySize == 500_000 && flag.maxBodySize == 64 * 1024)
+        #expect(try Configuration.parse(arguments: [], environment: ["LIFECYCLED_MAX_BATCH_BODY": "4096"]).maxBatchBodySize == 4096)
+        #expect(throws: Configuration.ParseError.badValue("--max-batch-body", "0")) { try Configuration.parse(arguments: ["--max-batch-body", "0"], environment: [:]) }
+        #expect(Configuration.usage.contains("--max-batch-body BYTES"))
+    }
 }

@@ -128,6 +128,42 @@ struct ConnectionMachineTests {
         #expect(request.path == "/items/a-b" && request.body.isEmpty)
     }
 
+    @Test("a path with a body limit of its own is held to it, declared or chunked; other paths keep the server's")
+    func bodyLimitByPath() {
+        var limits = Self.limits
+        limits.maxBodySizeByPath = ["/big": 20]
+        func machine(_ target: String) -> ConnectionMachine {
+            var machine = ConnectionMachine(clientAddress: "192.0.2.1", limits: limits, now: 0)
+            Array(target.utf8).withUnsafeBufferPointer { machine.receivedRequestLine(target: $0) }
+            return machine
+        }
+        var big = machine("/big?x=1")
+        guard case .readBody = big.receivedHeaders(Self.head([("content-length", "15")]), admit: { true }) else {
+            Issue.record("15 bytes are within /big's limit")
+            return
+        }
+        Self.feed(&big, "123456789012345")
+        guard case .handle(let request) = big.receivedEnd(isStopping: { false }) else {
+            Issue.record("not handled")
+            return
+        }
+        #expect(request.body.count == 15)
+        var declared = machine("/big")
+        #expect(Self.status(declared.receivedHeaders(Self.head([("content-length", "21")]), admit: { true })) == 413)
+        var other = machine("/other")
+        #expect(Self.status(other.receivedHeaders(Self.head([("content-length", "15")]), admit: { true })) == 413)
+        var chunked = machine("/big")
+        _ = chunked.receivedHeaders(Self.head([("transfer-encoding", "chunked")]), admit: { true })
+        Self.feed(&chunked, "1234567890")
+        Self.feed(&chunked, "1234567890")
+        Self.feed(&chunked, "1")
+        guard case .refuse(_, let response) = chunked.receivedEnd(isStopping: { false }) else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(response.status == 413)
+    }
+
     @Test("a request screened out at its head, without a body: answered at its end, connection kept")
     func screenedWithoutBody() {
         var machine = Self.machine()

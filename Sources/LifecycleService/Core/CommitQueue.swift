@@ -11,8 +11,12 @@ struct CommitJob: Sendable {
 /// The committer's queue as a state machine: the writes waiting, whether a catch-up with
 /// other replicas is due, whether the committer is stopping and whether its thread sleeps.
 /// Each input returns what the caller must do; nothing here waits or runs a write.
+///
+/// Writes wait in groups: a request's one write, or a batch's items, which go to one
+/// transaction together (never split, whatever its size, while the store works) with
+/// nothing of another request between them.
 struct CommitQueue {
-    private var pending: [CommitJob] = []
+    private var pending: [[CommitJob]] = []
     private var isStopping = false
     private var isCatchUpDue = false
     /// The thread is asleep, or about to be: the next input that gives it work must wake it.
@@ -38,10 +42,11 @@ struct CommitQueue {
         case end
     }
 
-    /// A write arrives.
-    mutating func submit(_ job: CommitJob) -> SubmitAction {
+    /// A group of writes arrives (one request's, in order); `.refuse` refuses them all.
+    mutating func submit(_ group: [CommitJob]) -> SubmitAction {
         guard !isStopping else { return .refuse }
-        pending.append(job)
+        guard !group.isEmpty else { return .none }
+        pending.append(group)
         return wakeIfAsleep()
     }
 
@@ -65,7 +70,8 @@ struct CommitQueue {
         return (wakeIfAsleep(), wasStopping)
     }
 
-    /// The thread is ready for work: up to `maxBatch` writes, in arrival order.
+    /// The thread is ready for work: whole groups in arrival order, up to `maxBatch` writes
+    /// in all, or the first group alone when it is larger.
     mutating func next(maxBatch: Int) -> NextAction {
         if pending.isEmpty {
             if isStopping { return .end }
@@ -75,8 +81,14 @@ struct CommitQueue {
             }
         }
         isAsleep = false
-        let batch = Array(pending.prefix(maxBatch))
-        pending.removeFirst(batch.count)
+        var batch: [CommitJob] = []
+        var groups = 0
+        for group in pending {
+            guard batch.isEmpty || batch.count + group.count <= maxBatch else { break }
+            batch += group
+            groups += 1
+        }
+        pending.removeFirst(groups)
         defer { isCatchUpDue = false }
         return .run(batch: batch, catchUpFirst: isCatchUpDue)
     }

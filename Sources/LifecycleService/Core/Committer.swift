@@ -4,12 +4,13 @@ import Synchronization
 
 /// The one thread that commits writes, and the queue in front of it.
 ///
-/// Every write waits here in arrival order; the thread takes up to ``maxBatch`` at a time and
-/// hands them to its ``BatchCommitter``, which commits them in one transaction. When idle it
+/// Every write waits here in arrival order; the thread takes up to ``maxBatch`` at a time (a
+/// batch request's items, which may be more, together) and hands them to its ``BatchCommitter``,
+/// which commits them in one transaction. When idle it
 /// catches up with other replicas (``ReplicaCatchUp``): on the store's hint that another
 /// process committed, and after each poll interval in case a hint was lost.
 final class Committer: Sendable {
-    /// The most requests one transaction commits.
+    /// The most writes one transaction commits, but for a batch request's larger group, which goes alone.
     static let maxBatch = 512
 
     private let queue = Mutex(CommitQueue())
@@ -31,11 +32,18 @@ final class Committer: Sendable {
     /// Queues a write; its completion runs on the committer thread once it is committed or
     /// refused (at once, with ``InstanceRegistry/Refusal/stopping``, after ``stop()``).
     func submit(_ job: CommitJob) {
-        let action = queue.withLock { $0.submit(job) }
+        submit(group: [job])
+    }
+
+    /// Queues one request's writes together: committed in order, in one transaction while
+    /// the store works, with nothing of another request between them. Each is answered on
+    /// its own completion.
+    func submit(group: [CommitJob]) {
+        let action = queue.withLock { $0.submit(group) }
         switch action {
         case .none: break
         case .wake: doorbell.signal()
-        case .refuse: job.completion(.failure(.stopping))
+        case .refuse: for job in group { job.completion(.failure(.stopping)) }
         }
     }
 

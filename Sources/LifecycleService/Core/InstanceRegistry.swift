@@ -148,6 +148,12 @@ final class InstanceRegistry: Sendable {
         committer.submit(CommitJob(write: write, requestID: requestID, completion: completion))
     }
 
+    /// Queues one request's writes, in order, to commit together (``Committer/submit(group:)``);
+    /// each is answered on its own completion.
+    func submit(group: [CommitJob]) {
+        committer.submit(group: group)
+    }
+
     /// Answers what is queued, then ends the committer thread.
     func stop() {
         committer.stop()

@@ -49,6 +49,7 @@ struct API: Sendable {
         router.addDeferred("POST", "/v1/instances/{id}/relaunches", write(postRelaunch))
         // The path before relaunches were named so everywhere (deprecated in openapi.yaml).
         router.addDeferred("POST", "/v1/instances/{id}/launches", write(postRelaunch))
+        router.addDeferred("POST", Self.batchPath, postBatch)
         router.get("/v1/instances/{id}/history", read(history))
         router.get("/v1/instances/{id}/stream", read(instanceStream))
         router.get("/v1/stream", read(globalStream))
@@ -153,14 +154,19 @@ struct API: Sendable {
     }
 
     func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let id = request.parameters["id"] ?? ""
-        guard isValidInstanceID(id) else { throw .badRequest(invalidInstanceID) }
-        let body = try request.jsonObject(isRequired: false)
+        // PUT is idempotent by itself: it takes neither `If-Match` nor `Idempotency-Key`.
+        try putWrite(WriteArguments(id: request.parameters["id"] ?? "", body: try request.jsonBody()))
+    }
+
+    /// `PUT /v1/instances/{id}`, and a batch's create item.
+    func putWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        guard isValidInstanceID(arguments.id) else { throw .badRequest(invalidInstanceID) }
+        let body = try arguments.members(isRequired: false).mapValues(BodyValue.init)
         for key in body.keys where key != "model" {
             throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\"")
         }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        return .create(id: id, model: model, isPut: true, key: nil)
+        return .create(id: arguments.id, model: model, isPut: true, key: arguments.key)
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
@@ -216,32 +222,52 @@ struct API: Sendable {
     // MARK: inputs
 
     func postEvent(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        try apply(try input(request, nameField: "event"), request)
+        try eventWrite(try inputArguments(request))
     }
 
     func postAction(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        try apply(try input(request, nameField: "action"), request)
+        try actionWrite(try inputArguments(request))
     }
 
     func postRelaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let body = try request.jsonMembers(isRequired: false)
+        try relaunchWrite(try inputArguments(request))
+    }
+
+    /// `POST /v1/instances/{id}/events`, and a batch's event item.
+    func eventWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        apply(try input(arguments, nameField: "event"), arguments)
+    }
+
+    /// `POST /v1/instances/{id}/actions`, and a batch's action item.
+    func actionWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        apply(try input(arguments, nameField: "action"), arguments)
+    }
+
+    /// `POST /v1/instances/{id}/relaunches`, and a batch's launch item.
+    func relaunchWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        let body = try arguments.members(isRequired: false)
         if let key = body.keys.sorted().first(where: { $0 != "occurredAt" }) {
             throw .badRequest("unknown field \"\(key)\"; a relaunch takes only \"occurredAt\"")
         }
-        return try apply(ReportedInput(.relaunch, members: body, now: Date()), request)
+        return apply(try ReportedInput(.relaunch, members: body, now: Date()), arguments)
     }
 
-    private func apply(_ input: ReportedInput, _ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .apply(
-            input, id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions(),
-            key: try request.idempotencyKey(tokenScope: tokenScope)
+    /// What an input's request says besides its body: the instance, `If-Match` and `Idempotency-Key`.
+    private func inputArguments(_ request: Request) throws(Problem) -> WriteArguments {
+        WriteArguments(
+            id: request.parameters["id"] ?? "", body: try request.jsonBody(),
+            expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey(tokenScope: tokenScope)
         )
+    }
+
+    private func apply(_ input: ReportedInput, _ arguments: WriteArguments) -> InstanceRegistry.Write {
+        .apply(input, id: arguments.id, expectedVersions: arguments.expectedVersions, key: arguments.key)
     }
 
     /// `{"<nameField>": name, ...parameters}`: every other member is a parameter, but for the
     /// report and the device's clock (``AppReport/reservedNames``).
-    private func input(_ request: Request, nameField: String) throws(Problem) -> ReportedInput {
-        let body = try request.jsonMembers(isRequired: true)
+    private func input(_ arguments: WriteArguments, nameField: String) throws(Problem) -> ReportedInput {
+        let body = try arguments.members(isRequired: true)
         guard let name = try stringField(body.mapValues(BodyValue.init), nameField) else {
             throw .badRequest("the body needs \"\(nameField)\": the name of the \(nameField)")
         }

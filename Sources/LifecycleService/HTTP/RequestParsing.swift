@@ -34,6 +34,30 @@ extension Problem {
     static func unknownInstance(_ id: String) -> Problem { .notFound("no instance \"\(id)\"") }
 }
 
+/// A body's members; `[:]` for no body unless `isRequired`.
+private func bodyMembers(_ body: [String: JSONValue]?, isRequired: Bool) throws(Problem) -> [String: JSONValue] {
+    guard let body else {
+        if isRequired { throw .badRequest("the request needs a JSON object body") }
+        return [:]
+    }
+    return body
+}
+
+/// What a write's parser reads, from a request or from a batch item: the instance its path
+/// names, its body, the versions its `If-Match` accepts and its idempotency key.
+struct WriteArguments {
+    var id: String
+    /// The members of the body's JSON object; `nil` when there is no body.
+    var body: [String: JSONValue]?
+    var expectedVersions: [Int64]? = nil
+    var key: IdempotencyKey? = nil
+
+    /// The body's members; `[:]` without a body unless `isRequired`.
+    func members(isRequired: Bool) throws(Problem) -> [String: JSONValue] {
+        try bodyMembers(body, isRequired: isRequired)
+    }
+}
+
 extension Request {
     /// The body as a JSON object. An empty body is `[:]` unless `isRequired`.
     func jsonObject(isRequired: Bool) throws(Problem) -> [String: BodyValue] {
@@ -44,10 +68,12 @@ extension Request {
     /// unless `isRequired`. (A body that is not `application/json` was refused on its head:
     /// see ``JSONBodies``.)
     func jsonMembers(isRequired: Bool) throws(Problem) -> [String: JSONValue] {
-        if body.isEmpty {
-            if isRequired { throw .badRequest("the request needs a JSON object body") }
-            return [:]
-        }
+        try bodyMembers(try jsonBody(), isRequired: isRequired)
+    }
+
+    /// The members of the body's JSON object; `nil` for an empty body.
+    func jsonBody() throws(Problem) -> [String: JSONValue]? {
+        if body.isEmpty { return nil }
         let parsed: JSONValue
         do {
             parsed = try JSONParser.parse(body)
@@ -142,15 +168,21 @@ extension Request {
     /// new key there, never a replay of another's response.
     func idempotencyKey(tokenScope: String?) throws(Problem) -> IdempotencyKey? {
         guard let key = header("idempotency-key") else { return nil }
-        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
-            throw .badRequest("Idempotency-Key must be 1 to 255 visible ASCII characters")
-        }
-        let scope = tokenScope ?? "client:\(clientAddress)"
-        return IdempotencyKey(key: "\(scope) \(key)", fingerprint: Array("\(method) \(path)\n".utf8) + body, unscopedKey: key)
+        return try IdempotencyKey(key, named: "Idempotency-Key", fingerprint: Array("\(method) \(path)\n".utf8) + body, tokenScope: tokenScope, clientAddress: clientAddress)
     }
 }
 
 extension IdempotencyKey {
+    /// A key the client sent (`Idempotency-Key`, or a batch item's member: `name`), checked,
+    /// bound to the request's `fingerprint` and stored under its scope.
+    init(_ key: String, named name: String, fingerprint: [UInt8], tokenScope: String?, clientAddress: String) throws(Problem) {
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            throw .badRequest("\(name) must be 1 to 255 visible ASCII characters")
+        }
+        let scope = tokenScope ?? "client:\(clientAddress)"
+        self.init(key: "\(scope) \(key)", fingerprint: fingerprint, unscopedKey: key)
+    }
+
     /// The key as the client sent it, without its scope (which holds no space: the key
     /// starts after the first one).
     var clientKey: Substring {

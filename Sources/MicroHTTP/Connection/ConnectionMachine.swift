@@ -12,6 +12,8 @@ struct RequestHead {
 /// Limits a connection's requests are held to.
 struct RequestLimits: Sendable {
     var maxBodySize: Int
+    /// Paths whose bodies may be larger (or must be smaller) than `maxBodySize`, with their limit.
+    var maxBodySizeByPath: [String: Int] = [:]
     /// Longest request target (414 past it).
     var maxTargetSize: Int
     /// Largest header block, request line included (431 past it).
@@ -19,6 +21,11 @@ struct RequestLimits: Sendable {
     /// Nanoseconds a whole request (headers and body) may take to arrive, counted from
     /// the moment the connection is ready for it: accepted, or the previous response sent.
     var requestTimeout: UInt64
+
+    /// The largest body a request to `path` may have.
+    func maxBodySize(for path: String) -> Int {
+        maxBodySizeByPath.isEmpty ? maxBodySize : maxBodySizeByPath[path] ?? maxBodySize
+    }
 }
 
 /// One connection's progress through its requests, from libmicrohttpd's callbacks:
@@ -167,15 +174,13 @@ struct ConnectionMachine {
         let client = proxies.isEmpty
             ? clientAddress : proxies.client(peer: clientAddress, forwardedFor: head.headers.filter { $0.name == "x-forwarded-for" }.map(\.value))
         // As much of the request as is known, for the middlewares to see a refusal of it.
-        var refused: Request {
-            let path = if case .parsed(let parsed) = target { parsed.path } else { "" }
-            return Request(method: head.method, path: path, headers: head.headers, clientAddress: client)
-        }
+        let path = if case .parsed(let parsed) = target { parsed.path } else { "" }
+        var refused: Request { Request(method: head.method, path: path, headers: head.headers, clientAddress: client) }
         guard admit() else {
             state = .rejected
             return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
-        if let problem = Self.headProblem(head, limits: limits) {
+        if let problem = Self.headProblem(head, limits: limits, path: path) {
             state = .answered
             return .refuse(refused, Self.closing(problem))
         }
@@ -210,11 +215,12 @@ struct ConnectionMachine {
     mutating func receivedBody(_ bytes: UnsafeRawBufferPointer) {
         guard case .reading(let since, var request) = state else { return }
         state = .modifying
-        if request.body.count + bytes.count > limits.maxBodySize {
+        let maxBodySize = limits.maxBodySize(for: request.path)
+        if request.body.count + bytes.count > maxBodySize {
             request.body = []
             state = .discarding(since: since, .refusal(request, Self.closing(Problem(
                 status: 413, title: "Content Too Large",
-                detail: "request body is larger than the limit of \(limits.maxBodySize) bytes"
+                detail: "request body is larger than the limit of \(maxBodySize) bytes"
             ))))
         } else {
             request.body.append(contentsOf: bytes)
@@ -478,15 +484,15 @@ struct ConnectionMachine {
         .problem(problem, headers: [("Connection", "close")])
     }
 
-    /// Why a request must be refused, and its connection closed, from its head alone.
-    static func headProblem(_ head: RequestHead, limits: RequestLimits) -> Problem? {
+    /// Why a request to `path` must be refused, and its connection closed, from its head alone.
+    static func headProblem(_ head: RequestHead, limits: RequestLimits, path: String) -> Problem? {
         if head.headerSize > limits.maxHeaderSize {
             return Problem(
                 status: 431, title: "Request Header Fields Too Large",
                 detail: "the request line and header fields are larger than \(limits.maxHeaderSize) bytes"
             )
         }
-        return hostProblem(head) ?? framingProblem(head, maxBodySize: limits.maxBodySize)
+        return hostProblem(head) ?? framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
     }
 
     /// RFC 9112 §3.2: an HTTP/1.1 request names its host, a request names it at most once,

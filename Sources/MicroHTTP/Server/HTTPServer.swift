@@ -64,7 +64,7 @@ public final class HTTPServer: Sendable {
         self.logger = logger
         self.pipeline = pipeline
         limits = RequestLimits(
-            maxBodySize: configuration.maxBodySize, maxTargetSize: configuration.maxTargetSize, maxHeaderSize: configuration.maxHeaderSize,
+            maxBodySize: configuration.maxBodySize, maxBodySizeByPath: configuration.maxBodySizeByPath, maxTargetSize: configuration.maxTargetSize, maxHeaderSize: configuration.maxHeaderSize,
             requestTimeout: UInt64(max(1, configuration.requestTimeout)) * 1_000_000_000
         )
         let openFiles = OpenFiles.raiseLimit()

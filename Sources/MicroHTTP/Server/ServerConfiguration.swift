@@ -13,6 +13,8 @@ public struct ServerConfiguration: Sendable {
     public var threads: Int
     /// Bodies past this many bytes are refused with 413 without reading the rest.
     public var maxBodySize: Int
+    /// Paths whose bodies have a limit of their own in place of `maxBodySize` (exact paths, no query).
+    public var maxBodySizeByPath: [String: Int]
     /// Seconds without progress before libmicrohttpd closes a connection: the longest a
     /// response may wait for a client that does not read it. (An idle kept-alive connection
     /// is closed after `requestTimeout` when that is shorter: its next request is late.)
@@ -37,8 +39,9 @@ public struct ServerConfiguration: Sendable {
         host: String = "127.0.0.1", port: UInt16 = 8080, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
         maxBodySize: Int = 64 * 1024, connectionTimeout: Int = 60, requestTimeout: Int = 30,
         maxConnections: Int? = nil, maxConnectionsPerClient: Int = 256, trustedProxies: TrustedProxies = TrustedProxies(),
-        maxTargetSize: Int = 8 * 1024, maxHeaderSize: Int = 16 * 1024
+        maxTargetSize: Int = 8 * 1024, maxHeaderSize: Int = 16 * 1024, maxBodySizeByPath: [String: Int] = [:]
     ) {
+        self.maxBodySizeByPath = maxBodySizeByPath
         self.host = host
         self.port = port
         self.threads = max(1, threads)

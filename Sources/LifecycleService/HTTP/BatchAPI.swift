@@ -1,0 +1,248 @@
+import LifecycleStore
+import MicroHTTP
+import Synchronization
+
+// `POST /v1/batch`: inputs queued on a device, sent in one request. Each item is the single
+// endpoint its kind names, parsed by that endpoint's own parser and answered as it would have
+// been, in order; the items go to the committer as one group, so they commit together.
+
+extension API {
+    /// The batch endpoint's path: its body has a limit of its own (`--max-batch-body`).
+    static let batchPath = "/v1/batch"
+    /// The most items one batch holds.
+    static let maxBatchItems = 1000
+
+    /// What a batch item may be, and the single endpoint each is.
+    enum BatchKind: String {
+        case create, event, action, launch
+
+        /// The single endpoint's method and path for `id`: an idempotency key's fingerprint starts with them.
+        func endpoint(_ id: String) -> String {
+            switch self {
+            case .create: "PUT /v1/instances/\(id)"
+            case .event: "POST /v1/instances/\(id)/events"
+            case .action: "POST /v1/instances/\(id)/actions"
+            case .launch: "POST /v1/instances/\(id)/relaunches"
+            }
+        }
+    }
+
+    /// A parsed item: a write for the committer, or what its single endpoint answers at once
+    /// (a refusal other than 400 that needs no store, such as a nested parameter's 422).
+    private enum BatchItem {
+        case write(InstanceRegistry.Write)
+        case answered(Response, as: StaticString)
+    }
+
+    /// `POST /v1/batch`. A malformed batch, or one holding an item its single endpoint would
+    /// answer 400, is refused whole (400, naming the item) and nothing is stored; otherwise
+    /// every item is answered in order, 200, each as its single endpoint would have answered.
+    func postBatch(_ request: Request, respond: @escaping @Sendable (Response) -> Void) {
+        let items: [BatchItem]
+        switch Result(catching: { () throws(Problem) in try batchItems(request) }) {
+        case .success(let parsed): items = parsed
+        case .failure(let problem): return respond(.refusal(problem))
+        }
+        let answers = BatchAnswers(count: items.count, respond: respond)
+        var group: [CommitJob] = []
+        for (index, item) in items.enumerated() {
+            switch item {
+            case .answered(let response, let member): answers.answer(index, response, as: member)
+            case .write(let write):
+                group.append(CommitJob(write: write, requestID: request.id) { answers.answer(index, Response($0), as: Self.member($0)) })
+            }
+        }
+        if group.isEmpty { return answers.finish() }
+        registry.submit(group: group)
+    }
+
+    /// The member of an item's result that holds its single answer's body.
+    private static func member(_ answer: Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>) -> StaticString {
+        switch answer {
+        case .success(.applied(_, isUnexpected: false)): "record"
+        case .success(.created), .success(.found): "instance"
+        // An unexpected event's answer is its 409 problem, which carries the record.
+        case .success(.applied(_, isUnexpected: true)), .success(.deleted), .failure: "problem"
+        }
+    }
+
+    private func batchItems(_ request: Request) throws(Problem) -> [BatchItem] {
+        let body = try request.jsonMembers(isRequired: true)
+        for key in body.keys where key != "items" {
+            throw .badRequest("unknown member \"\(key)\"; a batch takes \"items\"")
+        }
+        guard case .array(let items)? = body["items"] else {
+            throw .badRequest("the body needs \"items\": an array of up to \(Self.maxBatchItems) items")
+        }
+        guard items.count <= Self.maxBatchItems else {
+            throw .badRequest("a batch holds at most \(Self.maxBatchItems) items; this one has \(items.count); nothing was stored")
+        }
+        var parsed: [BatchItem] = []
+        parsed.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            do throws(Problem) {
+                parsed.append(try batchItem(item, request))
+            } catch {
+                throw .badRequest("items[\(index)]: \(error.detail); nothing was stored")
+            }
+        }
+        return parsed
+    }
+
+    /// The largest `expectedVersion`: 18 digits, as `If-Match` takes.
+    static let maxVersion: Int64 = 999_999_999_999_999_999
+
+    private static let itemMembers: Set<String> = ["instance", "kind", "body", "idempotencyKey", "expectedVersion"]
+
+    /// One item, by its single endpoint's parser. Throws the problem of an item that endpoint
+    /// would answer 400, which refuses the batch.
+    private func batchItem(_ item: JSONValue, _ request: Request) throws(Problem) -> BatchItem {
+        guard case .object(let members) = item else { throw .badRequest("an item must be a JSON object") }
+        for key in members.keys where !Self.itemMembers.contains(key) {
+            throw .badRequest("unknown member \"\(key)\"; an item takes instance, kind, body, idempotencyKey and expectedVersion")
+        }
+        guard case .string(let id)? = members["instance"] else { throw .badRequest("\"instance\" must be a string: the instance's id") }
+        guard case .string(let name)? = members["kind"], let kind = BatchKind(rawValue: name) else {
+            throw .badRequest("\"kind\" must be create, event, action or launch")
+        }
+        var body: [String: JSONValue]?
+        switch members["body"] {
+        case nil: body = nil
+        case .object(let object)?: body = object
+        default: throw .badRequest("\"body\" must be a JSON object")
+        }
+        // A batch's instance is a value, not a path segment: one no path could name is malformed.
+        guard isValidInstanceID(id) else { throw .badRequest(invalidInstanceID) }
+        var expectedVersions: [Int64]?
+        if let member = members["expectedVersion"] {
+            // JSON has one kind of number: 3.0 is the integer 3.
+            let version: Int64? = switch member {
+            case .integer(let version): version
+            case .number(let number) where number == number.rounded() && abs(number) < 1e18: Int64(number)
+            default: nil
+            }
+            guard let version, (0...Self.maxVersion).contains(version) else {
+                throw .badRequest("\"expectedVersion\" must be an integer from 0 to \(Self.maxVersion): the version the instance must be at")
+            }
+            // PUT takes no If-Match: a create's precondition would be ignored, so it is refused.
+            guard kind != .create else { throw .badRequest("a create takes no \"expectedVersion\"") }
+            expectedVersions = [version]
+        }
+        var key: IdempotencyKey?
+        switch members["idempotencyKey"] {
+        case nil: key = nil
+        case .string(let text)?:
+            // What the single endpoint binds a key to, with the body in a canonical form.
+            var fingerprint = JSONBuffer(capacity: 128)
+            fingerprint.bytes += Array("\(kind.endpoint(id))\n".utf8)
+            if let body { fingerprint.canonical(.object(body)) }
+            key = try IdempotencyKey(text, named: "\"idempotencyKey\"", fingerprint: fingerprint.bytes, tokenScope: tokenScope, clientAddress: request.clientAddress)
+        default: throw .badRequest("\"idempotencyKey\" must be a string")
+        }
+        let arguments = WriteArguments(id: id, body: body, expectedVersions: expectedVersions, key: key)
+        do throws(Problem) {
+            switch kind {
+            case .create: return .write(try putWrite(arguments))
+            case .event: return .write(try eventWrite(arguments))
+            case .action: return .write(try actionWrite(arguments))
+            case .launch: return .write(try relaunchWrite(arguments))
+            }
+        } catch where error.status == 400 {
+            throw error
+        } catch {
+            return .answered(.refusal(error), as: "problem")
+        }
+    }
+}
+
+/// A batch's answers as they arrive (on the committer thread, one per item, in any order
+/// against the items answered at once); the batch is answered with the last.
+private final class BatchAnswers: Sendable {
+    private struct State {
+        var results: [[UInt8]]
+        var waiting: Int
+        var isUnavailable = false
+    }
+
+    private let state: Mutex<State>
+    private let respond: @Sendable (Response) -> Void
+
+    init(count: Int, respond: @escaping @Sendable (Response) -> Void) {
+        state = Mutex(State(results: Array(repeating: [], count: count), waiting: count))
+        self.respond = respond
+    }
+
+    /// Item `index`'s single endpoint answered `response`, whose body goes in the result's `member`.
+    func answer(_ index: Int, _ response: Response, as member: StaticString) {
+        let result = Self.result(response, member)
+        let isLast = state.withLock { state in
+            state.results[index] = result
+            state.waiting -= 1
+            if response.status == 503 { state.isUnavailable = true }
+            return state.waiting == 0
+        }
+        if isLast { finish() }
+    }
+
+    /// Answers the batch: every item is answered.
+    func finish() {
+        let (results, isUnavailable) = state.withLock { ($0.results, $0.isUnavailable) }
+        var json = JSONBuffer(capacity: 16 + results.reduce(0) { $0 + $1.count + 1 })
+        json.raw("{\"results\":[")
+        for (index, result) in results.enumerated() {
+            if index > 0 { json.byte(UInt8(ascii: ",")) }
+            json.bytes += result
+        }
+        json.raw("]}")
+        json.byte(JSON.newline)
+        // An item refused for a while (storage failing, the service stopping) says when to retry, as its single answer would.
+        let retry = isUnavailable ? [("Retry-After", String(Response.retryAfterSeconds))] : []
+        respond(Response(status: 200, headers: [("Content-Type", "application/json")] + retry, body: json.bytes))
+    }
+
+    /// `{"status": N, "<member>": body}`: a record applied, an instance created or found, or
+    /// the problem (an unexpected event's with its record): the single answer's body as it is.
+    private static func result(_ response: Response, _ member: StaticString) -> [UInt8] {
+        var json = JSONBuffer(capacity: 32)
+        json.raw("{\"status\":")
+        json.integer(response.status)
+        json.raw(",\"")
+        json.raw(member)
+        json.raw("\":")
+        var body = response.body.bytes ?? []
+        if body.last == JSON.newline { body.removeLast() }
+        json.bytes += body
+        json.byte(UInt8(ascii: "}"))
+        return json.bytes
+    }
+}
+
+extension JSONBuffer {
+    /// `value` in one form for every spelling of it: object members sorted by name, no
+    /// whitespace. (A number is written as parsed: `1.0` and `1` differ, as they do in a body.)
+    mutating func canonical(_ value: JSONValue) {
+        switch value {
+        case .string(let text): string(text)
+        case .integer(let number): integer(number)
+        case .number(let number): bytes += Array(number.description.utf8)
+        case .bool(let flag): bool(flag)
+        case .null: raw("null")
+        case .array(let elements):
+            byte(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                canonical(element)
+            }
+            byte(UInt8(ascii: "]"))
+        case .object(let members):
+            byte(UInt8(ascii: "{"))
+            for (index, name) in members.keys.sorted().enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                string(name)
+                byte(UInt8(ascii: ":"))
+                canonical(members[name]!)
+            }
+            byte(UInt8(ascii: "}"))
+        }
+    }
+}

@@ -75,3 +75,36 @@ struct ReportedInputTests {
         #expect(soon.status == 200, "23 hours ahead is a clock a little wrong, and kept: \(soon.text)")
     }
 }
+
+extension ReportedInputTests {
+    @Test("every kind of divergence on live events: state, missing hook, extra hook, order only; an agreeing report is none")
+    func everyKind() throws {
+        let (_, c) = try Self.background()
+        let cases: [(String, [String])] = [
+            (#""believedState": "background""#, ["state"]),
+            (#""ranHooks": ["Foreground.didReturn"]"#, ["missingHook"]),
+            (#""ranHooks": ["Foreground.onTransition", "Foreground.onTransition", "Foreground.didReturn"]"#, ["extraHook"]),
+            (#""ranHooks": ["Foreground.didReturn", "Foreground.onTransition"]"#, ["hookOrder"]),
+            (#""believedState": "foreground", "ranHooks": ["Foreground.onTransition", "Foreground.didReturn"]"#, []),
+        ]
+        for (index, (report, kinds)) in cases.enumerated() {
+            // Back to the background, then the event the report is about: didBecomeActive from background.
+            #expect(try c.event("my-iphone", #"{"event": "didEnterBackground"}"#).status == 200)
+            let answer = try c.event("my-iphone", #"{"event": "didBecomeActive", "# + report + "}")
+            #expect(answer.status == 200, "\(report): \(answer.text)")
+            let divergence = answer.json["divergence"] as? [String: Any]
+            var seen: [String] = []
+            if divergence?["state"] != nil { seen.append("state") }
+            if let hooks = divergence?["hooks"] as? [String: Any] {
+                if (hooks["missing"] as? [Any])?.isEmpty == false { seen.append("missingHook") }
+                if (hooks["extra"] as? [Any])?.isEmpty == false { seen.append("extraHook") }
+                if hooks["orderOnly"] as? Bool == true { seen.append("hookOrder") }
+            }
+            #expect(seen == kinds, "\(report): \(answer.text)")
+            let counters = try c.request("GET", "/v1/instances/my-iphone").json["counters"] as? [String: Any]
+            #expect(counters?["divergences"] as? Int == min(index + 1, 4))
+        }
+        let divergent = try c.request("GET", "/v1/instances/my-iphone/history?divergent=true").json["items"] as? [[String: Any]]
+        #expect(divergent?.count == 4 && divergent?.allSatisfy { $0["divergence"] != nil } == true)
+    }
+}

@@ -40,8 +40,8 @@ final class CommitMetrics: Sendable {
     )
     let commitWrites = HistogramFamily(
         "lifecycled_store_commit_writes",
-        bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
-        help: "Writes (requests) committed by one transaction: the group commit's batch size. Since the process started."
+        bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000],
+        help: "Writes committed by one transaction: the group commit's batch size (up to 512 requests, or one batch of up to 1,000 items). Since the process started."
     )
 
     /// Starts the per-model counters at 0 for every loaded model, so that Prometheus sees a

@@ -148,7 +148,8 @@ struct GapTests {
         return nil
     }
 
-    @Test("streams carry a gap as event: gap, live and replayed")
+    /// Not `event: gap`: that one says the stream lost records to retention (`StreamGap`), which a listener resyncs on.
+    @Test("streams carry a gap's record as event: dropped, live and replayed")
     func streamed() throws {
         let (server, c) = try Self.foreground()
         let live = try EventStream(port: server.port, path: "/v1/instances/my-iphone/stream")
@@ -159,13 +160,13 @@ struct GapTests {
         let sequence = try #require(gap.json["sequence"] as? Int)
         for stream in [live, global] {
             let event = try #require(Self.nextRecord(stream))
-            #expect(event.type == "gap" && event.id == Int64(sequence), "\(event)")
+            #expect(event.type == "dropped" && event.id == Int64(sequence), "\(event)")
             #expect(event.json["dropped"] as? Int == 9 && event.isRecord)
             stream.disconnect()
         }
         let replayed = try EventStream(port: server.port, path: "/v1/instances/my-iphone/stream", headers: [("Last-Event-ID", String(sequence - 1))])
         let event = try #require(Self.nextRecord(replayed))
-        #expect(event.type == "gap" && event.data.map { Array($0.utf8) + [10] } == gap.body)
+        #expect(event.type == "dropped" && event.data.map { Array($0.utf8) + [10] } == gap.body)
         replayed.disconnect()
     }
 }

@@ -394,6 +394,10 @@ export class InstanceDetail {
     if (record.windowChanged) details.push(el("span", { className: "chip", text: "window changed" }));
     const kindLabel = record.kind === "relaunch" ? "relaunch" : record.kind;
     const divergent = !!record.divergence;
+    // A hole in the history: inputs that never arrived, marked so that what follows is read with care.
+    const gapMark = record.kind === "gap"
+      ? el("span", { className: "gap-mark", title: "The app's reporter dropped these before it could deliver them: the history has a hole here", text: "⚠ gap" })
+      : null;
     return el("li", {
       className: `record kind-${record.kind} outcome-${record.outcome}${divergent ? " divergent" : ""}`,
       dataset: { sequence: record.sequence, version: record.version, divergent: String(divergent) },
@@ -404,6 +408,7 @@ export class InstanceDetail {
         timeElement(record.time),
         deviceTime(record),
         el("span", { className: "kind", text: kindLabel }),
+        gapMark,
         el("strong", { className: "input", text: describeInput(record) }),
         outcomeBadge(record.outcome),
         divergent ? divergenceBadge(record) : null,
@@ -436,6 +441,8 @@ export class InstanceDetail {
       fact("Incomplete launches", String(i.counters.incompleteLaunches)),
       // Counted only by servers that count divergences.
       ...(i.counters.divergences === undefined ? [] : [fact("Divergences", String(i.counters.divergences))]),
+      // Counted only by servers that record gaps.
+      ...(i.counters.dropped === undefined ? [] : [fact("Dropped on the device", String(i.counters.dropped))]),
       fact("Updated", timeElement(i.updatedAt)),
     );
     this.facts.dataset.state = i.state;
@@ -469,6 +476,8 @@ export class InstanceDetail {
       fact("Ignored", count((r) => r.outcome === "ignored")),
       fact("Incomplete launches", count((r) => !!r.incompleteLaunch)),
       ...(this.instance.counters.divergences === undefined ? [] : [fact("Divergences", count((r) => !!r.divergence))]),
+      ...(this.instance.counters.dropped === undefined ? [] : [fact("Dropped on the device",
+        complete ? String(applied.reduce((n, r) => n + (r.dropped ?? 0), 0)) : "unknown (older records dropped)")]),
     );
     this.facts.dataset.state = state;
     this.facts.dataset.replay = "true";

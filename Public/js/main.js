@@ -165,7 +165,8 @@ document.getElementById("token-button").addEventListener("click", () => editToke
 onTokenChange(() => showTokenButton());
 
 document.getElementById("check-history").addEventListener("click", () => {
-  const steps = detail.records.map(stepOfRecord);
+  // A gap is no input of the model: what was dropped cannot be checked.
+  const steps = detail.records.filter((r) => r.kind !== "gap").map(stepOfRecord);
   location.hash = "#/trace";
   trace.checkSteps(steps);
 });

@@ -37,10 +37,16 @@ export function describeCall(name, parameters) {
   return list ? `${name}(${list})` : name;
 }
 
-/** The input a record answers: `didBecomeActive`, `openURL(url: …)`, `relaunch`. */
+/** The input a record answers: `didBecomeActive`, `openURL(url: …)`, `relaunch`, or a gap's loss. */
 export function describeInput(record) {
+  if (record.kind === "gap") return describeGap(record.dropped);
   const name = record.kind === "event" ? record.event : record.kind === "action" ? record.action : record.kind;
   return describeCall(name, record.parameters);
+}
+
+/** What a gap record says: inputs the app's reporter dropped before it could deliver them. */
+export function describeGap(dropped) {
+  return `${dropped} report${dropped === 1 ? "" : "s"} dropped on the device before delivery`;
 }
 
 /** A pending action (buffered, delivered, replaced or cleared). */

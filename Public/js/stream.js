@@ -8,7 +8,7 @@
 
 import { askForToken, onTokenChange, storedToken } from "./api.js";
 
-const recordTypes = ["record", "action", "relaunch", "created", "deleted"];
+const recordTypes = ["record", "action", "relaunch", "dropped", "created", "deleted"];
 /** How long a hidden page keeps its stream (a quick look at another tab costs nothing). */
 const hiddenGrace = 30_000;
 

@@ -274,7 +274,8 @@ export function parseTrace(text) {
       }
     });
   }
-  return values.map((value, i) => {
+  // A gap record is no input of the model: what was dropped cannot be checked.
+  return values.filter((value) => !(isRecord(value) && value.kind === "gap")).map((value, i) => {
     if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`Step ${i} (numbered from 0) is not a JSON object.`);
     return isRecord(value) ? stepOfRecord(value) : value;
   });

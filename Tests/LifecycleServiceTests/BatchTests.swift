@@ -9,7 +9,7 @@ import Glibc
 
 /// One item of a batch, and the single request it stands for.
 struct BatchItemSpec {
-    enum Kind: String { case create, event, action, launch }
+    enum Kind: String { case create, event, action, launch, gap }
 
     var instance: String
     var kind: Kind
@@ -37,6 +37,7 @@ struct BatchItemSpec {
         case .event: "/v1/instances/\(instance)/events"
         case .action: "/v1/instances/\(instance)/actions"
         case .launch: "/v1/instances/\(instance)/relaunches"
+        case .gap: "/v1/instances/\(instance)/gaps"
         }
         return (kind == .create ? "PUT" : "POST", path, headers, body.map { Array($0.utf8) })
     }

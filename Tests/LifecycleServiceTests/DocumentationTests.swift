@@ -305,7 +305,7 @@ extension DocumentationTests {
                 guard line.hasPrefix("data: "), let type, !["gap", "reset", "overflow"].contains(type) else { continue }
                 let json = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))
                 let kind = (json as? [String: Any])?["kind"] as? String
-                #expect(type == (kind == "event" ? "record" : kind), "a stream names a \(kind ?? "?") record \(type)")
+                #expect(type == ["event": "record", "gap": "dropped"][kind ?? ""] ?? kind, "a stream names a \(kind ?? "?") record \(type)")
                 streamTypes.insert(type)
                 if let json { members.formUnion(Self.memberNames(json)) }
             }
@@ -341,21 +341,21 @@ extension DocumentationTests {
             ("POST /v1/instances/words/events", #"{"event": "didEnterBackground"}"#),
             ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://c.example"}"#),
             ("POST /v1/instances/words/events", #"{"event": "didEnterBackground"}"#),
-            ("POST /v1/instances/words/relaunches", nil), ("GET /v1/instances/words", nil), ("DELETE /v1/instances/words", nil),
+            ("POST /v1/instances/words/relaunches", nil), ("POST /v1/instances/words/gaps", #"{"dropped": 3}"#), ("GET /v1/instances/words", nil), ("DELETE /v1/instances/words", nil),
         ] as [(String, String?)] {
             let parts = path.split(separator: " ")
             let response = try c.request(String(parts[0]), String(parts[1]), body: body.map { Array($0.utf8) })
             #expect(response.status < 300, "\(path)")
             if let json = try? JSONSerialization.jsonObject(with: Data(response.body)) { note(json, path: String(parts[1])) }
         }
-        noteStream(extra.text(blocks: 2 + 12, timeout: 5))  // retry:, id:, then a record per write
-        for name in ["window", "kind", "instance", "parameters", "windowChanged", "disposition", "replacedAction", "deliveredAction", "clearedAction", "model", "state"] {
+        noteStream(extra.text(blocks: 2 + 13, timeout: 5))  // retry:, id:, then a record per write
+        for name in ["window", "kind", "instance", "parameters", "windowChanged", "disposition", "replacedAction", "deliveredAction", "clearedAction", "model", "state", "dropped"] {
             #expect(members.contains(name), "the session never showed \(name)")
         }
         let words = try Self.section("### Words you will meet", of: readme)
         let undocumented = members.sorted().filter { !words.contains("`\($0)`") }
         #expect(undocumented.isEmpty, "README.md's \"Words you will meet\" does not name \(undocumented)")
-        #expect(streamTypes == ["record", "action", "relaunch", "created", "deleted"])
+        #expect(streamTypes == ["record", "action", "relaunch", "dropped", "created", "deleted"])
         let streams = try Self.section("## Watching records live", of: readme)
         let unnamed = streamTypes.sorted().filter { !streams.contains("`\($0)`") }
         #expect(unnamed.isEmpty, "README.md's streams section does not name the event types \(unnamed)")

@@ -90,6 +90,7 @@ struct ReplayAndRenderTests {
                     DROP INDEX records_divergent;
                     ALTER TABLE records DROP COLUMN divergent;
                     ALTER TABLE instances DROP COLUMN divergences;
+                    ALTER TABLE instances DROP COLUMN dropped;
                     PRAGMA user_version = 2;
                     """)
                 let insert = try database.prepare("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5, ?6)")

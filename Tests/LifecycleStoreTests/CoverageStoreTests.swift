@@ -116,10 +116,10 @@ struct CoverageStoreTests {
         }
         do {
             let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
-            // Versions 4 and 5 undone.
+            // Versions 4, 5 and 6 undone.
             try database.execute("""
                 DROP TABLE coverage; DROP INDEX records_divergent; ALTER TABLE records DROP COLUMN divergent;
-                ALTER TABLE instances DROP COLUMN divergences; PRAGMA user_version = 3
+                ALTER TABLE instances DROP COLUMN divergences; ALTER TABLE instances DROP COLUMN dropped; PRAGMA user_version = 3
                 """)
         }
         let store = try SQLiteStore(directory: folder.path)

@@ -17,7 +17,7 @@ public struct StreamEvent: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// A record: it has an id, a type and data.
-    public var isRecord: Bool { id != nil && data != nil && ["record", "action", "relaunch", "created", "deleted"].contains(type ?? "") }
+    public var isRecord: Bool { id != nil && data != nil && ["record", "action", "relaunch", "dropped", "created", "deleted"].contains(type ?? "") }
 
     /// The data as a JSON object.
     public var json: [String: Any] {

@@ -19,7 +19,9 @@ record whose app report (believedState, ranHooks) differs from the model is mark
 timeline (from history and live) and in the replay, with the state believed and the actual
 one and the hooks expected, ran, missing and extra (or order only); the device's
 occurredAt beside the server's time; the fleet's divergences per state as coverage counts
-them, leading to the instances with divergences (divergence-*.png). It also
+them, leading to the instances with divergences (divergence-*.png). Issue 20: a gap (inputs
+dropped on the device) in the timeline and the replay, in words with its own mark, and the
+instance's dropped count (gap-*.png). It also
 measures how long the page takes to load with 10,000 instances (figures printed, never
 asserted).
 
@@ -1049,6 +1051,63 @@ class Dashboard(DashboardCase):
             self.screenshot("divergence-fleet-400.png", slices=True)
         finally:
             self.driver.set_window_size(1400, 1000)
+
+    def test_n_a_gap_of_dropped_reports_in_timeline_replay_and_facts(self):
+        """A reporter that dropped queued inputs says how many (issue 20): the gap's record is
+        in the timeline, live from the stream and from the history, in words with a mark of
+        its own; the instance's facts count what was dropped, live and replayed; the history
+        checked as a trace leaves the gap out (it is no input of the model)."""
+        instance = "gappy-1"
+        self.api.create(instance)
+        for step in COLD_START:
+            self.api.event(instance, step)
+        self.open_instance(instance, "foreground")
+        wait_until(lambda: self.timeline_versions()[:1] == [3], 5, "the history in the timeline")
+        self.assertEqual(self.fact("Dropped on the device"), "0")
+        gap = self.api.ok("POST", f"/v1/instances/{instance}/gaps", {"dropped": 37}, expect=(200,))
+        self.assertEqual((gap["kind"], gap["dropped"], gap["from"], gap["to"]), ("gap", 37, "foreground", "foreground"))
+        item = lambda version: self.find(f"#timeline > li[data-version='{version}']")
+        # Live from the stream: in words, marked, the state unchanged.
+        wait_until(lambda: self.timeline_versions()[:1] == [gap["version"]], 2, "the gap live in the timeline")
+        self.assertEqual(self.current_state(), "foreground", "a gap moves no state")
+        live = item(gap["version"])
+        self.assertIn("kind-gap", live.get_attribute("class"))
+        self.assertEqual(live.find_element(By.CSS_SELECTOR, ".input").text, "37 reports dropped on the device before delivery")
+        self.assertIn("gap", live.find_element(By.CSS_SELECTOR, ".gap-mark").text)
+        self.assertEqual(len(self.finds("#timeline .gap-mark")), 1, "only the gap is marked")
+        edge = self.js("return getComputedStyle(arguments[0]).borderLeftStyle", live)
+        self.assertEqual(edge, "dashed", "the gap's edge differs from every other record's")
+        self.settled(gap["version"])
+        wait_until(lambda: self.fact("Dropped on the device") == "37", 5, "the live facts' dropped count")
+        one = self.api.ok("POST", f"/v1/instances/{instance}/gaps", {"dropped": 1}, expect=(200,))
+        after = self.api.event(instance, {"event": "willResignActive"})
+        wait_until(lambda: self.timeline_versions()[:1] == [after["version"]], 2, "the event after the gaps")
+        wait_until(lambda: self.fact("Dropped on the device") == "38", 5, "both gaps counted")
+        self.assertEqual(self.api.instance(instance)["counters"]["dropped"], 38)
+        # From the history, after a reload: the same words.
+        self.load(f"#/instances/{instance}")
+        wait_until(lambda: self.timeline_versions()[:1] == [after["version"]], 5, "the history reloaded")
+        self.assertEqual(item(one["version"]).find_element(By.CSS_SELECTOR, ".input").text, "1 report dropped on the device before delivery")
+        self.assertEqual(item(gap["version"]).find_element(By.CSS_SELECTOR, ".input").text, "37 reports dropped on the device before delivery")
+        self.settled(after["version"])
+        self.check_widths("the timeline with gaps")
+        self.screenshot("gap-timeline-1400.png")
+        # Replayed to the first gap: the record in words, what was dropped up to there.
+        self.replay_to(gap["version"])
+        wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "true" and self.fact("Version") == str(gap["version"]),
+                   2, "the replay at the gap", lambda: self.find("#detail-facts").text)
+        self.assertIn("37 reports dropped on the device before delivery", self.fact("Record"))
+        self.assertEqual(self.fact("Dropped on the device"), "37", "dropped counted up to the replayed record")
+        self.assertEqual(self.fact("State"), "foreground")
+        self.screenshot("gap-replay-1400.png")
+        self.find("#replay-live").click()
+        wait_until(lambda: self.find("#detail-facts").get_attribute("data-replay") == "false", 2, "live again")
+        # The history as a trace: the gaps are left out, so it conforms.
+        self.find("#check-history").click()
+        wait_until(lambda: self.find("#trace-result .trace-summary").text.startswith("Conforms"), 5, "the history checked, conforming",
+                   lambda: self.find("#trace-result").text)
+        self.assertEqual(len(self.finds("#trace-result tbody tr")), 4, "the four events, not the gaps")
+        self.assertNoConsoleErrors()
 
     def replay_to(self, version):
         """Clicks a timeline record's "Replay to here" (brought to the middle of the window first)."""

@@ -8,12 +8,14 @@ import Synchronization
 
 extension RecordKind {
     /// The event type a stream gives the record (`event:`): the record's `kind`, except
-    /// `record` for an event's (`event: event` would say nothing to a listener).
+    /// `record` for an event's (`event: event` would say nothing to a listener), and `dropped`
+    /// for a gap's (`event: gap` already says that the stream itself lost records to retention).
     var streamEventType: String {
         switch self {
         case .event: "record"
         case .action: "action"
         case .relaunch: "relaunch"
+        case .gap: "dropped"
         case .created: "created"
         case .deleted: "deleted"
         }

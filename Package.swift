@@ -3,9 +3,10 @@ import PackageDescription
 
 let package = Package(
     name: "lifecycled",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "LifecycleKit", targets: ["LifecycleKit"]),
+        .library(name: "LifecycleClient", targets: ["LifecycleClient"]),
         .executable(name: "lifecycled", targets: ["lifecycled"]),
     ],
     targets: [
@@ -44,6 +45,9 @@ let package = Package(
         // The API: handlers, instance registry, metrics.
         .target(name: "LifecycleService", dependencies: ["LifecycleKit", "Logging", "MicroHTTP", "LifecycleStore", "LifecycleGraph"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "Logging"]),
+        // The Swift client an app or a script uses: the API, history, streams. Foundation only
+        // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike.
+        .target(name: "LifecycleClient", dependencies: ["LifecycleKit"]),
 
         // Benchmarks (make bench), never run by make test.
         .executableTarget(
@@ -63,6 +67,10 @@ let package = Package(
         .testTarget(
             name: "LifecycleServiceTests",
             dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "Logging", "MicroHTTP", "TestSupport"]
+        ),
+        .testTarget(
+            name: "LifecycleClientTests",
+            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "TestSupport"]
         ),
     ]
 )

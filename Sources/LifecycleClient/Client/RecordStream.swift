@@ -1,0 +1,335 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LifecycleKit
+import Synchronization
+
+/// An instance's creation or deletion, as streams carry it (openapi `InstanceChange`).
+public struct InstanceChange: Sendable, Equatable, Decodable {
+    /// Numbered in the same sequence as records.
+    public var sequence: Int64
+    public var instance: String
+    /// 0 at creation; the last version at deletion.
+    public var version: Int64
+    /// `created` or `deleted`.
+    public var kind: String
+    public var model: String
+    public var state: String
+    public var time: Date
+}
+
+/// Records after the stream's position were dropped by retention before it could replay
+/// them (openapi `StreamGap`).
+public struct StreamGap: Sendable, Equatable, Decodable {
+    /// Where the stream resumed from.
+    public var lastEventId: Int64
+    /// The largest sequence number dropped.
+    public var droppedThrough: Int64
+    /// The oldest sequence number still kept.
+    public var oldest: Int64?
+    public var newest: Int64
+}
+
+/// The stream's position was ahead of the service's newest record (another server, or a
+/// restored database); it goes on from `newest` (openapi `StreamReset`).
+public struct StreamReset: Sendable, Equatable, Decodable {
+    public var lastEventId: Int64
+    public var newest: Int64
+    public var oldest: Int64?
+}
+
+/// Which records a stream carries; the filters combine.
+public struct RecordFilter: Sendable, Equatable {
+    /// Only records of these instances (all when empty).
+    public var instances: [String]
+    /// Only records of instances of this model.
+    public var model: String?
+    /// Only records with these outcomes (creations and deletions, which have none, are left out).
+    public var outcomes: [Outcome]
+    /// Only records whose app report differs from the model.
+    public var divergent: Bool
+
+    public init(instances: [String] = [], model: String? = nil, outcomes: [Outcome] = [], divergent: Bool = false) {
+        self.instances = instances
+        self.model = model
+        self.outcomes = outcomes
+        self.divergent = divergent
+    }
+}
+
+/// A live stream of records (`GET /v1/stream` or `GET /v1/instances/{id}/stream`) that
+/// outlives connections: when one drops, or the service restarts, or the stream overflows,
+/// it reconnects by itself with `Last-Event-ID` and goes on after the last event it yielded.
+///
+/// It never yields a record twice, nor one older than the last it yielded: sequence numbers
+/// only go up (a ``StreamEvent/reset(_:)`` is the one exception, and says so). Between
+/// attempts it waits the service's `retry:` (2 s), doubling after each failed attempt up to
+/// `maxRetryDelay`, or a 429/503's `Retry-After`. A refusal that waiting cannot cure (a
+/// filter naming no model, an absent instance, a wrong token) throws; so does cancelling the
+/// task that reads it, as `CancellationError`.
+public struct RecordStream: AsyncSequence, Sendable {
+    public typealias Element = Event
+
+    let client: LifecycleClient
+    let path: String
+    let query: [URLQueryItem]
+    let after: Int64?
+    let maxRetryDelay: TimeInterval
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(stream: self)
+    }
+
+    /// Reads the stream, connecting again whenever a connection ends.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let stream: RecordStream
+        private var parser: ServerSentEventParser
+        private var connection: StreamConnection?
+        private var pending: [ServerSentEvent] = []
+        /// The sequence number of the last record or change yielded: nothing at or below it is yielded again.
+        private var last: Int64?
+        /// Attempts that failed since the last connection that delivered something.
+        private var failures = 0
+        /// What the next wait is, when the service said (Retry-After).
+        private var retryAfter: TimeInterval?
+
+        init(stream: RecordStream) {
+            self.stream = stream
+            last = stream.after
+            parser = ServerSentEventParser(lastEventID: stream.after.map { String($0) })
+        }
+
+        public mutating func next() async throws -> Event? {
+            while true {
+                try Task.checkCancellation()
+                if let event = pending.first {
+                    pending.removeFirst()
+                    if let yielded = try take(event) { return yielded }
+                    continue
+                }
+                guard let connection else {
+                    try await connect()
+                    continue
+                }
+                switch await connection.next() {
+                case .data(let bytes):
+                    failures = 0
+                    pending = parser.feed(bytes)
+                case .ended:
+                    self.connection = nil
+                    try await pause()
+                }
+            }
+        }
+
+        /// Opens a connection that answered 200, or throws a refusal waiting cannot cure.
+        private mutating func connect() async throws {
+            var request = APIRequest("GET", stream.path, query: stream.query)
+            if let id = parser.lastEventID { request.headers["Last-Event-ID"] = id }
+            let urlRequest = try stream.client.urlRequest(for: request, accept: "text/event-stream")
+            let opened = StreamConnection(request: urlRequest, timeout: stream.client.configuration.timeout)
+            switch await opened.response() {
+            case .open:
+                parser.reset()
+                connection = opened
+            case .refused(let response):
+                let error = LifecycleClient.failure(response)
+                guard [429, 502, 503, 504].contains(response.status) else { throw error }
+                retryAfter = response.retryAfter
+                try await pause()
+            case .unreachable:
+                try await pause()
+            }
+        }
+
+        /// Waits before the next attempt: Retry-After if given, else the stream's retry doubled per failure, capped.
+        private mutating func pause() async throws {
+            let base = Double(parser.retry ?? 2000) / 1000
+            let delay = retryAfter ?? Swift.min(stream.maxRetryDelay, base * pow(2, Double(Swift.min(failures, 16))))
+            retryAfter = nil
+            failures += 1
+            try await Task.sleep(nanoseconds: UInt64(Swift.max(0, delay) * 1_000_000_000))
+        }
+
+        /// The event to yield for `event`, or `nil` to pass over it (a heartbeat-less notice, a duplicate).
+        private mutating func take(_ event: ServerSentEvent) throws -> Event? {
+            let data = Data(event.data.utf8)
+            func decode<T: Decodable>(_ type: T.Type) throws -> T {
+                do {
+                    return try LifecycleClient.decoder.decode(type, from: data)
+                } catch {
+                    throw LifecycleClientError.badResponse("stream event \(event.type) is not a \(type): \(error)")
+                }
+            }
+            let yielded: Event
+            switch event.type {
+            case "created": yielded = .created(try decode(InstanceChange.self))
+            case "deleted": yielded = .deleted(try decode(InstanceChange.self))
+            case "reset":
+                let reset = try decode(StreamReset.self)
+                last = reset.newest
+                return .reset(reset)
+            case "overflow":
+                // The service closes the stream next; the reconnection replays the rest.
+                return nil
+            case "gap" where event.data.contains("\"droppedThrough\""):
+                return .gap(try decode(StreamGap.self))
+            default:
+                yielded = .record(try decode(Record.self))
+            }
+            guard let sequence = yielded.sequence else { return yielded }
+            if let last, sequence <= last { return nil }
+            last = sequence
+            return yielded
+        }
+    }
+}
+
+extension LifecycleClient {
+    /// Every instance's records as they are committed (`GET /v1/stream`), filtered, after
+    /// sequence `after` (`nil`: from now on). See ``RecordStream`` for how it resumes.
+    public func records(filter: RecordFilter = RecordFilter(), after: Int64? = nil, maxRetryDelay: TimeInterval = 30) -> RecordStream {
+        var query: [URLQueryItem] = filter.instances.map { URLQueryItem(name: "instance", value: $0) }
+        if let model = filter.model { query.append(URLQueryItem(name: "model", value: model)) }
+        query += filter.outcomes.map { URLQueryItem(name: "outcome", value: $0.rawValue) }
+        if filter.divergent { query.append(URLQueryItem(name: "divergent", value: "true")) }
+        return RecordStream(client: self, path: "/v1/stream", query: query, after: after, maxRetryDelay: maxRetryDelay)
+    }
+
+    /// The records of instance `id` as they are committed (`GET /v1/instances/{id}/stream`),
+    /// only the divergent ones when `divergent`, after sequence `after` (`nil`: from now on).
+    /// An instance that does not exist throws its 404 problem.
+    public func records(of id: String, divergent: Bool = false, after: Int64? = nil, maxRetryDelay: TimeInterval = 30) -> RecordStream {
+        let query = divergent ? [URLQueryItem(name: "divergent", value: "true")] : []
+        return RecordStream(client: self, path: "/v1/instances/\(Self.segment(id))/stream", query: query, after: after, maxRetryDelay: maxRetryDelay)
+    }
+}
+
+extension RecordStream {
+    /// What a record stream yields, in sequence order.
+    public enum Event: Sendable, Equatable {
+        /// A record: an event's (any outcome), an action's, a relaunch's, and any other kind.
+        case record(Record)
+        /// An instance was created.
+        case created(InstanceChange)
+        /// An instance was deleted.
+        case deleted(InstanceChange)
+        /// Records were dropped by retention before the stream could replay them.
+        case gap(StreamGap)
+        /// The service's numbering restarted below the stream's position; the stream goes on from its newest.
+        case reset(StreamReset)
+
+        /// The record, when this is one.
+        public var record: Record? {
+            if case .record(let record) = self { record } else { nil }
+        }
+
+        /// The sequence number this event moves the stream to (`nil` for a gap notice).
+        public var sequence: Int64? {
+            switch self {
+            case .record(let record): record.sequence
+            case .created(let change), .deleted(let change): change.sequence
+            case .gap: nil
+            case .reset(let reset): reset.newest
+            }
+        }
+    }
+}
+
+/// One streaming request: the body's bytes as they arrive, through a `URLSessionDataDelegate`
+/// (FoundationNetworking has no `bytes(for:)`; its delegate is handed each chunk as libcurl
+/// receives it, so events are not held back until the answer ends). Owned by one iterator:
+/// when it is dropped, the request is cancelled.
+final class StreamConnection {
+    /// How the request was answered.
+    enum Opening: Sendable {
+        case open
+        case refused(APIResponse)
+        case unreachable(String)
+    }
+
+    /// What the body gave next.
+    enum Chunk: Sendable {
+        case data(Data)
+        case ended
+    }
+
+    private let task: URLSessionDataTask
+    private var messages: AsyncStream<StreamDelegate.Message>.Iterator
+
+    init(request: URLRequest, timeout: TimeInterval) {
+        let (stream, continuation) = AsyncStream.makeStream(of: StreamDelegate.Message.self)
+        messages = stream.makeAsyncIterator()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = timeout
+        // A stream has no end to wait for (FoundationNetworking cannot take `.infinity`).
+        configuration.timeoutIntervalForResource = 365 * 86_400
+        // The session holds its delegate until its one task ends (finishTasksAndInvalidate).
+        let session = URLSession(configuration: configuration, delegate: StreamDelegate(continuation), delegateQueue: nil)
+        task = session.dataTask(with: request)
+        task.resume()
+        session.finishTasksAndInvalidate()
+    }
+
+    deinit { task.cancel() }
+
+    /// Waits for the status: 200 opens the stream; another status is read to its end.
+    func response() async -> Opening {
+        guard let first = await messages.next() else { return .unreachable("cancelled") }
+        switch first {
+        case .opened(200, _):
+            return .open
+        case .opened(let status, let headers):
+            var body = Data()
+            while case .data(let data) = await messages.next() { body.append(data) }
+            return .refused(APIResponse(status: status, headers: headers, body: body))
+        case .data:
+            return .unreachable("body before the answer's head")
+        case .finished(let error):
+            return .unreachable(error ?? "closed before answering")
+        }
+    }
+
+    /// The next bytes of an open stream.
+    func next() async -> Chunk {
+        if case .data(let data) = await messages.next() { .data(data) } else { .ended }
+    }
+}
+
+/// Hands a streaming task's answer to its ``StreamConnection`` as messages.
+private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    enum Message: Sendable {
+        case opened(status: Int, headers: [String: String])
+        case data(Data)
+        case finished(String?)
+    }
+
+    private let continuation: AsyncStream<Message>.Continuation
+    private let isOpened = Mutex(false)
+
+    init(_ continuation: AsyncStream<Message>.Continuation) {
+        self.continuation = continuation
+    }
+
+    /// Sends the head once, before the first bytes (or the end of an answer without any).
+    private func open(_ task: URLSessionTask) {
+        guard !isOpened.withLock({ opened in defer { opened = true }; return opened }), let http = task.response as? HTTPURLResponse else { return }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { headers[name] = value }
+        }
+        continuation.yield(.opened(status: http.statusCode, headers: headers))
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        open(dataTask)
+        continuation.yield(.data(data))
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        if error == nil { open(task) }
+        continuation.yield(.finished(error.map { String(describing: $0) }))
+        continuation.finish()
+    }
+}

@@ -77,6 +77,9 @@ extension Conformance.Step {
             step["action"] = .string(name)
         case .relaunch:
             step["relaunch"] = .bool(true)
+        case .gap(let dropped):
+            // A trace is what the app's code did; the check refuses a gap in one with 400 naming the step.
+            step["dropped"] = .integer(dropped)
         }
         if let believedState { step["believedState"] = .string(believedState) }
         if let ranHooks { step["ranHooks"] = .array(ranHooks.map(JSONValue.string)) }

@@ -88,7 +88,8 @@ import Testing
     /// the folder sends it again with the same keys, and the service stores each item once.
     @Test func aBatchSentButNotAcknowledgedIsResentWithItsKeysAndStoredOnce() async throws {
         let server = try ClientTestServer()
-        let folder = URL(fileURLWithPath: TemporaryDirectory().path)
+        let temporary = TemporaryDirectory()
+        let folder = URL(fileURLWithPath: temporary.path)
         let configuration = LifecycleReporter.Configuration(directory: folder, deliversAutomatically: false)
         do {
             let reporter = try LifecycleReporter(client: server.client(), configuration: configuration)
@@ -111,7 +112,8 @@ import Testing
 
     @Test func pastTheBoundTheOldestAreDroppedAndTheGapIsInHistory() async throws {
         let server = try ClientTestServer()
-        let folder = URL(fileURLWithPath: TemporaryDirectory().path)
+        let temporary = TemporaryDirectory()
+        let folder = URL(fileURLWithPath: temporary.path)
         let events = Events()
         let reporter = try LifecycleReporter(
             client: server.client(), configuration: .init(directory: folder, maxItems: 3, deliversAutomatically: false), onEvent: events.record
@@ -138,7 +140,8 @@ import Testing
 
     @Test func aTornJournalTailIsCutReportedAndTheRestDelivered() async throws {
         let server = try ClientTestServer()
-        let folder = URL(fileURLWithPath: TemporaryDirectory().path)
+        let temporary = TemporaryDirectory()
+        let folder = URL(fileURLWithPath: temporary.path)
         let configuration = LifecycleReporter.Configuration(directory: folder, deliversAutomatically: false)
         do {
             let reporter = try LifecycleReporter(client: server.client(), configuration: configuration)
@@ -164,7 +167,8 @@ import Testing
     }
 
     @Test func aCorruptEntryEndsTheJournalThere() throws {
-        let folder = URL(fileURLWithPath: TemporaryDirectory().path)
+        let temporary = TemporaryDirectory()
+        let folder = URL(fileURLWithPath: temporary.path)
         let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:1")!))
         let configuration = LifecycleReporter.Configuration(directory: folder, deliversAutomatically: false)
         do {
@@ -183,7 +187,8 @@ import Testing
 
     @Test func a429sRetryAfterIsHonouredEvenByRetryNow() async throws {
         let server = try ClientTestServer { $0.rateLimit = 1; $0.rateBurst = 1 }
-        let folder = URL(fileURLWithPath: TemporaryDirectory().path)
+        let temporary = TemporaryDirectory()
+        let folder = URL(fileURLWithPath: temporary.path)
         let events = Events()
         let reporter = try LifecycleReporter(
             client: server.client(), configuration: .init(directory: folder, batchSize: 1, initialBackoff: 0.01, maxBackoff: 0.01),

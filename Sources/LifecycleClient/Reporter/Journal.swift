@@ -24,8 +24,8 @@ import LifecycleKit
 /// 5. A gap's key and count may change only while it has never been handed to a batch in this
 ///    process (a gap replayed from the file may have been sent: it is never changed).
 /// 6. Compaction writes the live state (a `base`, the pending gaps, the pending items, keys
-///    unchanged) to `journal.new`, fsyncs it and renames it over `journal`: either file, whole,
-///    replays to the same pending queue.
+///    unchanged) to `journal.new`, fsyncs it, renames it over `journal` and fsyncs the folder
+///    before anything is appended: either file, whole, replays to the same pending queue.
 struct Journal {
     /// One framed entry's payload.
     struct Entry: Codable, Equatable {
@@ -127,7 +127,13 @@ struct Journal {
         try fresh.write(contentsOf: frames)
         try fresh.synchronize()
         try fresh.close()
-        _ = try FileManager.default.replaceItemAt(url, withItemAt: next)
+        // rename(2) replaces the file atomically (FileManager.replaceItemAt fails on Linux's
+        // Foundation); the folder is fsynced so that the rename, and the appends to the new
+        // file after it, survive a crash.
+        guard rename(next.path, url.path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        let folder = try FileHandle(forReadingFrom: url.deletingLastPathComponent())
+        try folder.synchronize()
+        try folder.close()
         try handle.close()
         self = Journal(url: url, handle: try FileHandle(forUpdating: url), size: frames.count)
         try handle.seekToEnd()

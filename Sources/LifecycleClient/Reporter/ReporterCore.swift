@@ -17,6 +17,7 @@ final class ReporterCore: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
         var wakePending = false
         let damagedTailBytes: Int
+        var compactionError: String?
     }
 
     /// What the sender does next.
@@ -53,7 +54,8 @@ final class ReporterCore: Sendable {
         state.withLock { s in
             var drops: [String: Int] = [:]
             for gap in s.queue.gaps { drops[gap.instance, default: 0] += gap.dropped }
-            return .init(pendingItems: s.queue.items.count, pendingBytes: s.queue.liveBytes, unreportedDrops: drops, damagedTailBytes: s.damagedTailBytes)
+            return .init(pendingItems: s.queue.items.count, pendingBytes: s.queue.liveBytes, unreportedDrops: drops, damagedTailBytes: s.damagedTailBytes,
+                         compactionError: s.compactionError)
         }
     }
 
@@ -77,7 +79,7 @@ final class ReporterCore: Sendable {
             try s.journal.append(frames.flatMap { $0 })
             for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }
             s.queue.noteMergeable(entries)
-            try compactIfDue(&s)
+            compactIfDue(&s)
             return dropped.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         }
         for (instance, count) in drops { onEvent(.dropped(instance: instance, count: count)) }
@@ -212,7 +214,7 @@ final class ReporterCore: Sendable {
                         let frame = try Journal.frame(entry)
                         try s.journal.append(frame)
                         s.queue.apply(entry, size: frame.count)
-                        try compactIfDue(&s)
+                        compactIfDue(&s)
                     } catch {
                         // Not durable: the batch goes again with its keys, and the service replays it.
                         return backoff(&s, retryAfter: nil, error: "journal: \(error)")
@@ -248,12 +250,19 @@ final class ReporterCore: Sendable {
         return (error, delay)
     }
 
-    private func compactIfDue(_ s: inout State) throws {
+    /// Rewrites the journal when its dead bytes are due. A failure leaves it as it was (whole),
+    /// never undoes the write before it, and is kept in `status.compactionError`.
+    private func compactIfDue(_ s: inout State) {
         guard let entries = s.queue.compacted(fileSize: s.journal.size, threshold: configuration.compactionThreshold) else { return }
-        let frames = try entries.map(Journal.frame)
-        try s.journal.rewrite(frames.flatMap { $0 })
-        s.queue.reset()
-        for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }
+        do {
+            let frames = try entries.map(Journal.frame)
+            try s.journal.rewrite(frames.flatMap { $0 })
+            s.queue.reset()
+            for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }
+            s.compactionError = nil
+        } catch {
+            s.compactionError = String(describing: error)
+        }
     }
 
     private func report(_ batch: ReportQueue.Batch, _ results: ArraySlice<BatchResult>) {

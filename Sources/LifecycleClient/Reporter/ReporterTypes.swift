@@ -65,6 +65,9 @@ extension LifecycleReporter {
         public var unreportedDrops: [String: Int]
         /// Bytes of a damaged tail cut off when the journal opened (0: none).
         public var damagedTailBytes: Int
+        /// Why the journal's last compaction failed, if it did: the journal stays as it was,
+        /// whole, and grows until a later one succeeds.
+        public var compactionError: String?
     }
 
     /// Why `report` could not queue an item.

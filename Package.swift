@@ -56,6 +56,13 @@ let package = Package(
             path: "Benchmarks/lifecycle-bench"
         ),
 
+        // The reporter's benchmark (Benchmarks/reporter-bench.sh), never run by make test.
+        .executableTarget(
+            name: "reporter-bench",
+            dependencies: ["LifecycleClient", "LifecycleKit"],
+            path: "Benchmarks/reporter-bench"
+        ),
+
         // Test support: the tests' one HTTP client (raw bytes out; responses, chunked bodies and
         // event streams in), their one `eventually`, and a real PostgreSQL (Tests/postgres/cluster.sh).
         .target(name: "TestSupport", path: "Tests/TestSupport"),

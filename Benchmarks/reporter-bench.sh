@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Reporter benchmark for `make bench` (runnable alone: `bash Benchmarks/reporter-bench.sh`, after
+# `swift build -c release --product lifecycled --product reporter-bench`): LifecycleReporter's
+# journal cost per `report` call (median, p99 µs: append + fsync) and events/s delivered from
+# its queue one item per request against batches of 100, in the same run, rounds alternating
+# (Benchmarks/reporter-bench/main.swift), against one lifecycled started as `make run` starts
+# it. Fails unless every event was stored exactly once. Writes Benchmarks/.reporter-results.md.
+# LIFECYCLED picks another binary; BENCH_EVENTS (default 1000) events a round, BENCH_ROUNDS (3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+EVENTS=${BENCH_EVENTS:-1000}
+ROUNDS=${BENCH_ROUNDS:-3}
+LIFECYCLED=${LIFECYCLED:-.build/release/lifecycled}
+BENCH=${REPORTER_BENCH:-.build/release/reporter-bench}
+WORK=$(mktemp -d /tmp/lifecycled-reporter-bench.XXXXXX)
+PID=
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+PORT=18193
+BASE=http://127.0.0.1:$PORT
+"$LIFECYCLED" --port "$PORT" --data-dir "$WORK/data" 2>"$WORK/server.log" & PID=$!
+for _ in $(seq 1 200); do curl -sf "$BASE/healthz" >/dev/null 2>&1 && break; sleep 0.05; done
+curl -sf "$BASE/healthz" >/dev/null || { echo "lifecycled did not start" >&2; cat "$WORK/server.log" >&2; exit 1; }
+
+out=$(TMPDIR="$WORK" "$BENCH" "$BASE" "$EVENTS" "$ROUNDS")
+echo "$out"
+{
+  echo "## Reporter ($(date -u +%Y-%m-%d))"
+  echo
+  echo "LifecycleReporter (Sources/LifecycleClient/Reporter/) against lifecycled on loopback: what one"
+  echo "\`report\` call costs the app (the journal's append and fsync), and events/s delivered from a queue"
+  echo "of $EVENTS events one per request against batches of 100 (medians of $ROUNDS rounds, alternating)."
+  echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo
+  echo '```'
+  echo "$out"
+  echo '```'
+  echo
+} >Benchmarks/.reporter-results.md

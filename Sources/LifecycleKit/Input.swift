@@ -5,8 +5,10 @@ public enum Input: Sendable, Equatable, Codable {
     case event(String, [String: Value] = [:])
     case action(String, [String: Value] = [:])
     case relaunch
+    /// Items the app's reporter had to drop before delivery (see ``Machine/recordGap(dropped:at:)``).
+    case gap(dropped: Int64)
 
-    enum CodingKeys: String, CodingKey { case event, action, relaunch, parameters }
+    enum CodingKeys: String, CodingKey { case event, action, relaunch, dropped, parameters }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -17,8 +19,10 @@ public enum Input: Sendable, Equatable, Codable {
             self = .action(name, parameters)
         } else if try c.decodeIfPresent(Bool.self, forKey: .relaunch) == true {
             self = .relaunch
+        } else if let dropped = try c.decodeIfPresent(Int64.self, forKey: .dropped) {
+            self = .gap(dropped: dropped)
         } else {
-            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "an input needs \"event\", \"action\" or \"relaunch\": true"))
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "an input needs \"event\", \"action\", \"relaunch\": true or \"dropped\""))
         }
     }
 
@@ -33,6 +37,8 @@ public enum Input: Sendable, Equatable, Codable {
             if !parameters.isEmpty { try c.encode(parameters, forKey: .parameters) }
         case .relaunch:
             try c.encode(true, forKey: .relaunch)
+        case .gap(let dropped):
+            try c.encode(dropped, forKey: .dropped)
         }
     }
 }
@@ -44,6 +50,7 @@ extension Machine {
         case .event(let name, let parameters): try apply(event: name, parameters: parameters, at: time)
         case .action(let name, let parameters): try perform(action: name, parameters: parameters, at: time)
         case .relaunch: relaunch(at: time)
+        case .gap(let dropped): recordGap(dropped: dropped, at: time)
         }
     }
 }

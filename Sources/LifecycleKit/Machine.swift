@@ -153,6 +153,16 @@ public struct Machine: Sendable {
         return finish(&record)
     }
 
+    /// The app's reporter dropped `dropped` queued inputs before it could deliver them: the
+    /// record marks the hole in the history, changing nothing of the instance but its count.
+    public mutating func recordGap(dropped: Int64, at time: Date) -> Record {
+        let here = stateName
+        var record = Record(version: version + 1, kind: .gap, name: "gap", from: here, to: here, outcome: .stayed, time: time)
+        record.dropped = dropped
+        counters.dropped += dropped
+        return finish(&record)
+    }
+
     private mutating func finish(_ record: inout Record) -> Record {
         version += 1
         record.to = stateName

@@ -47,12 +47,15 @@ public struct Counters: Sendable, Codable, Equatable {
     public var incompleteLaunches: Int64 = 0
     /// Records where what the app reported differed from the model (see ``Divergence``).
     public var divergences: Int64 = 0
+    /// Inputs the app's reporter dropped before delivery, as its gap records reported them.
+    public var dropped: Int64 = 0
 
-    public init(unexpected: Int64 = 0, ignored: Int64 = 0, incompleteLaunches: Int64 = 0, divergences: Int64 = 0) {
+    public init(unexpected: Int64 = 0, ignored: Int64 = 0, incompleteLaunches: Int64 = 0, divergences: Int64 = 0, dropped: Int64 = 0) {
         self.unexpected = unexpected
         self.ignored = ignored
         self.incompleteLaunches = incompleteLaunches
         self.divergences = divergences
+        self.dropped = dropped
     }
 
     public init(from decoder: any Decoder) throws {
@@ -62,6 +65,7 @@ public struct Counters: Sendable, Codable, Equatable {
         incompleteLaunches = try c.decode(Int64.self, forKey: .incompleteLaunches)
         // Absent from what a lifecycled before divergences wrote.
         divergences = try c.decodeIfPresent(Int64.self, forKey: .divergences) ?? 0
+        dropped = try c.decodeIfPresent(Int64.self, forKey: .dropped) ?? 0
     }
 }
 
@@ -94,6 +98,8 @@ public struct InstanceState: Sendable, Codable, Equatable {
 /// The kind of input a record describes.
 public enum InputKind: String, Sendable, Codable {
     case event, action, relaunch
+    /// Inputs the app's reporter dropped before delivery: a hole in the history, not an input to the model.
+    case gap
 }
 
 /// What became of an action.
@@ -114,9 +120,11 @@ public struct Record: Sendable, Codable, Equatable {
     /// The instance version after this record.
     public var version: Int64
     public var kind: InputKind
-    /// The event or action name, or `relaunch`.
+    /// The event or action name, `relaunch` or `gap`.
     public var name: String
     public var parameters: [String: Value]
+    /// For a gap: how many inputs the app's reporter dropped before delivery.
+    public var dropped: Int64?
     public var from: String
     public var to: String
     public var outcome: Outcome
@@ -149,7 +157,7 @@ public struct Record: Sendable, Codable, Equatable {
 
     public init(
         sequence: Int64 = 0, instance: String? = nil, version: Int64, kind: InputKind, name: String, parameters: [String: Value] = [:],
-        from: String, to: String, outcome: Outcome, hooks: [String] = [], row: String? = nil,
+        dropped: Int64? = nil, from: String, to: String, outcome: Outcome, hooks: [String] = [], row: String? = nil,
         disposition: ActionDisposition? = nil, replacedAction: PendingAction? = nil,
         deliveredAction: PendingAction? = nil, clearedAction: PendingAction? = nil,
         incompleteLaunch: IncompleteLaunch? = nil, windowChanged: Bool? = nil, believedState: String? = nil, ranHooks: [String]? = nil,
@@ -161,6 +169,7 @@ public struct Record: Sendable, Codable, Equatable {
         self.kind = kind
         self.name = name
         self.parameters = parameters
+        self.dropped = dropped
         self.from = from
         self.to = to
         self.outcome = outcome
@@ -181,9 +190,9 @@ public struct Record: Sendable, Codable, Equatable {
 }
 
 extension Record {
-    /// JSON names: the input's name goes under `event` or `action` (openapi.yaml's `Record`), a relaunch has neither.
+    /// JSON names: the input's name goes under `event` or `action` (openapi.yaml's `Record`), a relaunch or gap has neither.
     enum CodingKeys: String, CodingKey {
-        case sequence, instance, version, kind, event, action, parameters, from, to, outcome, hooks, row, disposition
+        case sequence, instance, version, kind, event, action, parameters, dropped, from, to, outcome, hooks, row, disposition
         case replacedAction, deliveredAction, clearedAction, incompleteLaunch, windowChanged, believedState, ranHooks, divergence, time
         case occurredAt
     }
@@ -198,8 +207,10 @@ extension Record {
         case .event: name = try c.decode(String.self, forKey: .event)
         case .action: name = try c.decode(String.self, forKey: .action)
         case .relaunch: name = "relaunch"
+        case .gap: name = "gap"
         }
         parameters = try c.decodeIfPresent([String: Value].self, forKey: .parameters) ?? [:]
+        dropped = try c.decodeIfPresent(Int64.self, forKey: .dropped)
         from = try c.decode(String.self, forKey: .from)
         to = try c.decode(String.self, forKey: .to)
         outcome = try c.decode(Outcome.self, forKey: .outcome)
@@ -227,9 +238,10 @@ extension Record {
         switch kind {
         case .event: try c.encode(name, forKey: .event)
         case .action: try c.encode(name, forKey: .action)
-        case .relaunch: break
+        case .relaunch, .gap: break
         }
         if !parameters.isEmpty { try c.encode(parameters, forKey: .parameters) }
+        try c.encodeIfPresent(dropped, forKey: .dropped)
         try c.encode(from, forKey: .from)
         try c.encode(to, forKey: .to)
         try c.encode(outcome, forKey: .outcome)

@@ -66,6 +66,8 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
     case created = 3
     /// An instance was deleted with its history; its record outlives it for a while.
     case deleted = 4
+    /// Inputs an app's reporter dropped before delivery.
+    case gap = 5
     /// How long a deletion record stays replayable by default: a watcher back within a day learns of it.
     @usableFromInline static let deletionRecordLifetime: TimeInterval = 24 * 3600
 
@@ -75,6 +77,7 @@ public enum RecordKind: Int64, Sendable, CaseIterable {
         case .event: .event
         case .action: .action
         case .relaunch: .relaunch
+        case .gap: .gap
         }
     }
 }

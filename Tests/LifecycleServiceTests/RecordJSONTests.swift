@@ -19,7 +19,7 @@ struct RecordJSONTests {
             for i in 0..<3000 {
                 let input: Input
                 switch Int.random(in: 0..<10, using: &generator) {
-                case 0: input = .relaunch
+                case 0: input = i % 2 == 0 ? .relaunch : .gap(dropped: Int64(i) * 333_667 % 1_000_000_000 + 1)
                 case 1, 2:
                     guard let action = d.actions.randomElement() else { continue }
                     input = .action(action.name, Dictionary(uniqueKeysWithValues: action.parameters.map { ($0.name, Value.string("v\(i) \"q\" \\ \n é")) }))
@@ -62,7 +62,8 @@ struct RecordJSONTests {
     func identical() throws {
         let records = Self.records()
         #expect(records.count > 4000)
-        #expect(Set(records.map(\.kind)).count == 3)
+        #expect(Set(records.map(\.kind)).count == 4)
+        #expect(records.contains { $0.kind == .gap && $0.dropped != nil && $0.occurredAt != nil })
         #expect(records.contains { $0.incompleteLaunch != nil } && records.contains { $0.deliveredAction != nil })
         #expect(records.contains { $0.instance == nil } && records.contains { $0.instance != nil })
         #expect(records.contains { $0.divergence?.state != nil && $0.divergence?.hooks != nil })
@@ -74,6 +75,9 @@ struct RecordJSONTests {
             // The Codable path writes a body, which ends with a newline; a record has none.
             #expect(direct + [JSON.newline] == reference, "\(String(decoding: reference, as: UTF8.self))")
             if direct + [JSON.newline] != reference { break }
+            if record.kind == .gap {
+                #expect(try JSONDecoder().decode(Record.self, from: JSONEncoder().encode(record)) == record, "a gap decodes as it was")
+            }
         }
     }
 }

@@ -29,6 +29,7 @@ extension InstanceRegistry {
                 case .event(let name, _): "event \(name)"
                 case .action(let name, _): "action \(name)"
                 case .relaunch: "relaunch"
+                case .gap(let dropped): "gap of \(dropped)"
                 }
             }
         }

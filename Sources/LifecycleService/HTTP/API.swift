@@ -49,6 +49,7 @@ struct API: Sendable {
         router.addDeferred("POST", "/v1/instances/{id}/relaunches", write(postRelaunch))
         // The path before relaunches were named so everywhere (deprecated in openapi.yaml).
         router.addDeferred("POST", "/v1/instances/{id}/launches", write(postRelaunch))
+        router.addDeferred("POST", "/v1/instances/{id}/gaps", write(postGap))
         router.addDeferred("POST", Self.batchPath, postBatch)
         router.get("/v1/instances/{id}/history", read(history))
         router.get("/v1/instances/{id}/stream", read(instanceStream))
@@ -250,6 +251,32 @@ struct API: Sendable {
             throw .badRequest("unknown field \"\(key)\"; a relaunch takes only \"occurredAt\"")
         }
         return apply(try ReportedInput(.relaunch, members: body, now: Date()), arguments)
+    }
+
+    func postGap(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
+        try gapWrite(try inputArguments(request))
+    }
+
+    /// The most inputs one gap may report dropped.
+    static let maxDropped: Int64 = 1_000_000_000
+
+    /// `POST /v1/instances/{id}/gaps`, and a batch's gap item: `{"dropped": N, "occurredAt"?}`.
+    func gapWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
+        let body = try arguments.members(isRequired: true)
+        if let key = body.keys.sorted().first(where: { $0 != "dropped" && $0 != "occurredAt" }) {
+            throw .badRequest("unknown field \"\(key)\"; a gap takes only \"dropped\" and \"occurredAt\"")
+        }
+        let outOfRange = Problem.unprocessable("\"dropped\" must be from 1 to \(Self.maxDropped): the inputs dropped before delivery")
+        // JSON has one kind of number: 3.0 is the integer 3.
+        let dropped: Int64
+        switch body["dropped"] {
+        case .integer(let count)? where (1...Self.maxDropped).contains(count): dropped = count
+        case .number(let count)? where (1...Double(Self.maxDropped)).contains(count) && count == count.rounded(): dropped = Int64(count)
+        case .integer?: throw outOfRange
+        case .number(let count)? where count == count.rounded(): throw outOfRange
+        default: throw .badRequest("the body needs \"dropped\": an integer from 1 to \(Self.maxDropped), the inputs dropped before delivery")
+        }
+        return apply(try ReportedInput(.gap(dropped: dropped), members: body, now: Date()), arguments)
     }
 
     /// What an input's request says besides its body: the instance, `If-Match` and `Idempotency-Key`.

@@ -14,7 +14,7 @@ extension API {
 
     /// What a batch item may be, and the single endpoint each is.
     enum BatchKind: String {
-        case create, event, action, launch
+        case create, event, action, launch, gap
 
         /// The single endpoint's method and path for `id`: an idempotency key's fingerprint starts with them.
         func endpoint(_ id: String) -> String {
@@ -23,6 +23,7 @@ extension API {
             case .event: "POST /v1/instances/\(id)/events"
             case .action: "POST /v1/instances/\(id)/actions"
             case .launch: "POST /v1/instances/\(id)/relaunches"
+            case .gap: "POST /v1/instances/\(id)/gaps"
             }
         }
     }
@@ -103,7 +104,7 @@ extension API {
         }
         guard case .string(let id)? = members["instance"] else { throw .badRequest("\"instance\" must be a string: the instance's id") }
         guard case .string(let name)? = members["kind"], let kind = BatchKind(rawValue: name) else {
-            throw .badRequest("\"kind\" must be create, event, action or launch")
+            throw .badRequest("\"kind\" must be create, event, action, launch or gap")
         }
         var body: [String: JSONValue]?
         switch members["body"] {
@@ -146,6 +147,7 @@ extension API {
             case .event: return .write(try eventWrite(arguments))
             case .action: return .write(try actionWrite(arguments))
             case .launch: return .write(try relaunchWrite(arguments))
+            case .gap: return .write(try gapWrite(arguments))
             }
         } catch where error.status == 400 {
             throw error

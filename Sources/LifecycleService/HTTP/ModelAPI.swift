@@ -223,10 +223,11 @@ struct StepView: Encodable {
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
+        if case .gap(let dropped) = input { return try c.encode(dropped, forKey: Key("dropped")) }
         let (kind, name, parameters): (String, String?, [String: Value]) = switch input {
         case .event(let name, let parameters): ("event", name, parameters)
         case .action(let name, let parameters): ("action", name, parameters)
-        case .relaunch: ("relaunch", nil, [:])
+        case .relaunch, .gap: ("relaunch", nil, [:])
         }
         if let name { try c.encode(name, forKey: Key(kind)) } else { try c.encode(true, forKey: Key(kind)) }
         for key in parameters.keys.sorted() { try c.encode(parameters[key]!, forKey: Key(key)) }

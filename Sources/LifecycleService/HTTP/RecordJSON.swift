@@ -27,12 +27,16 @@ extension Record {
         case .action:
             json.raw(",\"action\":")
             json.string(name)
-        case .relaunch:
+        case .relaunch, .gap:
             break
         }
         if !parameters.isEmpty {
             json.raw(",\"parameters\":")
             Self.write(parameters, to: &json)
+        }
+        if let dropped {
+            json.raw(",\"dropped\":")
+            json.integer(dropped)
         }
         json.raw(",\"from\":")
         json.string(from)

@@ -1,7 +1,7 @@
 import LifecycleKit
 
 /// What the committer committed since the process started: the records' transitions,
-/// unexpected events, divergences, incomplete launches and relaunches, and each transaction's time and
+/// unexpected events, divergences, incomplete launches, relaunches and reports dropped on devices, and each transaction's time and
 /// size. The committer reports a transaction once it has committed (one that rolls back
 /// counts nothing) and before it answers its writes, so a client that was answered finds its
 /// write counted.
@@ -33,6 +33,10 @@ final class CommitMetrics: Sendable {
         "lifecycled_relaunches_total", labels: ["model"],
         help: "Relaunches recorded since the process started, by model. Not kept across restarts."
     )
+    let droppedReports = CounterFamily(
+        "lifecycled_dropped_reports_total", labels: ["model"],
+        help: "Inputs apps' reporters said they dropped before delivery (the sum of gap records' dropped), since the process started, by model. Not kept across restarts."
+    )
     let commitDuration = HistogramFamily(
         "lifecycled_store_commit_duration_seconds",
         bounds: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
@@ -45,11 +49,12 @@ final class CommitMetrics: Sendable {
     )
 
     /// Starts the per-model counters at 0 for every loaded model, so that Prometheus sees a
-    /// model's first incomplete launch or relaunch as an increase.
+    /// model's first incomplete launch, relaunch or dropped report as an increase.
     func start(models: some Sequence<String>) {
         let zeros = Dictionary(uniqueKeysWithValues: models.map { ([$0], UInt64(0)) })
         incompleteLaunches.add(zeros)
         relaunches.add(zeros)
+        droppedReports.add(zeros)
     }
 
     /// A committed transaction of `writes` writes that took `seconds` and applied `applied`
@@ -63,6 +68,7 @@ final class CommitMetrics: Sendable {
         var divergences: [[String]: UInt64] = [:]
         var incomplete: [[String]: UInt64] = [:]
         var relaunches: [[String]: UInt64] = [:]
+        var dropped: [[String]: UInt64] = [:]
         for (model, record) in applied {
             for kind in record.divergence?.kinds ?? [] { divergences[[model, record.to, kind.rawValue], default: 0] += 1 }
             switch record.kind {
@@ -72,6 +78,8 @@ final class CommitMetrics: Sendable {
                 if record.incompleteLaunch != nil { incomplete[[model], default: 0] += 1 }
             case .relaunch:
                 relaunches[[model], default: 0] += 1
+            case .gap:
+                dropped[[model], default: 0] += UInt64(record.dropped ?? 0)
             case .action:
                 break
             }
@@ -81,10 +89,11 @@ final class CommitMetrics: Sendable {
         self.divergences.add(divergences)
         incompleteLaunches.add(incomplete)
         self.relaunches.add(relaunches)
+        droppedReports.add(dropped)
     }
 
     func write(to exposition: inout Exposition) {
-        for family in [transitions, unexpectedEvents, divergences, incompleteLaunches, relaunches] { family.write(to: &exposition) }
+        for family in [transitions, unexpectedEvents, divergences, incompleteLaunches, relaunches, droppedReports] { family.write(to: &exposition) }
         commitDuration.write(to: &exposition)
         commitWrites.write(to: &exposition)
     }

@@ -14,6 +14,7 @@ extension RecordKind {
         case .event: "record"
         case .action: "action"
         case .relaunch: "relaunch"
+        case .gap: "gap"
         case .created: "created"
         case .deleted: "deleted"
         }

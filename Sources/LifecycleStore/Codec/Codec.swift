@@ -23,7 +23,7 @@ enum Codec {
             .text(instance.id), .text(instance.model), .text(s.state), .integer(s.version), .integer(s.launchCount), .text(action),
             .text(s.window), .text(s.breadcrumb.step), .boolean(s.breadcrumb.isSceneConnected), .integer(s.counters.unexpected),
             .integer(s.counters.ignored), .integer(s.counters.incompleteLaunches), .integer(milliseconds(instance.createdAt)),
-            .integer(milliseconds(instance.updatedAt)), .integer(s.counters.divergences),
+            .integer(milliseconds(instance.updatedAt)), .integer(s.counters.divergences), .integer(s.counters.dropped),
         ]
     }
 
@@ -40,7 +40,7 @@ enum Codec {
         let state = InstanceState(
             state: try row.text(2, named: "instances.state of \(id)"), version: row.integer(3), launchCount: row.integer(4),
             bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.boolean(8)),
-            counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11), divergences: row.integer(14))
+            counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11), divergences: row.integer(14), dropped: row.integer(15))
         )
         return StoredInstance(
             id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state

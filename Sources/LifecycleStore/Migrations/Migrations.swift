@@ -20,7 +20,7 @@ extension [Migration] {
 
 /// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
-    static let all: [Migration] = [v1, v2]
+    static let all: [Migration] = [v1, v2, v3]
 
     /// SQLite's version 4, and `commit_counter`; UNIQUE (instance, version) backstops two replicas deciding on one state.
     static let v1 = Migration(
@@ -57,11 +57,14 @@ enum PostgresMigrations {
         "v2-divergences", "ALTER TABLE instances ADD COLUMN divergences bigint NOT NULL DEFAULT 0",
         "ALTER TABLE records ADD COLUMN divergent boolean NOT NULL DEFAULT false", "CREATE INDEX records_divergent ON records (instance, version) WHERE divergent"
     )
+
+    /// SQLite's version 6.
+    static let v3 = Migration("v3-dropped", "ALTER TABLE instances ADD COLUMN dropped bigint NOT NULL DEFAULT 0")
 }
 
 /// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
 enum SQLiteMigrations {
-    static let all: [Migration] = [v1, v2, v3, v4, v5]
+    static let all: [Migration] = [v1, v2, v3, v4, v5, v6]
 
     /// Version 1: instances, their records, idempotency keys with the responses they got, and `meta`.
     static let v1 = Migration(
@@ -162,4 +165,7 @@ enum SQLiteMigrations {
         CREATE INDEX records_divergent ON records(instance, version) WHERE divergent;
         """
     )
+
+    /// Inputs apps' reporters dropped before delivery, counted per instance (gap records, kind 5).
+    static let v6 = Migration("v6-dropped", "ALTER TABLE instances ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;")
 }

@@ -1,0 +1,84 @@
+import Foundation
+import LifecycleKit
+import Synchronization
+
+/// The offline queue: inputs reported by the app are journaled on the device (fsynced before
+/// `report` returns) and delivered in order, exactly once, through `POST /v1/batch` whenever the
+/// service can be reached.
+///
+/// `report` never waits on the network: a sender task delivers batches of up to
+/// ``Configuration/batchSize`` items, with exponential backoff and full jitter while the service
+/// is unreachable or answers 5xx/429 (a `Retry-After` it sends is honoured), and at once when
+/// ``retryNow()`` is called (the app adapter calls it when the app becomes active again).
+///
+/// Delivery: every answered item leaves the queue, whether stored or refused on its merits
+/// (404, 409, 422…: reported as ``Event/delivered(_:_:)`` and not retried; an unexpected event's
+/// 409 is an ordinary delivery, its record stored). Items answered 5xx/429 and every item after
+/// them stay queued and are sent again with their keys. A batch refused whole (400, 413) is
+/// split in halves until the item the service refuses is alone, and that item is delivered as refused.
+///
+/// Past the bound (``Configuration/maxItems``, ``Configuration/maxBytes``) the oldest items not
+/// in flight are dropped, counted per instance, and the next batch starts with a `gap` item
+/// (`{"dropped": N}`) for each instance, before its next items, so the gap is in its history.
+/// The journal's format and the invariants that make delivery exactly once across kills are
+/// described on `Journal` (Sources/LifecycleClient/Reporter/Journal.swift).
+public final class LifecycleReporter: Sendable {
+    private let core: ReporterCore
+    private let sender: Task<Void, Never>?
+
+    /// Opens the journal in `configuration.directory` (cutting off a damaged tail, reported to
+    /// `onEvent` as ``Event/damagedTail(bytes:)``) and starts delivering what it holds.
+    public init(client: LifecycleClient, configuration: Configuration, onEvent: (@Sendable (Event) -> Void)? = nil) throws {
+        core = try ReporterCore(client: client, configuration: configuration, onEvent: onEvent ?? { _ in })
+        let core = core
+        sender = configuration.deliversAutomatically ? Task.detached { await core.run() } : nil
+    }
+
+    deinit {
+        sender?.cancel()
+        core.wake()
+    }
+
+    /// Queues an event: returns once it is durable in the journal, never waiting on the network.
+    /// `occurredAt` defaults to now on the device's clock, in its offset.
+    public func report(
+        event: String, parameters: [String: Value] = [:], instance: String, believedState: String? = nil, ranHooks: [String]? = nil,
+        occurredAt: DeviceTime? = nil
+    ) throws {
+        try core.enqueue(instance: instance, kind: .event, name: event, parameters: parameters, believedState: believedState,
+                         ranHooks: ranHooks, occurredAt: occurredAt)
+    }
+
+    /// Queues an action, as ``report(event:parameters:instance:believedState:ranHooks:occurredAt:)``.
+    public func report(
+        action: String, parameters: [String: Value] = [:], instance: String, believedState: String? = nil, ranHooks: [String]? = nil,
+        occurredAt: DeviceTime? = nil
+    ) throws {
+        try core.enqueue(instance: instance, kind: .action, name: action, parameters: parameters, believedState: believedState,
+                         ranHooks: ranHooks, occurredAt: occurredAt)
+    }
+
+    /// Queues a relaunch of `instance` (a new process of the app).
+    public func reportRelaunch(instance: String, occurredAt: DeviceTime? = nil) throws {
+        try core.enqueue(instance: instance, kind: .launch, occurredAt: occurredAt)
+    }
+
+    /// Queues the creation of `instance` (of `model`; `nil`: the service's default), a no-op on
+    /// the service when it exists with that model.
+    public func create(instance: String, model: String? = nil) throws {
+        try core.enqueue(instance: instance, kind: .create, model: model)
+    }
+
+    /// Tries to deliver now, cutting a backoff wait short (but not a `Retry-After` the service
+    /// asked for). The adapter calls it when the app becomes active or enters the foreground.
+    public func retryNow() { core.retryNow() }
+
+    /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
+    /// Throws (items kept) when the service cannot be reached or asks to retry later. Meant for
+    /// reporters made with `deliversAutomatically: false` (a command line's `flush`).
+    @discardableResult
+    public func flush() async throws -> Int { try await core.flush() }
+
+    /// The queue as it is now.
+    public var status: Status { core.status }
+}

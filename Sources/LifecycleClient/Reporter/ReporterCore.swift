@@ -1,0 +1,284 @@
+import Foundation
+import LifecycleKit
+import Synchronization
+
+/// The reporter's state behind one lock, and its sender loop.
+final class ReporterCore: Sendable {
+    private struct State: ~Copyable {
+        var queue: ReportQueue
+        var journal: Journal
+        /// No batch goes out before this (a backoff, or a `Retry-After`).
+        var notBefore: ContinuousClock.Instant?
+        /// The part of `notBefore` the service asked for, which `retryNow` keeps.
+        var retryAfterUntil: ContinuousClock.Instant?
+        var failures = 0
+        /// The batch size in use: halved while a whole batch is refused (400, 413).
+        var batchLimit: Int
+        var waiter: CheckedContinuation<Void, Never>?
+        var wakePending = false
+        let damagedTailBytes: Int
+    }
+
+    /// What the sender does next.
+    private enum Step {
+        case send(ReportQueue.Batch)
+        case wait(until: ContinuousClock.Instant?)
+    }
+
+    /// How one attempt went.
+    private enum Attempt {
+        /// Answered, every item (`retryAfter` nil) or a prefix (the rest asked to wait).
+        case answered(count: Int, retryLater: Bool, retryAfter: TimeInterval?)
+        /// Not answered, or refused whole (`status`: the problem's).
+        case failed(String, status: Int?, retryAfter: TimeInterval?)
+    }
+
+    private let client: LifecycleClient
+    private let configuration: LifecycleReporter.Configuration
+    private let onEvent: @Sendable (LifecycleReporter.Event) -> Void
+    private let state: Mutex<State>
+
+    init(client: LifecycleClient, configuration: LifecycleReporter.Configuration, onEvent: @escaping @Sendable (LifecycleReporter.Event) -> Void) throws {
+        self.client = client
+        self.configuration = configuration
+        self.onEvent = onEvent
+        let (journal, opened) = try Journal.open(in: configuration.directory)
+        let queue = ReportQueue(bound: .init(items: configuration.maxItems, bytes: configuration.maxBytes),
+                                replaying: opened.entries, sizes: opened.sizes)
+        state = Mutex(State(queue: queue, journal: journal, batchLimit: configuration.batchSize, damagedTailBytes: opened.cutBytes))
+        if opened.cutBytes > 0 { onEvent(.damagedTail(bytes: opened.cutBytes)) }
+    }
+
+    var status: LifecycleReporter.Status {
+        state.withLock { s in
+            var drops: [String: Int] = [:]
+            for gap in s.queue.gaps { drops[gap.instance, default: 0] += gap.dropped }
+            return .init(pendingItems: s.queue.items.count, pendingBytes: s.queue.liveBytes, unreportedDrops: drops, damagedTailBytes: s.damagedTailBytes)
+        }
+    }
+
+    func enqueue(
+        instance: String, kind: QueuedItem.Kind, name: String? = nil, parameters: [String: Value] = [:], model: String? = nil,
+        believedState: String? = nil, ranHooks: [String]? = nil, occurredAt: DeviceTime? = nil
+    ) throws {
+        let time = occurredAt ?? (kind == .create ? nil : DeviceTime.now())
+        let key = LifecycleClient.makeIdempotencyKey()
+        let drops: [(String, Int)] = try state.withLock { s in
+            let item = QueuedItem(sequence: s.queue.nextSequence, key: key, instance: instance, kind: kind, name: name, parameters: parameters,
+                                  model: model, believedState: believedState, ranHooks: ranHooks, occurredAt: time)
+            let itemFrame = try Journal.frame(Journal.Entry(t: .item, item: item))
+            guard itemFrame.count <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: itemFrame.count) }
+            let entries = s.queue.entries(queueing: item, size: itemFrame.count, makeKey: LifecycleClient.makeIdempotencyKey)
+            let frames = try entries.map(Journal.frame)
+            var dropped: [String: Int] = [:]
+            if let drop = entries.first(where: { $0.t == .drop }), let from = drop.from, let through = drop.through {
+                for queued in s.queue.items where (from...through).contains(queued.sequence) { dropped[queued.instance, default: 0] += 1 }
+            }
+            try s.journal.append(frames.flatMap { $0 })
+            for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }
+            s.queue.noteMergeable(entries)
+            try compactIfDue(&s)
+            return dropped.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        }
+        for (instance, count) in drops { onEvent(.dropped(instance: instance, count: count)) }
+        wake()
+    }
+
+    func retryNow() {
+        state.withLock { s in
+            s.failures = 0
+            s.notBefore = s.retryAfterUntil.flatMap { $0 > .now ? $0 : nil }
+        }
+        wake()
+    }
+
+    /// Resumes the sender if it waits (or makes its next wait return at once).
+    func wake() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if let waiter = s.waiter {
+                s.waiter = nil
+                return waiter
+            }
+            s.wakePending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// The sender: sends while there is something to send and no wait is due; a wake (a report,
+    /// `retryNow`) or the wait's end makes it look again.
+    func run() async {
+        while !Task.isCancelled {
+            switch nextStep() {
+            case .send(let batch): await settle(batch, attempt(batch))
+            case .wait(let deadline): await wait(until: deadline)
+            }
+        }
+    }
+
+    func flush() async throws -> Int {
+        var delivered = 0
+        while true {
+            let batch = state.withLock { s in s.queue.takeBatch(limit: s.batchLimit) }
+            guard let batch else {
+                if status.pendingItems == 0 && status.unreportedDrops.isEmpty { return delivered }
+                try await Task.sleep(for: .milliseconds(10))  // the sender task has a batch in flight
+                continue
+            }
+            let outcome = await attempt(batch)
+            settle(batch, outcome)
+            switch outcome {
+            case .answered(let count, let retryLater, _):
+                delivered += count
+                if retryLater { throw LifecycleClientError.badResponse("the service asked to retry later; \(batch.count - count) items kept") }
+            case .failed(let error, let status, _):
+                // A batch refused whole is split and tried again; anything else ends the flush.
+                if !Self.splits(batch, status) { throw LifecycleClientError.unreachable(error) }
+            }
+        }
+    }
+
+    private func nextStep() -> Step {
+        state.withLock { s in
+            if let notBefore = s.notBefore, notBefore > .now { return .wait(until: notBefore) }
+            s.notBefore = nil
+            guard let batch = s.queue.takeBatch(limit: s.batchLimit) else { return .wait(until: nil) }
+            return .send(batch)
+        }
+    }
+
+    private func wait(until deadline: ContinuousClock.Instant?) async {
+        let timer = deadline.map { deadline in
+            Task { [weak self] in
+                do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
+                self?.wake()
+            }
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.wakePending || Task.isCancelled {
+                    s.wakePending = false
+                    return true
+                }
+                s.waiter = c
+                return false
+            }
+            if now { c.resume() }
+        }
+        timer?.cancel()
+    }
+
+    /// Sends `batch` once.
+    private func attempt(_ batch: ReportQueue.Batch) async -> Attempt {
+        let items = batch.gaps.map { BatchItem.gap($0.instance, dropped: $0.dropped, idempotencyKey: $0.key) } + batch.items.map(\.batchItem)
+        do {
+            let results = try await client.batch(items)
+            // The first item answered 5xx or 429 and everything after it wait for the next attempt.
+            let answered = results.firstIndex { $0.status >= 500 || $0.status == 429 } ?? results.count
+            let retryAfter: TimeInterval? = answered < results.count ? Self.retryAfter(results[answered]) : nil
+            let outcome = Attempt.answered(count: answered, retryLater: answered < results.count, retryAfter: retryAfter)
+            report(batch, results.prefix(answered))
+            return outcome
+        } catch LifecycleClientError.problem(let problem) where [400, 413].contains(problem.status) && batch.count == 1 {
+            // The service refuses this one item whatever the batch around it: it is delivered as refused.
+            report(batch, [.problem(status: problem.status, problem)])
+            return .answered(count: 1, retryLater: false, retryAfter: nil)
+        } catch LifecycleClientError.problem(let problem) {
+            return .failed(problem.description, status: problem.status, retryAfter: problem.retryAfter)
+        } catch {
+            return .failed(String(describing: error), status: nil, retryAfter: nil)
+        }
+    }
+
+    /// Whether a batch refused whole with `status` is split: the service refuses the batch
+    /// for one of its items (400) or for its size (413).
+    private static func splits(_ batch: ReportQueue.Batch, _ status: Int?) -> Bool {
+        batch.count > 1 && (status == 400 || status == 413)
+    }
+
+    private static func retryAfter(_ result: BatchResult) -> TimeInterval? {
+        if case .problem(_, let problem) = result { return problem.retryAfter }
+        return nil
+    }
+
+    /// Records what `attempt` found: the answered prefix made durable before anything else is
+    /// sent (invariant 4), then the next wait.
+    private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) {
+        let retry: (String, TimeInterval)? = state.withLock { s in
+            switch outcome {
+            case .answered(let count, let retryLater, let retryAfter):
+                if let entry = s.queue.acknowledgement(of: batch, answered: count) {
+                    do {
+                        let frame = try Journal.frame(entry)
+                        try s.journal.append(frame)
+                        s.queue.apply(entry, size: frame.count)
+                        try compactIfDue(&s)
+                    } catch {
+                        // Not durable: the batch goes again with its keys, and the service replays it.
+                        return backoff(&s, retryAfter: nil, error: "journal: \(error)")
+                    }
+                }
+                if count == batch.count { s.batchLimit = min(configuration.batchSize, s.batchLimit * 2) }
+                guard retryLater else {
+                    s.failures = 0
+                    s.retryAfterUntil = nil
+                    return nil
+                }
+                return backoff(&s, retryAfter: retryAfter, error: "an item was answered to retry later")
+            case .failed(let error, let status, let retryAfter):
+                s.queue.release()
+                if Self.splits(batch, status) {
+                    // Refused whole: halve until the refused item is alone.
+                    s.batchLimit = max(1, batch.count / 2)
+                    return nil
+                }
+                return backoff(&s, retryAfter: retryAfter, error: error)
+            }
+        }
+        if let (error, delay) = retry { onEvent(.retrying(error: error, retryIn: delay)) }
+    }
+
+    private func backoff(_ s: inout State, retryAfter: TimeInterval?, error: String) -> (String, TimeInterval) {
+        s.failures += 1
+        let ceiling = min(configuration.maxBackoff, configuration.initialBackoff * pow(2, Double(min(s.failures - 1, 30))))
+        let delay = retryAfter.map { max($0, 0) } ?? Double.random(in: 0...ceiling)
+        let until = ContinuousClock.now + .milliseconds(Int64(delay * 1000))
+        s.notBefore = until
+        s.retryAfterUntil = retryAfter == nil ? nil : until
+        return (error, delay)
+    }
+
+    private func compactIfDue(_ s: inout State) throws {
+        guard let entries = s.queue.compacted(fileSize: s.journal.size, threshold: configuration.compactionThreshold) else { return }
+        let frames = try entries.map(Journal.frame)
+        try s.journal.rewrite(frames.flatMap { $0 })
+        s.queue.reset()
+        for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }
+    }
+
+    private func report(_ batch: ReportQueue.Batch, _ results: ArraySlice<BatchResult>) {
+        for (index, result) in zip(results.indices, results) {
+            let at = index - results.startIndex
+            if at < batch.gaps.count {
+                let gap = batch.gaps[at]
+                onEvent(.gapDelivered(instance: gap.instance, dropped: gap.dropped, result))
+            } else {
+                onEvent(.delivered(batch.items[at - batch.gaps.count], result))
+            }
+        }
+    }
+}
+
+extension QueuedItem {
+    /// The item as a batch sends it, with its key.
+    var batchItem: BatchItem {
+        let kind: BatchItem.Kind = switch self.kind {
+        case .create: .create
+        case .event: .event
+        case .action: .action
+        case .launch: .launch
+        }
+        return BatchItem(instance: instance, kind: kind, name: name, parameters: parameters, model: model, believedState: believedState,
+                         ranHooks: ranHooks, occurredAt: occurredAt, idempotencyKey: key)
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import LifecycleKit
+
+extension LifecycleReporter {
+    /// How a reporter queues and delivers.
+    public struct Configuration: Sendable {
+        /// The folder of the journal (made if absent). One reporter at a time per folder.
+        public var directory: URL
+        /// The most items one `POST /v1/batch` holds.
+        public var batchSize: Int
+        /// The most undelivered items kept; past it the oldest are dropped (and reported as a gap).
+        public var maxItems: Int
+        /// The most bytes of undelivered items kept (their journal entries); past it, as `maxItems`.
+        public var maxBytes: Int
+        /// The first retry's longest wait; each failure doubles it (full jitter: a random wait up to it).
+        public var initialBackoff: TimeInterval
+        /// The longest wait between retries.
+        public var maxBackoff: TimeInterval
+        /// Dead bytes (delivered or dropped entries) past which the journal is rewritten.
+        public var compactionThreshold: Int
+        /// Whether a sender task delivers by itself (`false`: only ``LifecycleReporter/flush()`` does).
+        public var deliversAutomatically: Bool
+
+        /// The defaults: batches of 100, at most 10,000 items or 8 MiB, backoff from 0.5 s up to 60 s.
+        public init(
+            directory: URL, batchSize: Int = 100, maxItems: Int = 10_000, maxBytes: Int = 8 << 20,
+            initialBackoff: TimeInterval = 0.5, maxBackoff: TimeInterval = 60, compactionThreshold: Int = 1 << 20,
+            deliversAutomatically: Bool = true
+        ) {
+            self.directory = directory
+            self.batchSize = max(1, min(batchSize, 1000))
+            self.maxItems = max(1, maxItems)
+            self.maxBytes = max(1, maxBytes)
+            self.initialBackoff = initialBackoff
+            self.maxBackoff = maxBackoff
+            self.compactionThreshold = compactionThreshold
+            self.deliversAutomatically = deliversAutomatically
+        }
+    }
+
+    /// What a reporter tells the app (its `onEvent` callback), one value per notable event.
+    public enum Event: Sendable {
+        /// The journal's tail was damaged (a write torn by a kill): `bytes` were cut off when it opened.
+        case damagedTail(bytes: Int)
+        /// The bound was passed: the oldest `count` undelivered items of `instance` were dropped;
+        /// a `gap` item will tell the service.
+        case dropped(instance: String, count: Int)
+        /// An item was answered and leaves the queue: stored (`.record`, `.instance`, or an
+        /// unexpected event's 409 `.problem` carrying its record) or refused on its merits
+        /// (404, 409, 412, 422, …: it is not retried).
+        case delivered(QueuedItem, BatchResult)
+        /// A gap item was answered (a record of kind `gap`, or a refusal such as 404).
+        case gapDelivered(instance: String, dropped: Int, BatchResult)
+        /// A batch could not be delivered; it is retried after `retryIn` seconds, keys unchanged.
+        case retrying(error: String, retryIn: TimeInterval)
+    }
+
+    /// A snapshot of the queue.
+    public struct Status: Sendable, Equatable {
+        /// Items queued and not yet answered.
+        public var pendingItems: Int
+        /// Bytes of their journal entries.
+        public var pendingBytes: Int
+        /// Dropped items not yet reported to the service, per instance.
+        public var unreportedDrops: [String: Int]
+        /// Bytes of a damaged tail cut off when the journal opened (0: none).
+        public var damagedTailBytes: Int
+    }
+
+    /// Why `report` could not queue an item.
+    public enum ReportError: Error, Sendable {
+        /// The reporter was closed.
+        case closed
+        /// One item's entry is larger than the whole byte bound.
+        case tooLarge(bytes: Int)
+    }
+}

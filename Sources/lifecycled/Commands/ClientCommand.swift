@@ -57,8 +57,14 @@ enum ClientCommand: String, CaseIterable {
 
     /// A client error in one line: a problem as the service worded it.
     static func describe(_ error: any Error) -> String {
-        if let error = error as? LifecycleClientError, let problem = error.problem { return String(decoding: problem.body, as: UTF8.self) }
-        return String(describing: error)
+        switch error as? LifecycleClientError {
+        case .problem(let problem)?: return String(decoding: problem.body, as: UTF8.self)
+        case .unreachable(let reason)?:
+            // Foundation's error text on Linux nests the reason among its user-info keys: keep the reason.
+            guard let start = reason.range(of: "NSLocalizedDescription=") else { return "cannot reach the service: \(reason)" }
+            return "cannot reach the service: " + reason[start.upperBound...].prefix { $0 != "," && $0 != "}" }
+        default: return String(describing: error)
+        }
     }
 
     /// The client every command uses.
@@ -78,14 +84,27 @@ enum Output {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
-    /// A record as the service writes it: members in the order of openapi.yaml's `Record`, times in UTC with milliseconds.
+    /// A record as the service writes it: members in the order of openapi.yaml's `Record`
+    /// (Foundation's encoder keeps no order), times in UTC with milliseconds.
     static func json(_ record: Record) throws -> String {
-        String(decoding: try encoder.encode(record), as: UTF8.self)
+        let members = try JSONDecoder().decode([String: JSONValue].self, from: try encoder.encode(record))
+        let ordered = recordMembers.filter { members[$0] != nil } + members.keys.filter { !recordMembers.contains($0) }.sorted()
+        let pairs = try ordered.map { name in
+            String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(members[name]), as: UTF8.self)
+        }
+        return "{" + pairs.joined(separator: ",") + "}"
     }
+
+    /// openapi.yaml's order of a record's members.
+    private static let recordMembers = [
+        "sequence", "instance", "version", "kind", "event", "action", "parameters", "dropped", "from", "to", "outcome", "hooks", "row",
+        "disposition", "replacedAction", "deliveredAction", "clearedAction", "incompleteLaunch", "windowChanged", "believedState", "ranHooks",
+        "divergence", "time", "occurredAt",
+    ]
 
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
             try container.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))

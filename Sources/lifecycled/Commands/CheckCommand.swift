@@ -27,7 +27,7 @@ struct CheckCommand {
 
     let server: ServerOptions
     let model: String
-    let steps: [JSONValue]
+    let steps: [Conformance.Step]
 
     init(_ arguments: [String], environment: [String: String]) throws {
         let parsed = try Arguments(arguments, command: "check", valued: ServerOptions.flags, switches: [])
@@ -45,14 +45,53 @@ struct CheckCommand {
         } catch {
             throw UsageError("cannot read \(path): \((error as NSError).localizedDescription)")
         }
+        let members: [JSONValue]
         switch trace {
-        case .array(let steps): self.steps = steps
-        case .object(let members) where members.keys.sorted() == ["steps"]:
-            guard case .array(let steps)? = members["steps"] else { throw UsageError("\(path): \"steps\" is not an array") }
-            self.steps = steps
+        case .array(let steps): members = steps
+        case .object(let document) where document.keys.sorted() == ["steps"]:
+            guard case .array(let steps)? = document["steps"] else { throw UsageError("\(path): \"steps\" is not an array") }
+            members = steps
         default:
             throw UsageError("\(path) is not a trace: {\"steps\": [...]} or an array of steps")
         }
+        steps = try members.enumerated().map { index, member throws(UsageError) in
+            guard case .object(let step) = member, let parsed = Self.step(step) else {
+                throw UsageError("\(path): step \(index) is not {\"event\" | \"action\": NAME, ...parameters} or {\"relaunch\": true}")
+            }
+            return parsed
+        }
+    }
+
+    /// A step as the conformance endpoint takes it; `nil` when it is not one.
+    private static func step(_ members: [String: JSONValue]) -> Conformance.Step? {
+        var parameters: [String: Value] = [:]
+        for (name, value) in members where !["event", "action", "relaunch", "believedState", "ranHooks"].contains(name) {
+            switch value {
+            case .string(let text): parameters[name] = .string(text)
+            case .bool(let flag): parameters[name] = .bool(flag)
+            case .integer(let number): parameters[name] = .integer(number)
+            case .number(let number): parameters[name] = .number(number)
+            default: return nil
+            }
+        }
+        let input: Input
+        if let name = members["event"]?.stringValue {
+            input = .event(name, parameters)
+        } else if let name = members["action"]?.stringValue {
+            input = .action(name, parameters)
+        } else if members["relaunch"] == .bool(true), parameters.isEmpty {
+            input = .relaunch
+        } else {
+            return nil
+        }
+        var ranHooks: [String]?
+        if let hooks = members["ranHooks"] {
+            guard case .array(let names) = hooks else { return nil }
+            ranHooks = names.compactMap(\.stringValue)
+            guard ranHooks?.count == names.count else { return nil }
+        }
+        if members["believedState"] != nil, members["believedState"]?.stringValue == nil { return nil }
+        return Conformance.Step(input, believedState: members["believedState"]?.stringValue, ranHooks: ranHooks)
     }
 
     private static func reason(_ error: DecodingError) -> String {
@@ -64,7 +103,7 @@ struct CheckCommand {
     }
 
     func run() async throws -> Int32 {
-        let report = try await ClientCommand.client(server).checkConformance(model, steps: steps)
+        let report = try await ClientCommand.client(server).checkConformance(of: model, steps: steps)
         guard let problem = report.firstProblem else {
             Output.line("conforming: \(steps.count) steps, final state \(report.finalState), rows \(report.exercisedRows.joined(separator: " "))")
             return ClientCommand.Status.success

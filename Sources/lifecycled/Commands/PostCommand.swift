@@ -75,7 +75,7 @@ struct PostCommand {
         guard !words.isEmpty else { return nil }
         do {
             let model = try await client.instance(instance).model
-            return try await client.model(model)
+            return try await client.model(model).definition
         } catch {
             return nil
         }

@@ -58,9 +58,14 @@ struct TailCommand {
     func run() async throws -> Int32 {
         // A stream is silent between records: the timeout is the heartbeat's bound, not an answer's.
         let client = ClientCommand.client(server, timeout: 45)
-        let records = client.stream(instances: instances, outcomes: outcomes, divergent: divergent, after: after)
-        for try await record in records {
-            Output.line(json ? try Output.json(record) : Self.line(record))
+        let records = client.records(filter: RecordFilter(instances: instances, outcomes: outcomes, divergent: divergent), after: after)
+        for try await event in records {
+            switch event {
+            case .record(let record): Output.line(json ? try Output.json(record) : Self.line(record))
+            case .gap(let gap): Output.error("lifecycled tail: records up to \(gap.droppedThrough) were dropped by retention before they could be shown")
+            case .reset(let reset): Output.error("lifecycled tail: the service's newest record is \(reset.newest), behind this stream: going on from there")
+            case .created, .deleted: break
+            }
         }
         return ClientCommand.Status.success
     }

@@ -192,7 +192,7 @@ struct CommandLineTests {
 
         // With the service up, post --queue delivers at once and prints the record (3 when unexpected).
         run = try lifecycledCommand(["post", "--queue", queue, "queued-1", "willEnterForeground"], port: port)
-        #expect(run.status == 0 && jsonObject(run.stdout)["to"] as? String == "foreground", "\(run.stdout) \(run.stderr)")
+        #expect(run.status == 0 && jsonObject(run.stdout)["event"] as? String == "willEnterForeground", "\(run.stdout) \(run.stderr)")
         run = try lifecycledCommand(["post", "--queue", queue, "queued-1", "didFinishLaunching"], port: port)
         #expect(run.status == 3 && jsonObject(run.stdout)["outcome"] as? String == "unexpected", "\(run.stdout) \(run.stderr)")
         run = try lifecycledCommand(["post", "--queue", queue, "nobody", "didFinishLaunching"], port: port)

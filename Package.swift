@@ -44,7 +44,7 @@ let package = Package(
         .target(name: "LifecycleGraph", dependencies: ["CGraphviz"]),
         // The API: handlers, instance registry, metrics.
         .target(name: "LifecycleService", dependencies: ["LifecycleKit", "Logging", "MicroHTTP", "LifecycleStore", "LifecycleGraph"]),
-        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "Logging"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "Logging", "LifecycleClient"]),
         // The Swift client an app or a script uses: the API, history, streams. Foundation only
         // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike.
         .target(name: "LifecycleClient", dependencies: ["LifecycleKit"]),

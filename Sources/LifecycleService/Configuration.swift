@@ -459,6 +459,12 @@ public struct Configuration: Sendable {
         usage: lifecycled [options]
                lifecycled healthcheck [options]   ask the service these options describe for
                                                   GET /healthz; exit 0 on 200, else 1 with the reason
+               lifecycled post [options] INSTANCE EVENT [NAME=VALUE ...]
+                                                  send an event, print its record (3: unexpected)
+               lifecycled flush --queue DIR       deliver what `post --queue DIR` left queued
+               lifecycled tail [options]          print records as they are committed
+               lifecycled check MODEL TRACE.json  check a trace on the service (1: not conforming)
+               (the commands talk to a service at --server; each has its own --help)
 
         options (each also from its environment variable):
 

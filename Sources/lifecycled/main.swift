@@ -4,7 +4,15 @@ import Logging
 
 // Flags and environment, wiring, signals. Exit codes: 0 after a clean stop,
 // 1 when the service cannot start, 2 for a bad command line; for `healthcheck`,
-// 0 when /healthz answers 200 and 1 otherwise.
+// 0 when /healthz answers 200 and 1 otherwise; for the client commands, see ClientCommand.Status.
+
+// `lifecycled post|flush|tail|check …` are clients of a running service (Commands/), not the
+// service: they run with the usual signal handling and exit with the command's status.
+if let name = CommandLine.arguments.dropFirst().first, let command = ClientCommand(rawValue: name) {
+    let arguments = Array(CommandLine.arguments.dropFirst(2))
+    Task { exit(await command.run(arguments, environment: ProcessInfo.processInfo.environment)) }
+    dispatchMain()
+}
 
 // Block SIGINT and SIGTERM first, before any thread exists, so every thread inherits the
 // block and a stop signal stays pending until `sigwait` below takes it, however early it

@@ -84,6 +84,9 @@ final class LifecycledProcess {
     /// What the process has written to standard error so far.
     var standardErrorSoFar: String { errors.received }
 
+    /// What the process has written to standard output so far.
+    var standardOutputSoFar: String { output.received }
+
     /// Waits (up to 10 s) for a line of standard error that contains every one of `parts`.
     func waitForLogLine(containing parts: [String]) -> String? {
         let deadline = Date().addingTimeInterval(10)

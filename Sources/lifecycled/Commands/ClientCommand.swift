@@ -1,0 +1,114 @@
+import Foundation
+import LifecycleClient
+import LifecycleKit
+
+/// The commands that talk to a running service instead of being it (`post`, `flush`, `tail`,
+/// `check`), for shell scripts and QA rigs. Each is a function from its arguments to an exit
+/// status; `main.swift` runs the one named.
+enum ClientCommand: String, CaseIterable {
+    case post, flush, tail, check
+
+    /// Exit statuses, the same for every command.
+    enum Status {
+        static let success: Int32 = 0
+        /// Refused, not conforming, unreachable (and, for `flush`, items kept).
+        static let failure: Int32 = 1
+        /// A bad command line, as for the service's flags.
+        static let usage: Int32 = 2
+        /// `post`: the event was unexpected (recorded and printed all the same).
+        static let unexpected: Int32 = 3
+    }
+
+    var usage: String {
+        switch self {
+        case .post: PostCommand.usage
+        case .flush: FlushCommand.usage
+        case .tail: TailCommand.usage
+        case .check: CheckCommand.usage
+        }
+    }
+
+    /// Runs the command; its exit status.
+    func run(_ arguments: [String], environment: [String: String]) async -> Int32 {
+        do {
+            switch self {
+            case .post: return try await PostCommand(arguments, environment: environment).run()
+            case .flush: return try await FlushCommand(arguments, environment: environment).run()
+            case .tail: return try await TailCommand(arguments, environment: environment).run()
+            case .check: return try await CheckCommand(arguments, environment: environment).run()
+            }
+        } catch let outcome as Arguments.ParseOutcome {
+            switch outcome {
+            case .helpRequested:
+                Output.line(usage, terminator: "")
+                return Status.success
+            case .usage(let error):
+                Output.error("lifecycled \(rawValue): \(error)")
+                return Status.usage
+            }
+        } catch let error as UsageError {
+            Output.error("lifecycled \(rawValue): \(error)")
+            return Status.usage
+        } catch {
+            Output.error("lifecycled \(rawValue): \(Self.describe(error))")
+            return Status.failure
+        }
+    }
+
+    /// A client error in one line: a problem as the service worded it.
+    static func describe(_ error: any Error) -> String {
+        switch error as? LifecycleClientError {
+        case .problem(let problem)?: return String(decoding: problem.body, as: UTF8.self)
+        case .unreachable(let reason)?:
+            // Foundation's error text on Linux nests the reason among its user-info keys: keep the reason.
+            guard let start = reason.range(of: "NSLocalizedDescription=") else { return "cannot reach the service: \(reason)" }
+            return "cannot reach the service: " + reason[start.upperBound...].prefix { $0 != "," && $0 != "}" }
+        default: return String(describing: error)
+        }
+    }
+
+    /// The client every command uses.
+    static func client(_ options: ServerOptions, timeout: TimeInterval = 30) -> LifecycleClient {
+        LifecycleClient(configuration: .init(server: options.server, token: options.token, timeout: timeout))
+    }
+}
+
+/// Lines out: records and counts on standard output, reasons on standard error.
+enum Output {
+    /// Written at once, unbuffered: a script reading a pipe sees each line as it comes, `tail`'s above all.
+    static func line(_ text: String, terminator: String = "\n") {
+        FileHandle.standardOutput.write(Data((text + terminator).utf8))
+    }
+
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// A record as the service writes it: members in the order of openapi.yaml's `Record`
+    /// (Foundation's encoder keeps no order), times in UTC with milliseconds.
+    static func json(_ record: Record) throws -> String {
+        let members = try JSONDecoder().decode([String: JSONValue].self, from: try encoder.encode(record))
+        let ordered = recordMembers.filter { members[$0] != nil } + members.keys.filter { !recordMembers.contains($0) }.sorted()
+        let pairs = try ordered.map { name in
+            String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(members[name]), as: UTF8.self)
+        }
+        return "{" + pairs.joined(separator: ",") + "}"
+    }
+
+    /// openapi.yaml's order of a record's members.
+    private static let recordMembers = [
+        "sequence", "instance", "version", "kind", "event", "action", "parameters", "dropped", "from", "to", "outcome", "hooks", "row",
+        "disposition", "replacedAction", "deliveredAction", "clearedAction", "incompleteLaunch", "windowChanged", "believedState", "ranHooks",
+        "divergence", "time", "occurredAt",
+    ]
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
+        }
+        return encoder
+    }()
+}

@@ -1,0 +1,45 @@
+import Foundation
+import LifecycleClient
+
+/// `lifecycled flush --queue DIR`.
+struct FlushCommand {
+    static let usage = """
+        usage: lifecycled flush [options] --queue DIR
+
+        Delivers every item `lifecycled post --queue DIR` left queued, in order, through
+        POST /v1/batch, and prints how many were delivered. An item the service answered is
+        delivered, refused or not (its refusal on standard error); each keeps the idempotency
+        key it was given when queued, so an item whose answer was lost (a kill, a dropped
+        connection) is replayed, never stored twice.
+
+        exit status: 0 the queue is empty; 1 the service cannot be reached (or answers 5xx/429)
+        and the rest stays queued; 2 a bad command line.
+
+        options:
+          --queue DIR         the reporter journal's folder (as given to post --queue)
+
+        """ + ServerOptions.help + "\n"
+
+    let server: ServerOptions
+    let queue: String
+
+    init(_ arguments: [String], environment: [String: String]) throws {
+        let parsed = try Arguments(arguments, command: "flush", valued: ServerOptions.flags.union(["--queue"]), switches: [])
+        server = try ServerOptions(parsed, environment: environment, command: "flush")
+        guard let queue = try parsed.single("--queue", command: "flush"), !queue.isEmpty else {
+            throw UsageError("needs --queue DIR; see lifecycled flush --help")
+        }
+        guard parsed.positional.isEmpty else { throw UsageError("unexpected argument \(parsed.positional[0]); see lifecycled flush --help") }
+        self.queue = queue
+    }
+
+    func run() async throws -> Int32 {
+        let outcome = try await QueuedPost(directory: queue, client: ClientCommand.client(server, timeout: 10)).flush()
+        Output.line(String(outcome.delivered))
+        if let failure = outcome.failure {
+            Output.error("lifecycled flush: \(ClientCommand.describe(failure)); \(outcome.pending) item\(outcome.pending == 1 ? "" : "s") kept in \(queue)")
+            return ClientCommand.Status.failure
+        }
+        return ClientCommand.Status.success
+    }
+}

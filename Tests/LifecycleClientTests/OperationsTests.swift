@@ -199,6 +199,11 @@ struct OperationsTests {
         let relaunch = try await client.relaunch("e-1", occurredAt: at, expectedVersion: unexpected.version)
         #expect(relaunch.kind == .relaunch && relaunch.name == "relaunch" && relaunch.to == "initializing" && relaunch.occurredAt == at)
 
+        let gap = try await client.reportGap("e-1", dropped: 7, occurredAt: at, expectedVersion: relaunch.version)
+        #expect(gap.kind == .gap && gap.dropped == 7 && gap.from == "initializing" && gap.to == "initializing" && gap.version == relaunch.version + 1)
+        #expect(try await client.instance("e-1").counters.dropped == 7)
+        #expect(await problem { try await client.reportGap("e-1", dropped: 0) }?.status == 422)
+
         let unknown = await problem { try await client.postEvent("didExplode", to: "e-1") }
         #expect(unknown?.status == 422 && unknown?.type.hasPrefix("/problems/") == true)
         #expect(unknown?.detail.contains("didExplode") == true && unknown?.document["status"] == .integer(422))

@@ -79,6 +79,16 @@ extension LifecycleClient {
         try await postInput(.launch(id, occurredAt: occurredAt), path: "relaunches", expectedVersion: expectedVersion, idempotencyKey: idempotencyKey)
     }
 
+    /// Tells the service that `dropped` of instance `id`'s reports were lost on the device before
+    /// delivery (`POST /v1/instances/{id}/gaps`): a `gap` record, so history shows the hole.
+    @discardableResult
+    public func reportGap(
+        _ id: String, dropped: Int, occurredAt: DeviceTime? = nil, expectedVersion: Int64? = nil,
+        idempotencyKey: String? = makeIdempotencyKey()
+    ) async throws -> Record {
+        try await postInput(.gap(id, dropped: dropped, occurredAt: occurredAt), path: "gaps", expectedVersion: expectedVersion, idempotencyKey: idempotencyKey)
+    }
+
     /// Posts `item`'s body to its single endpoint; an unexpected event's 409 gives its record.
     private func postInput(_ item: BatchItem, path: String, expectedVersion: Int64?, idempotencyKey: String?) async throws -> Record {
         let request = try APIRequest(

@@ -76,9 +76,13 @@ run: release
 
 # The executables are built too: the process, CLI and crash tests run lifecycled itself.
 # A hung test fails the run after 25 minutes rather than holding CI to its limit.
+# The client library's tests run on their own: their reporter and streams are async tasks,
+# which the synchronous service tests (blocking on sockets and processes) starve of Swift's
+# cooperative threads, one per core, when they all share one process.
 test: test-deps
 	$(SWIFT) build --build-tests
-	timeout 1500 $(SWIFT) test
+	timeout 1500 $(SWIFT) test --skip LifecycleClientTests
+	timeout 600 $(SWIFT) test --filter LifecycleClientTests
 	$(MAKE) --no-print-directory postgres-test
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reporter benchmark for `make bench` (runnable alone: `bash Benchmarks/reporter-bench.sh`, after
-# `swift build -c release --product lifecycled --product reporter-bench`): LifecycleReporter's
+# `swift build -c release --product lifecycled` and `… --product reporter-bench`, one product a build): LifecycleReporter's
 # journal cost per `report` call (median, p99 µs: append + fsync) and events/s delivered from
 # its queue one item per request against batches of 100, in the same run, rounds alternating
 # (Benchmarks/reporter-bench/main.swift), against one lifecycled started as `make run` starts

@@ -212,7 +212,11 @@ struct CommandLineTests {
         try c.makeInstance("watched")
         try c.makeInstance("other", events: ["didFinishLaunching"])
         let json = try LifecycledProcess(arguments: ["tail", "--json", "--instance", "watched", "--after", "0"], environment: ["LIFECYCLED_SERVER": "http://127.0.0.1:\(port)"])
-        let readable = try LifecycledProcess(arguments: ["tail", "--outcome", "unexpected"], environment: ["LIFECYCLED_SERVER": "http://127.0.0.1:\(port)"])
+        // From the start (`--after 0`), not from now: a tail from now would miss an event posted
+        // before its stream is open, and nothing tells the test when that is.
+        let readable = try LifecycledProcess(
+            arguments: ["tail", "--outcome", "unexpected", "--after", "0"], environment: ["LIFECYCLED_SERVER": "http://127.0.0.1:\(port)"]
+        )
         func lines(_ process: LifecycledProcess) -> [String] { process.standardOutputSoFar.split(separator: "\n").map(String.init) }
 
         _ = try c.makeInstance("watched", events: coldStart)

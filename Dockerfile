@@ -52,12 +52,14 @@ RUN --mount=type=cache,target=/src/.build \
 FROM debian:bookworm-slim AS root
 
 # libmicrohttpd, SQLite, libpq (the PostgreSQL store), and what Graphviz's core libraries
-# link (libltdl, expat; zlib is in the base). No ca-certificates: the only outgoing
-# connection is to PostgreSQL, whose TLS checks libpq's own root certificate file.
+# link (libltdl, expat; zlib is in the base), and libcurl, which Foundation's URLSession
+# runs on for the command-line client (`lifecycled post`, `tail`…). No ca-certificates: the
+# service's only outgoing connection is to PostgreSQL, whose TLS checks libpq's own root
+# certificate file.
 # Then what a service never reads: documentation, and the backups dpkg and debconf keep.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
- && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libltdl7 libexpat1 \
+ && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libltdl7 libexpat1 libcurl4 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* /var/cache/debconf/*-old /var/lib/dpkg/*-old \
       /usr/share/doc/* /usr/share/man/* /usr/share/info/*
 COPY --from=build /graphviz/ /

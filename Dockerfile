@@ -56,12 +56,12 @@ FROM debian:bookworm-slim AS root
 # runs on for the command-line client (`lifecycled post`, `tail`…). No ca-certificates: the
 # service's only outgoing connection is to PostgreSQL, whose TLS checks libpq's own root
 # certificate file.
-# Then what a service never reads: documentation, and the backups dpkg and debconf keep.
+# Then what a service never reads: documentation, translations, and the backups dpkg and debconf keep.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
  && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libltdl7 libexpat1 libcurl4 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* /var/cache/debconf/*-old /var/lib/dpkg/*-old \
-      /usr/share/doc/* /usr/share/man/* /usr/share/info/*
+      /usr/share/doc/* /usr/share/man/* /usr/share/info/* /usr/share/locale/*
 COPY --from=build /graphviz/ /
 RUN ldconfig
 

@@ -56,12 +56,13 @@ FROM debian:bookworm-slim AS root
 # runs on for the command-line client (`lifecycled post`, `tail`…). No ca-certificates: the
 # service's only outgoing connection is to PostgreSQL, whose TLS checks libpq's own root
 # certificate file.
-# Then what a service never reads: documentation, translations, and the backups dpkg and debconf keep.
+# Then what a service never reads: documentation, translations, iconv's charset modules (glibc converts
+# UTF-8 itself), and the backups dpkg and debconf keep.
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get -q update \
  && apt-get -q install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libltdl7 libexpat1 libcurl4 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* /var/cache/debconf/*-old /var/lib/dpkg/*-old \
-      /usr/share/doc/* /usr/share/man/* /usr/share/info/* /usr/share/locale/*
+      /usr/share/doc/* /usr/share/man/* /usr/share/info/* /usr/share/locale/* /usr/lib/x86_64-linux-gnu/gconv
 COPY --from=build /graphviz/ /
 RUN ldconfig
 

@@ -58,9 +58,37 @@ public final class LoopbackListener {
     deinit { if fd >= 0 { close(fd) } }
 }
 
-/// A free loopback port, found by binding port 0 and letting it go.
+/// A port no socket on any address holds, for a server process the test starts itself.
+///
+/// Taken from below the kernel's ephemeral range (32768–60999), not by binding port 0: a port
+/// from that range can be handed to some test's outgoing connection as its source port between
+/// this call and the server's bind, and the server then fails with "address already in use".
+/// Ports are tried in turn from a per-process starting point, so tests running in parallel in
+/// this process never get the same one, and each is checked free on every address.
 public func freePort() -> UInt16 {
-    (try? LoopbackListener(listening: false))?.port ?? 0
+    for _ in 0..<portSpan {
+        let candidate = nextPort.withLock { next -> UInt16 in
+            defer { next = next + 1 == portBase + portSpan ? portBase : next + 1 }
+            return next
+        }
+        if isFree(candidate) { return candidate }
+    }
+    preconditionFailure("no free port in \(portBase)..<\(portBase + portSpan)")
+}
+
+private let portBase: UInt16 = 20_000
+private let portSpan: UInt16 = 12_000
+private let nextPort = Mutex(portBase + UInt16(getpid() % Int32(portSpan)))
+
+private func isFree(_ port: UInt16) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = INADDR_ANY
+    address.sin_port = port.bigEndian
+    return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
 }
 
 /// Collects what a pipe carries, read as it arrives so the writer never blocks on a full pipe.

@@ -160,6 +160,11 @@ export class FleetView {
         el("td", { className: "num" }, taken === undefined ? "–" : taken === 0 ? el("span", { className: "never-label", text: "never" }) : String(taken)),
         rowDivergences ? el("td", { className: `num${divergent > 0 ? " problem" : ""}`, text: divergent > 0 ? `≠ ${divergent}` : String(divergent ?? 0) }) : null);
     }));
+    // A narrow window stacks each row, every cell labelled with its column's name (app.css).
+    for (const body of [this.stateBody, this.rowBody]) {
+      const names = [...body.parentElement.tHead.rows[0].cells].map((th) => th.textContent);
+      for (const row of body.rows) for (const cell of row.cells) if (cell.tagName === "TD") cell.dataset.label = names[cell.cellIndex];
+    }
     if (this.error) {
       this.summary.textContent = this.error;
       this.summary.className = "error";

@@ -865,6 +865,8 @@ class Dashboard(DashboardCase):
                             spill = self.js("""const region = document.querySelector('.list-scroll').getBoundingClientRect();
                                 return document.getElementById('instance-list').getBoundingClientRect().right - region.right""")
                             self.assertLessEqual(spill, 0.5, f"the list's columns fit its panel at {width}")
+                        if name == "fleet":
+                            self.assertLessEqual(self.fleet_table_spill(), 0.5, f"every cell of the fleet's tables inside their panel at {width}")
                         if name == "trace":
                             # The report's every column (Belief last) inside its panel.
                             spill = self.js("""const panel = document.getElementById('trace-result');
@@ -894,6 +896,12 @@ class Dashboard(DashboardCase):
                 self.assertEqual(outside, 0, f"scenario buttons inside the panel at {width}")
         finally:
             self.driver.set_window_size(1400, 1000)
+
+    def fleet_table_spill(self):
+        """How far the fleet tables' farthest cell reaches past their panel's inner right edge (px)."""
+        return self.js("""const panel = document.querySelector('.fleet-tables');
+            const right = panel.getBoundingClientRect().right - panel.clientLeft;
+            return Math.max(...[...panel.querySelectorAll('tbody th, tbody td')].filter(c => c.offsetParent).map(c => c.getBoundingClientRect().right - right))""")
 
     def test_l_one_time_format_and_no_token_button_without_auth(self):
         self.api.create("times-1")
@@ -1048,6 +1056,10 @@ class Dashboard(DashboardCase):
             self.load("#/fleet")
             wait_until(lambda: self.js(read) == {state: f"≠{n}" for state, n in want.items()}, 5, "the narrow fleet's badges")
             self.check_widths("the narrow fleet")
+            # Every count in view without scrolling sideways: the divergences' column too.
+            self.assertLessEqual(self.fleet_table_spill(), 0.5, "every cell of the narrow fleet's tables inside their panel")
+            self.assertTrue(self.find("#state-table tr[data-state='foreground'] td[data-counter='divergences'] a").is_displayed())
+            self.assertEqual(self.find("#state-table tr[data-state='foreground'] td[data-counter='divergences']").get_attribute("data-label"), "Divergences")
             self.screenshot("divergence-fleet-400.png", slices=True)
         finally:
             self.driver.set_window_size(1400, 1000)

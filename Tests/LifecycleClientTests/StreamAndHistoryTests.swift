@@ -98,6 +98,25 @@ struct StreamAndHistoryTests {
         guard case .created(let created) = events.first else { Issue.record("the creation comes first: \(String(describing: events.first))"); return }
         #expect(created.instance == "s-1" && created.model == "ios-app" && created.sequence < stored[0])
         #expect(events.compactMap(\.record).filter { $0.believedState == "initializing" }.count == 2)
+        // The outage is told between the records before the restart and those after, its attempts counted from 1.
+        let cut = events.firstIndex { if case .interrupted = $0 { true } else { false } }
+        let sixth = events.indices.filter { events[$0].record != nil }.dropFirst(5).first
+        #expect(cut != nil && sixth != nil && cut! > sixth!, "an interruption after the sixth record: \(events)")
+        let attempts = events.compactMap { if case .interrupted(let why) = $0 { why.attempt } else { nil } }
+        #expect(attempts.first == 1 && attempts == Array(1...attempts.count), "consecutive attempts from 1: \(attempts)")
+        #expect(events.allSatisfy { if case .interrupted(let why) = $0 { !why.reason.isEmpty && why.retryIn > 0 } else { true } })
+    }
+
+    @Test("a stream that cannot reach the service says so, with the error's own sentence, and keeps trying")
+    func streamUnreachable() async throws {
+        let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:\(freePort())")!, timeout: 2))
+        var iterator = client.records(maxRetryDelay: 0.2).makeAsyncIterator()
+        var attempts: [StreamInterruption] = []
+        while attempts.count < 3, let event = try await iterator.next() {
+            if case .interrupted(let why) = event { attempts.append(why) }
+        }
+        #expect(attempts.map(\.attempt) == [1, 2, 3], "\(attempts)")
+        #expect(attempts.allSatisfy { $0.reason.hasPrefix("cannot reach the service: ") && !$0.reason.contains("Domain=") }, "\(attempts)")
     }
 
     @Test("the stream's filters, a deletion, and refusals that waiting cannot cure")

@@ -228,6 +228,7 @@ struct CommandLineTests {
 
         server.signal(SIGTERM)
         #expect(server.finish().status == 0)
+        #expect(eventually(within: 10) { json.standardErrorSoFar.contains("trying again until it answers") }, "the outage told: \(json.standardErrorSoFar)")
         server = try LifecycledProcess.serving(dataDirectory: data.path, port: port)
         c = try WireClient(port: port)
         #expect(try c.event("watched", #"{"event": "didEnterBackground"}"#).status == 200)
@@ -236,6 +237,8 @@ struct CommandLineTests {
         let records = lines(json).map(jsonObject)
         #expect(records.compactMap { $0["version"] as? Int } == [1, 2, 3, 4, 5], "every record once, in order")
         #expect(Set(records.compactMap { $0["instance"] as? String }) == ["watched"])
+        let told = json.standardErrorSoFar.split(separator: "\n").filter { $0.hasPrefix("lifecycled tail: ") && $0.contains("trying again") }
+        #expect(told.count == 1, "once an outage, however many attempts: \(json.standardErrorSoFar)")
         json.signal(SIGTERM)
         readable.signal(SIGTERM)
         #expect(json.finish().status == SIGTERM && readable.finish().status == SIGTERM, "the usual signals end it")

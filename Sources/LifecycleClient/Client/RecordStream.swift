@@ -31,6 +31,16 @@ public struct StreamGap: Sendable, Equatable, Decodable {
     public var newest: Int64
 }
 
+/// Why a stream is not connected for now, and when it tries again.
+public struct StreamInterruption: Sendable, Equatable {
+    /// What happened: the service ended the stream, could not be reached, or answered 429 or 5xx.
+    public var reason: String
+    /// Seconds until the next attempt.
+    public var retryIn: TimeInterval
+    /// 1 for the first interruption since the stream last received something, then 2, 3, ...
+    public var attempt: Int
+}
+
 /// The stream's position was ahead of the service's newest record (another server, or a
 /// restored database); it goes on from `newest` (openapi `StreamReset`).
 public struct StreamReset: Sendable, Equatable, Decodable {
@@ -65,9 +75,10 @@ public struct RecordFilter: Sendable, Equatable {
 /// It never yields a record twice, nor one older than the last it yielded: sequence numbers
 /// only go up (a ``StreamEvent/reset(_:)`` is the one exception, and says so). Between
 /// attempts it waits the service's `retry:` (2 s), doubling after each failed attempt up to
-/// `maxRetryDelay`, or a 429/503's `Retry-After`. A refusal that waiting cannot cure (a
-/// filter naming no model, an absent instance, a wrong token) throws; so does cancelling the
-/// task that reads it, as `CancellationError`.
+/// `maxRetryDelay`, or a 429/503's `Retry-After`, and yields an ``Event/interrupted(_:)``
+/// before each wait, so that a reader can say the service is out of reach rather than fall
+/// silent. A refusal that waiting cannot cure (a filter naming no model, an absent instance,
+/// a wrong token) throws; so does cancelling the task that reads it, as `CancellationError`.
 public struct RecordStream: AsyncSequence, Sendable {
     public typealias Element = Event
 
@@ -93,6 +104,8 @@ public struct RecordStream: AsyncSequence, Sendable {
         private var failures = 0
         /// What the next wait is, when the service said (Retry-After).
         private var retryAfter: TimeInterval?
+        /// How long to wait before connecting again, once the interruption was yielded.
+        private var wait: TimeInterval?
 
         init(stream: RecordStream) {
             self.stream = stream
@@ -109,7 +122,11 @@ public struct RecordStream: AsyncSequence, Sendable {
                     continue
                 }
                 guard let connection else {
-                    try await connect()
+                    if let wait {
+                        self.wait = nil
+                        try await Task.sleep(nanoseconds: UInt64(Swift.max(0, wait) * 1_000_000_000))
+                    }
+                    if let interruption = try await connect() { return .interrupted(interruption) }
                     continue
                 }
                 switch await connection.next() {
@@ -118,13 +135,15 @@ public struct RecordStream: AsyncSequence, Sendable {
                     pending = parser.feed(bytes)
                 case .ended:
                     self.connection = nil
-                    try await pause()
+                    // Cancelling the reader ends the connection too: that is no interruption.
+                    try Task.checkCancellation()
+                    return .interrupted(interruption("the service ended the stream"))
                 }
             }
         }
 
-        /// Opens a connection that answered 200, or throws a refusal waiting cannot cure.
-        private mutating func connect() async throws {
+        /// Opens a connection that answered 200 (`nil`), or says why not for now; throws a refusal waiting cannot cure.
+        private mutating func connect() async throws -> StreamInterruption? {
             var request = APIRequest("GET", stream.path, query: stream.query)
             if let id = parser.lastEventID { request.headers["Last-Event-ID"] = id }
             let urlRequest = try stream.client.urlRequest(for: request, accept: "text/event-stream")
@@ -133,23 +152,25 @@ public struct RecordStream: AsyncSequence, Sendable {
             case .open:
                 parser.reset()
                 connection = opened
+                return nil
             case .refused(let response):
                 let error = LifecycleClient.failure(response)
                 guard [429, 502, 503, 504].contains(response.status) else { throw error }
                 retryAfter = response.retryAfter
-                try await pause()
-            case .unreachable:
-                try await pause()
+                return interruption("the service answered \(error.problem.map { "\($0)" } ?? String(response.status))")
+            case .unreachable(let reason):
+                return interruption("cannot reach the service: \(reason)")
             }
         }
 
-        /// Waits before the next attempt: Retry-After if given, else the stream's retry doubled per failure, capped.
-        private mutating func pause() async throws {
+        /// The interruption to yield, and the wait after it: Retry-After if given, else the stream's retry doubled per failure, capped.
+        private mutating func interruption(_ reason: String) -> StreamInterruption {
             let base = Double(parser.retry ?? 2000) / 1000
             let delay = retryAfter ?? Swift.min(stream.maxRetryDelay, base * pow(2, Double(Swift.min(failures, 16))))
             retryAfter = nil
             failures += 1
-            try await Task.sleep(nanoseconds: UInt64(Swift.max(0, delay) * 1_000_000_000))
+            wait = delay
+            return StreamInterruption(reason: reason, retryIn: delay, attempt: failures)
         }
 
         /// The event to yield for `event`, or `nil` to pass over it (a heartbeat-less notice, a duplicate).
@@ -219,18 +240,20 @@ extension RecordStream {
         case gap(StreamGap)
         /// The service's numbering restarted below the stream's position; the stream goes on from its newest.
         case reset(StreamReset)
+        /// The connection ended or could not be made; the stream connects again after `retryIn`.
+        case interrupted(StreamInterruption)
 
         /// The record, when this is one.
         public var record: Record? {
             if case .record(let record) = self { record } else { nil }
         }
 
-        /// The sequence number this event moves the stream to (`nil` for a gap notice).
+        /// The sequence number this event moves the stream to (`nil` for a gap notice or an interruption).
         public var sequence: Int64? {
             switch self {
             case .record(let record): record.sequence
             case .created(let change), .deleted(let change): change.sequence
-            case .gap: nil
+            case .gap, .interrupted: nil
             case .reset(let reset): reset.newest
             }
         }
@@ -329,7 +352,8 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         if error == nil { open(task) }
-        continuation.yield(.finished(error.map { String(describing: $0) }))
+        // The error's own sentence ("Couldn't connect to server"), not its domain, code and user info.
+        continuation.yield(.finished(error?.localizedDescription))
         continuation.finish()
     }
 }

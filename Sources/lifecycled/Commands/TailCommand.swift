@@ -9,7 +9,8 @@ struct TailCommand {
 
         Prints every record as it is committed (GET /v1/stream), one line each, until stopped
         (SIGINT, SIGTERM). The stream resumes by itself where it left off when the service
-        restarts or the connection drops, so no record is printed twice or skipped.
+        restarts or the connection drops, so no record is printed twice or skipped; standard
+        error says so once when the service cannot be reached.
 
         A line: SEQUENCE INSTANCE vVERSION KIND NAME FROM -> TO OUTCOME [HOOK, ...], then
         "divergent" for a record whose reported belief or hooks differ from the model.
@@ -64,7 +65,10 @@ struct TailCommand {
             case .record(let record): Output.line(json ? try Output.json(record) : Self.line(record))
             case .gap(let gap): Output.error("lifecycled tail: records up to \(gap.droppedThrough) were dropped by retention before they could be shown")
             case .reset(let reset): Output.error("lifecycled tail: the service's newest record is \(reset.newest), behind this stream: going on from there")
-            case .created, .deleted: break
+            case .interrupted(let interruption) where interruption.attempt == 1:
+                // Once an outage: the next lines are records again, once the service answers.
+                Output.error("lifecycled tail: \(interruption.reason); trying again until it answers")
+            case .created, .deleted, .interrupted: break
             }
         }
         return ClientCommand.Status.success

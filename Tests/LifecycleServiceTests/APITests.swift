@@ -86,7 +86,11 @@ struct APITests {
         let c = server.router()
         try c.makeInstance("gone", events: ["didFinishLaunching"])
         let got = try c.request("GET", "/v1/instances/gone")
-        #expect(got.status == 200 && got.header("etag") == "\"1\"")
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let createdAt = try #require(formatter.date(from: got.json["createdAt"] as? String ?? ""))
+        let created = Int64((createdAt.timeIntervalSince1970 * 1000).rounded())
+        #expect(got.status == 200 && got.header("etag") == "\"1-\(created)\"", "the version, then the creation time in ms")
         #expect(got.json["state"] as? String == "launching")
         let breadcrumb = got.json["breadcrumb"] as? [String: Any]
         #expect(breadcrumb?["step"] as? String == "launched")

@@ -34,6 +34,33 @@ struct CachingTests {
         #expect(write.status == 200)
     }
 
+    @Test("an instance deleted and made again under its id has new ETags: the old one revalidates to the new body and If-Match with it is 412")
+    func instanceMadeAgain() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.makeInstance("again", events: ["didFinishLaunching"])
+        let old = try c.request("GET", "/v1/instances/again")
+        let oldTag = try #require(old.header("etag"))
+        #expect(oldTag.hasPrefix("\"1-") && oldTag.hasSuffix("\""), "version 1, then its creation: \(oldTag)")
+        // Made again a millisecond later at least, so its creation time differs.
+        let created = Date().roundedToMilliseconds
+        #expect(eventually { Date().roundedToMilliseconds > created })
+        #expect(try c.request("DELETE", "/v1/instances/again").status == 204)
+        #expect(try c.request("PUT", "/v1/instances/again", json: #"{"model": "android-activity"}"#).status == 201)
+        #expect(try c.event("again", #"{"event": "onCreate"}"#).status == 200)
+        let now = try c.request("GET", "/v1/instances/again")
+        #expect(now.json["version"] as? Int == 1 && now.header("etag") != oldTag, "the same version, another tag: \(now.header("etag") ?? "")")
+        let revalidated = try c.request("GET", "/v1/instances/again", headers: [("If-None-Match", oldTag)])
+        #expect(revalidated.status == 200 && revalidated.body == now.body && revalidated.json["model"] as? String == "android-activity")
+        #expect(try c.request("GET", "/v1/instances/again", headers: [("If-None-Match", now.header("etag") ?? "")]).status == 304)
+        // A write at the old instance's tag is refused, naming the current one; at the version alone it goes ahead.
+        let stale = try c.event("again", #"{"event": "onStart"}"#, headers: [("If-Match", oldTag)])
+        #expect(stale.status == 412 && stale.json["detail"] as? String == "instance \"again\" is at version 1 (ETag \(now.header("etag") ?? "")), which If-Match does not name")
+        #expect(try c.request("DELETE", "/v1/instances/again", headers: [("If-Match", oldTag)]).status == 412)
+        #expect(try c.event("again", #"{"event": "onStart"}"#, headers: [("If-Match", now.header("etag") ?? "")]).status == 200)
+        #expect(try c.event("again", #"{"event": "onResume"}"#, headers: [("If-Match", "\"2\"")]).status == 200)
+    }
+
     @Test("every API answer says whether it may be kept: no-cache with an ETag, no-store without; files and streams keep their own")
     func everyAnswerHasCacheControl() throws {
         let server = try TestServer()

@@ -6,7 +6,7 @@ import Testing
 @Suite("Commit queue: the committer's state machine, driven without a thread", .sqliteOnly("a state machine; opens no store"))
 struct CommitQueueTests {
     private func job(_ id: String) -> CommitJob {
-        CommitJob(write: .delete(id: id, expectedVersions: nil), requestID: "", completion: { _ in })
+        CommitJob(write: .delete(id: id, expected: nil), requestID: "", completion: { _ in })
     }
 
     private func batch(_ action: CommitQueue.NextAction) -> (ids: [String], catchUpFirst: Bool)? {

@@ -72,8 +72,8 @@ struct ListIndexTests {
         #expect(try c.event("n-08", #"{"event": "didFinishLaunching", "ranHooks": []}"#).status == 200)
         // Deleted and made again with the other model in one batch: one staged change for the id.
         let answers = try commitAsOneBatch(server.service!.registry, [
-            .delete(id: "n-10", expectedVersions: nil), .create(id: "n-10", model: "android-activity", isPut: false, key: nil),
-            .delete(id: "n-11", expectedVersions: nil), .create(id: "n-11", model: "ios-app", isPut: true, key: nil),
+            .delete(id: "n-10", expected: nil), .create(id: "n-10", model: "android-activity", isPut: false, key: nil),
+            .delete(id: "n-11", expected: nil), .create(id: "n-11", model: "ios-app", isPut: true, key: nil),
             event("didFinishLaunching", on: "n-11"),
         ])
         #expect(answers.map(\.status) == [204, 201, 204, 201, 200])

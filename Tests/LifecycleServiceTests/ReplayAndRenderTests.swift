@@ -134,7 +134,7 @@ struct ReplayAndRenderTests {
         try c.makeInstance("knob", model: "dial")
         // HTTP bodies cannot carry infinity (the parser refuses it); the registry's own callers can.
         let answers = try commitAsOneBatch(server.service!.registry, [
-            .apply(.action("turn", ["by": .number(.infinity)]), id: "knob", expectedVersions: nil, key: nil),
+            .apply(.action("turn", ["by": .number(.infinity)]), id: "knob", expected: nil, key: nil),
         ])
         #expect(answers.map(\.status) == [422])
         let got = try c.request("GET", "/v1/instances/knob")

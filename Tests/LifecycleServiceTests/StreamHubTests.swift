@@ -448,8 +448,8 @@ struct StreamHubTests {
             event("willResignActive", on: "bad"),
             .create(id: "fresh", model: "ios-app", isPut: false, key: nil),
             event("didEnterBackground", on: "h1"),
-            .apply(.action("openURL", ["url": .string("https://duckduckgo.com")]), id: "bad", expectedVersions: nil, key: nil),
-            .delete(id: "h2", expectedVersions: nil),
+            .apply(.action("openURL", ["url": .string("https://duckduckgo.com")]), id: "bad", expected: nil, key: nil),
+            .delete(id: "h2", expected: nil),
         ])
         #expect(answers.map(\.status) == [200, 503, 201, 200, 503, 204])
         let end = hub.lastSequence

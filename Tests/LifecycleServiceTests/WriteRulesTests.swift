@@ -112,25 +112,37 @@ struct WriteRulesTests {
         }
     }
 
-    @Test("If-Match: a delete or an input at another version is refused with the current one; at a listed one it goes ahead")
+    @Test("If-Match: a delete or an input at another version, or of an instance since made again, is refused with the current tag; at a listed one it goes ahead")
     func ifMatch() throws {
+        typealias Tag = InstanceRegistry.InstanceTag
         let committed = Committed()
         committed.instances["a"] = stored("a")
-        let version = stored("a").state.version
-        guard case .versionMismatch(id: "a", current: version)? = refusal(try decide(.delete(id: "a", expectedVersions: [version + 1]), committed)) else {
+        let current = Tag(stored("a"))
+        let version = current.version
+        guard case .versionMismatch(id: "a", current: current)? = refusal(try decide(.delete(id: "a", expected: [Tag(version: version + 1)]), committed)) else {
             Issue.record("delete at another version not refused")
             return
         }
-        guard case .delete(let deleted) = try decide(.delete(id: "a", expectedVersions: [version + 1, version]), committed), deleted.id == "a" else {
+        guard case .delete(let deleted) = try decide(.delete(id: "a", expected: [Tag(version: version + 1), Tag(version: version)]), committed), deleted.id == "a" else {
             Issue.record("delete at a listed version refused")
             return
         }
-        let input = InstanceRegistry.Write.apply(.event("didFinishLaunching"), id: "a", expectedVersions: [version + 1], key: nil)
-        guard case .versionMismatch(id: "a", current: version)? = refusal(try decide(input, committed)) else {
+        // The ETag of the instance deleted before this one was made: the same version, another creation.
+        let earlier = Tag(version: version, createdAt: current.createdAt! - 1)
+        guard case .versionMismatch(id: "a", current: current)? = refusal(try decide(.delete(id: "a", expected: [earlier]), committed)) else {
+            Issue.record("delete at the ETag of an earlier instance of the id not refused")
+            return
+        }
+        guard case .delete = try decide(.delete(id: "a", expected: [earlier, current]), committed) else {
+            Issue.record("delete at the current ETag refused")
+            return
+        }
+        let input = InstanceRegistry.Write.apply(.event("didFinishLaunching"), id: "a", expected: [Tag(version: version + 1)], key: nil)
+        guard case .versionMismatch(id: "a", current: current)? = refusal(try decide(input, committed)) else {
             Issue.record("input at another version not refused")
             return
         }
-        guard case .unknownInstance("b")? = refusal(try decide(.delete(id: "b", expectedVersions: nil), committed)) else {
+        guard case .unknownInstance("b")? = refusal(try decide(.delete(id: "b", expected: nil), committed)) else {
             Issue.record("delete of no instance not refused")
             return
         }
@@ -140,7 +152,7 @@ struct WriteRulesTests {
     func apply() throws {
         let committed = Committed()
         committed.instances["a"] = stored("a", createdAt: time.addingTimeInterval(-60))
-        guard case .apply(let record, let instance, let machine) = try decide(.apply(.event("didFinishLaunching"), id: "a", expectedVersions: nil, key: nil), committed) else {
+        guard case .apply(let record, let instance, let machine) = try decide(.apply(.event("didFinishLaunching"), id: "a", expected: nil, key: nil), committed) else {
             Issue.record("not applied")
             return
         }
@@ -148,7 +160,7 @@ struct WriteRulesTests {
         #expect(instance.state.version == stored("a").state.version + 1)
         #expect(instance.updatedAt == time && instance.createdAt == time.addingTimeInterval(-60))
         #expect(machine.snapshot == instance.state)
-        guard case .invalidInput(.unknownEvent("noSuchEvent", _, _))? = refusal(try decide(.apply(.event("noSuchEvent"), id: "a", expectedVersions: nil, key: nil), committed)) else {
+        guard case .invalidInput(.unknownEvent("noSuchEvent", _, _))? = refusal(try decide(.apply(.event("noSuchEvent"), id: "a", expected: nil, key: nil), committed)) else {
             Issue.record("an unknown event not refused")
             return
         }
@@ -163,7 +175,7 @@ struct WriteRulesTests {
             Issue.record("create not refused")
             return
         }
-        guard case .keyReused("k")? = refusal(try decide(.apply(.relaunch, id: "a", expectedVersions: nil, key: key("k")), committed)) else {
+        guard case .keyReused("k")? = refusal(try decide(.apply(.relaunch, id: "a", expected: nil, key: key("k")), committed)) else {
             Issue.record("input not refused")
             return
         }
@@ -209,14 +221,14 @@ struct WriteRulesTests {
         let committed = Committed()
         committed.instances["a"] = stored("a")
         committed.keys["scope k"] = .replay(.applied(recordJSON: Array("record".utf8), isUnexpected: true))
-        let decision = try decide(.apply(.relaunch, id: "a", expectedVersions: [99], key: key("k")), committed)
+        let decision = try decide(.apply(.relaunch, id: "a", expected: [InstanceRegistry.InstanceTag(version: 99)], key: key("k")), committed)
         guard case .answer(.success(.applied(recordJSON: let json, isUnexpected: true))) = decision else {
             Issue.record("not replayed: \(decision)")
             return
         }
         #expect(json == Array("record".utf8))
         // An input's key is answered only for an instance that exists.
-        guard case .unknownInstance("b")? = refusal(try decide(.apply(.relaunch, id: "b", expectedVersions: nil, key: key("k")), committed)) else {
+        guard case .unknownInstance("b")? = refusal(try decide(.apply(.relaunch, id: "b", expected: nil, key: key("k")), committed)) else {
             Issue.record("an input to no instance replayed")
             return
         }
@@ -228,7 +240,7 @@ struct WriteRulesTests {
         committed.instances["a"] = stored("a")
         committed.keys["scope created"] = .replay(.created(id: "a", model: "ios-app", createdAt: time, json: []))
         committed.keys["scope applied"] = .replay(.applied(recordJSON: [], isUnexpected: false))
-        guard case .keyReused("created")? = refusal(try decide(.apply(.relaunch, id: "a", expectedVersions: nil, key: key("created")), committed)) else {
+        guard case .keyReused("created")? = refusal(try decide(.apply(.relaunch, id: "a", expected: nil, key: key("created")), committed)) else {
             Issue.record("a create's key on an input not refused")
             return
         }

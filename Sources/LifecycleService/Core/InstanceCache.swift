@@ -47,14 +47,14 @@ final class InstanceCache: Sendable {
     /// The JSON is rendered at the first read after a change rather than on every read (and
     /// not at start-up, which must not grow with rendering work), outside the lock: two
     /// readers may both render it, and only a rendering of what is still cached is kept.
-    func rendered(_ id: String) throws(InstanceRegistry.Refusal) -> (version: Int64, json: [UInt8])? {
+    func rendered(_ id: String) throws(InstanceRegistry.Refusal) -> (tag: InstanceRegistry.InstanceTag, json: [UInt8])? {
         guard let cached = state.withLock({ $0.entries[id] }) else { return nil }
-        if let json = cached.rendered { return (cached.instance.state.version, json) }
+        if let json = cached.rendered { return (InstanceRegistry.InstanceTag(cached.instance), json) }
         let json = try render(cached.instance)
         state.withLock { state in
             if state.entries[id]?.stamp == cached.stamp { state.entries[id]?.rendered = json }
         }
-        return (cached.instance.state.version, json)
+        return (InstanceRegistry.InstanceTag(cached.instance), json)
     }
 
     /// Instances in id order after `cursor` that match `filter`.

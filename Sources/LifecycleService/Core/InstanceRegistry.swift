@@ -98,10 +98,10 @@ final class InstanceRegistry: Sendable {
     }
 
     /// The instance as last committed: its version and its JSON.
-    func renderedInstance(_ id: String) throws(Refusal) -> (version: Int64, json: [UInt8]) {
+    func renderedInstance(_ id: String) throws(Refusal) -> (tag: InstanceTag, json: [UInt8]) {
         if let rendered = try cache.rendered(id) { return rendered }
         let stored = try committedInstance(id)
-        return (stored.state.version, try render(stored))
+        return (InstanceTag(stored), try render(stored))
     }
 
     /// Instances in id order after `cursor` that match `filter`: one page.

@@ -63,12 +63,12 @@ enum WriteRules {
             let machine = Machine(model: model)
             return .create(StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot), machine)
 
-        case .delete(let id, let expectedVersions):
+        case .delete(let id, let expected):
             guard let instance = try committed.instance(id)?.instance else { return .answer(.failure(.unknownInstance(id))) }
-            if let refusal = versionRefusal(instance, expectedVersions) { return .answer(.failure(refusal)) }
+            if let refusal = versionRefusal(instance, expected) { return .answer(.failure(refusal)) }
             return .delete(instance)
 
-        case .apply(let input, let id, let expectedVersions, let key):
+        case .apply(let input, let id, let expected, let key):
             guard var (instance, machine) = try committed.instance(id) else { return .answer(.failure(.unknownInstance(id))) }
             if let key, let replayed = replay(try committed.lookUp(key), key: key) {
                 return .answer(replayed.flatMap { remembered in
@@ -77,7 +77,7 @@ enum WriteRules {
                     return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
                 })
             }
-            if let refusal = versionRefusal(instance, expectedVersions) { return .answer(.failure(refusal)) }
+            if let refusal = versionRefusal(instance, expected) { return .answer(.failure(refusal)) }
             let record: Record
             do {
                 record = try machine.apply(reported: input, at: time)
@@ -90,11 +90,11 @@ enum WriteRules {
         }
     }
 
-    /// `If-Match`: a refusal unless the instance is at one of the versions the write expects
-    /// (`nil`: any version).
-    static func versionRefusal(_ instance: StoredInstance, _ expectedVersions: [Int64]?) -> InstanceRegistry.Refusal? {
-        guard let expectedVersions, !expectedVersions.contains(instance.state.version) else { return nil }
-        return .versionMismatch(id: instance.id, current: instance.state.version)
+    /// `If-Match`: a refusal unless the instance matches one of the tags the write expects
+    /// (`nil`: any).
+    static func versionRefusal(_ instance: StoredInstance, _ expected: [InstanceRegistry.InstanceTag]?) -> InstanceRegistry.Refusal? {
+        guard let expected, !expected.contains(where: { $0.matches(instance) }) else { return nil }
+        return .versionMismatch(id: instance.id, current: InstanceRegistry.InstanceTag(instance))
     }
 
     /// What a reused key's write did, a refusal for a key reused on another request, or `nil`

@@ -8,9 +8,9 @@ extension InstanceRegistry {
     /// A change to make, in the order it arrived.
     enum Write: Sendable {
         case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?)
-        /// `expectedVersions`: from `If-Match`; `nil` for any version.
-        case delete(id: String, expectedVersions: [Int64]?)
-        case apply(ReportedInput, id: String, expectedVersions: [Int64]?, key: IdempotencyKey?)
+        /// `expected`: the tags `If-Match` names, one of which the instance must match; `nil` for any.
+        case delete(id: String, expected: [InstanceTag]?)
+        case apply(ReportedInput, id: String, expected: [InstanceTag]?, key: IdempotencyKey?)
 
         /// The instance the write names.
         var instanceID: String {
@@ -35,6 +35,46 @@ extension InstanceRegistry {
         }
     }
 
+    /// What an instance's `ETag` names (`"3-1764650000123"`): its version, and when it was created, which tells an
+    /// instance made again under the same id from the one deleted before it (at the same version, another body).
+    struct InstanceTag: Sendable, Equatable {
+        var version: Int64
+        /// Milliseconds since 1970; `nil` in a precondition that names only a version (`If-Match: "3"` or `3`, a
+        /// batch item's `expectedVersion`), which any instance at that version meets.
+        var createdAt: Int64?
+
+        init(version: Int64, createdAt: Int64? = nil) {
+            self.version = version
+            self.createdAt = createdAt
+        }
+
+        /// The tag of `instance` as it is.
+        init(_ instance: StoredInstance) {
+            self.init(version: instance.state.version, createdAt: Int64((instance.createdAt.timeIntervalSince1970 * 1000).rounded()))
+        }
+
+        /// The opaque part of an `ETag` (`3-1764650000123` or `3`), or `nil` for one no instance has.
+        init?(_ text: Substring) {
+            let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }), let version = Int64(parts[0]) else { return nil }
+            guard parts.count == 2 else {
+                self.init(version: version)
+                return
+            }
+            guard let createdAt = Int64(parts[1]) else { return nil }
+            self.init(version: version, createdAt: createdAt)
+        }
+
+        /// The `ETag` header's value, quoted.
+        var etag: String { "\"\(version)\(createdAt.map { "-\($0)" } ?? "")\"" }
+
+        /// Whether `instance` is at this version (and, when the tag names one, of this creation).
+        func matches(_ instance: StoredInstance) -> Bool {
+            let current = InstanceTag(instance)
+            return version == current.version && (createdAt == nil || createdAt == current.createdAt)
+        }
+    }
+
     /// What a committed write did (or, replayed for its idempotency key, did when first sent).
     enum WriteOutcome: Sendable {
         /// Created the instance `id`, whose JSON as created is `json`.
@@ -55,8 +95,8 @@ extension InstanceRegistry {
         /// with another model.
         case exists(id: String, model: String, isPut: Bool)
         case unknownInstance(String)
-        /// The instance is at version `current`, which the write did not expect.
-        case versionMismatch(id: String, current: Int64)
+        /// The instance is at `current`, which no tag the write expected matches.
+        case versionMismatch(id: String, current: InstanceTag)
         /// The machine refused the input.
         case invalidInput(InputError)
         /// The idempotency key came with a different request before.

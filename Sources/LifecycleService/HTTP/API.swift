@@ -171,12 +171,12 @@ struct API: Sendable {
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
-        let (version, json) = try answering(try registry.renderedInstance(request.parameters["id"] ?? ""))
-        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"\(version)\"")], body: json)
+        let (tag, json) = try answering(try registry.renderedInstance(request.parameters["id"] ?? ""))
+        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", tag.etag)], body: json)
     }
 
     func deleteInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        .delete(id: request.parameters["id"] ?? "", expectedVersions: try request.expectedVersions())
+        .delete(id: request.parameters["id"] ?? "", expected: try request.expectedTags())
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
@@ -283,12 +283,12 @@ struct API: Sendable {
     private func inputArguments(_ request: Request) throws(Problem) -> WriteArguments {
         WriteArguments(
             id: request.parameters["id"] ?? "", body: try request.jsonBody(),
-            expectedVersions: try request.expectedVersions(), key: try request.idempotencyKey(tokenScope: tokenScope)
+            expected: try request.expectedTags(), key: try request.idempotencyKey(tokenScope: tokenScope)
         )
     }
 
     private func apply(_ input: ReportedInput, _ arguments: WriteArguments) -> InstanceRegistry.Write {
-        .apply(input, id: arguments.id, expectedVersions: arguments.expectedVersions, key: arguments.key)
+        .apply(input, id: arguments.id, expected: arguments.expected, key: arguments.key)
     }
 
     /// `{"<nameField>": name, ...parameters}`: every other member is a parameter, but for the

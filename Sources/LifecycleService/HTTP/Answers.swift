@@ -64,7 +64,8 @@ extension Problem {
         case .exists(let id, let model, isPut: true): .conflict("instance \"\(id)\" exists with model \"\(model)\"")
         case .exists(let id, _, isPut: false): .conflict("instance \"\(id)\" exists; PUT it to fetch it idempotently")
         case .unknownInstance(let id): .unknownInstance(id)
-        case .versionMismatch(let id, let current): .preconditionFailed("instance \"\(id)\" is at version \(current), which If-Match does not name")
+        case .versionMismatch(let id, let current):
+            .preconditionFailed("instance \"\(id)\" is at version \(current.version) (ETag \(current.etag)), which If-Match does not name")
         case .invalidInput(let error): .unprocessable(error.description)
         case .keyReused(let key): .unprocessable("Idempotency-Key \"\(key)\" was used for a different request")
         case .createdInstanceDeleted(let id, let key):

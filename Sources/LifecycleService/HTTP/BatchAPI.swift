@@ -114,7 +114,7 @@ extension API {
         }
         // A batch's instance is a value, not a path segment: one no path could name is malformed.
         guard isValidInstanceID(id) else { throw .badRequest(invalidInstanceID) }
-        var expectedVersions: [Int64]?
+        var expected: [InstanceRegistry.InstanceTag]?
         if let member = members["expectedVersion"] {
             // JSON has one kind of number: 3.0 is the integer 3.
             let version: Int64? = switch member {
@@ -127,7 +127,7 @@ extension API {
             }
             // PUT takes no If-Match: a create's precondition would be ignored, so it is refused.
             guard kind != .create else { throw .badRequest("a create takes no \"expectedVersion\"") }
-            expectedVersions = [version]
+            expected = [InstanceRegistry.InstanceTag(version: version)]
         }
         var key: IdempotencyKey?
         switch members["idempotencyKey"] {
@@ -140,7 +140,7 @@ extension API {
             key = try IdempotencyKey(text, named: "\"idempotencyKey\"", fingerprint: fingerprint.bytes, tokenScope: tokenScope, clientAddress: request.clientAddress)
         default: throw .badRequest("\"idempotencyKey\" must be a string")
         }
-        let arguments = WriteArguments(id: id, body: body, expectedVersions: expectedVersions, key: key)
+        let arguments = WriteArguments(id: id, body: body, expected: expected, key: key)
         do throws(Problem) {
             switch kind {
             case .create: return .write(try putWrite(arguments))

@@ -44,12 +44,12 @@ private func bodyMembers(_ body: [String: JSONValue]?, isRequired: Bool) throws(
 }
 
 /// What a write's parser reads, from a request or from a batch item: the instance its path
-/// names, its body, the versions its `If-Match` accepts and its idempotency key.
+/// names, its body, the tags its `If-Match` accepts and its idempotency key.
 struct WriteArguments {
     var id: String
     /// The members of the body's JSON object; `nil` when there is no body.
     var body: [String: JSONValue]?
-    var expectedVersions: [Int64]? = nil
+    var expected: [InstanceRegistry.InstanceTag]? = nil
     var key: IdempotencyKey? = nil
 
     /// The body's members; `[:]` without a body unless `isRequired`.
@@ -121,26 +121,27 @@ extension Request {
         return true
     }
 
-    /// The versions an `If-Match` header accepts (RFC 9110 §13.1.1): `nil` when it is absent
-    /// or `*`, else the versions its entity tags name (`"3", "4"`: 3 or 4; a bare `3` too).
-    /// Comparison is strong, so a weak tag (`W/"3"`) names none, and nor does a tag that is
-    /// not a version.
-    func expectedVersions() throws(Problem) -> [Int64]? {
+    /// The tags an `If-Match` header accepts (RFC 9110 §13.1.1): `nil` when it is absent or
+    /// `*`, else the instance tags its entity tags name: an instance's ETag (`"3-1764650000123"`:
+    /// version 3 of the instance created then), or a version alone (`"3"`, or a bare `3`), which
+    /// any instance at it matches. Comparison is strong, so a weak tag (`W/"3"`) names none,
+    /// and nor does a tag that is no instance's.
+    func expectedTags() throws(Problem) -> [InstanceRegistry.InstanceTag]? {
         guard let value = header("if-match") else { return nil }
-        let invalid = Problem.badRequest("If-Match must be * or a list of quoted versions, such as \"3\" or \"3\", \"4\"")
+        let invalid = Problem.badRequest("If-Match must be * or a list of quoted ETags or versions, such as \"3-1764650000123\" or \"3\", \"4\"")
         var rest = Substring(value)
         func skipSpace() { rest = rest.drop { $0 == " " || $0 == "\t" } }
         skipSpace()
         // A bare version (`3`), as the API has always accepted, is one tag.
-        if let version = Int64(rest.trimmingCharacters(in: .whitespaces)), version >= 0 { return [version] }
+        if let version = Int64(rest.trimmingCharacters(in: .whitespaces)), version >= 0 { return [InstanceRegistry.InstanceTag(version: version)] }
         if rest.hasPrefix("*") {
             rest = rest.dropFirst()
             skipSpace()
             guard rest.isEmpty else { throw invalid }
             return nil
         }
-        var versions: [Int64] = []
-        var tags = 0
+        var tags: [InstanceRegistry.InstanceTag] = []
+        var count = 0
         while true {
             skipSpace()
             if rest.hasPrefix(",") {
@@ -155,11 +156,11 @@ extension Request {
             rest = rest[rest.index(after: close)...]
             skipSpace()
             guard rest.isEmpty || rest.hasPrefix(",") else { throw invalid }
-            tags += 1
-            if !isWeak, let version = Int64(tag), version >= 0 { versions.append(version) }
+            count += 1
+            if !isWeak, let named = InstanceRegistry.InstanceTag(tag) { tags.append(named) }
         }
-        guard tags > 0 else { throw invalid }
-        return versions
+        guard count > 0 else { throw invalid }
+        return tags
     }
 
     /// The `Idempotency-Key`, bound to this request's method, path and body, and kept apart

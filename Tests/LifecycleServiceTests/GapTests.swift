@@ -35,7 +35,7 @@ struct GapTests {
         #expect(gap.text.contains(#""version":4,"kind":"gap","dropped":41,"from":"connected","to":"connected","outcome":"stayed","hooks":[],"time":"#), "\(gap.text)")
         #expect(gap.text.hasSuffix(#","occurredAt":"2026-12-02T05:00:00.123+01:00"}"# + "\n"), "\(gap.text)")
         let after = try c.request("GET", "/v1/instances/my-iphone")
-        #expect(after.header("etag") == "\"4\"")
+        #expect(after.header("etag")?.hasPrefix("\"4-") == true, "version 4: \(after.header("etag") ?? "")")
         #expect(Self.rest(after.json) == Self.rest(before), "state, buffered action, window and breadcrumb as they were")
         #expect((after.json["counters"] as? [String: Any])?["dropped"] as? Int == 41)
         #expect((before["counters"] as? [String: Any])?["dropped"] as? Int == 0)

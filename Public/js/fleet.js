@@ -160,10 +160,17 @@ export class FleetView {
         el("td", { className: "num" }, taken === undefined ? "–" : taken === 0 ? el("span", { className: "never-label", text: "never" }) : String(taken)),
         rowDivergences ? el("td", { className: `num${divergent > 0 ? " problem" : ""}`, text: divergent > 0 ? `≠ ${divergent}` : String(divergent ?? 0) }) : null);
     }));
-    // A narrow window stacks each row, every cell labelled with its column's name (app.css).
+    // A narrow window stacks each row, every cell labelled with its column's name (app.css);
+    // the roles keep the table's semantics, which some browsers drop with its display.
     for (const body of [this.stateBody, this.rowBody]) {
       const names = [...body.parentElement.tHead.rows[0].cells].map((th) => th.textContent);
-      for (const row of body.rows) for (const cell of row.cells) if (cell.tagName === "TD") cell.dataset.label = names[cell.cellIndex];
+      for (const row of body.rows) {
+        row.setAttribute("role", "row");
+        for (const cell of row.cells) {
+          cell.setAttribute("role", cell.tagName === "TD" ? "cell" : "rowheader");
+          if (cell.tagName === "TD") cell.dataset.label = names[cell.cellIndex];
+        }
+      }
     }
     if (this.error) {
       this.summary.textContent = this.error;

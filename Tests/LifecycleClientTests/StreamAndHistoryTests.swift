@@ -4,6 +4,9 @@ import LifecycleKit
 import Synchronization
 import TestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Alternates foreground and background: one record per event, the belief wrong every `believedWrongEvery`.
 private func flip(_ client: LifecycleClient, _ id: String, _ count: Int, believedWrongEvery: Int = 0) async throws {
@@ -23,6 +26,45 @@ private func foreground(_ client: LifecycleClient, _ id: String) async throws {
 /// What a stream's reader task has yielded so far.
 private final class Seen: Sendable {
     let events = Mutex<[RecordStream.Event]>([])
+}
+
+/// A loopback peer that answers each stream request with the next of `bodies` as the service
+/// would, closing all but the last: for what the service sends only under load (an overflow,
+/// which a client reading as fast as this one does cannot bring about).
+private final class ScriptedStreamPeer {
+    /// What the peer's thread and the test share: each request's head, the connection kept open.
+    final class Shared: Sendable {
+        let requests = Mutex<[String]>([])
+        let open = Mutex<[Int32]>([])
+    }
+
+    let port: UInt16
+    let shared = Shared()
+    private let listener: LoopbackListener
+
+    init(_ bodies: [String]) throws {
+        let listener = try LoopbackListener(listening: true)
+        self.listener = listener
+        port = listener.port
+        let listening = listener.fd
+        Thread.detachNewThread { [shared] in
+            for (index, body) in bodies.enumerated() {
+                let client = accept(listening, nil, nil)
+                guard client >= 0 else { return }
+                var head = [UInt8](repeating: 0, count: 8192)
+                let count = recv(client, &head, head.count, 0)
+                shared.requests.withLock { $0.append(String(decoding: head.prefix(Swift.max(0, count)), as: UTF8.self)) }
+                let answer = Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\(body)".utf8)
+                _ = answer.withUnsafeBytes { send(client, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                if index < bodies.count - 1 { close(client) } else { shared.open.withLock { $0.append(client) } }
+            }
+        }
+    }
+
+    deinit {
+        shutdown(listener.fd, Int32(SHUT_RDWR))
+        shared.open.withLock { $0.forEach { close($0) } }
+    }
 }
 
 @Suite("LifecycleClient history and streams")
@@ -105,6 +147,21 @@ struct StreamAndHistoryTests {
         let attempts = events.compactMap { if case .interrupted(let why) = $0 { why.attempt } else { nil } }
         #expect(attempts.first == 1 && attempts == Array(1...attempts.count), "consecutive attempts from 1: \(attempts)")
         #expect(events.allSatisfy { if case .interrupted(let why) = $0 { !why.reason.isEmpty && why.retryIn > 0 } else { true } })
+    }
+
+    @Test("an overflow's end is no interruption: the stream reconnects after its retry from the overflow's id, saying nothing")
+    func overflowIsRoutine() async throws {
+        let record = #"{"sequence":6,"instance":"a","version":1,"kind":"event","event":"didFinishLaunching","from":"initializing","to":"launching","outcome":"transitioned","hooks":["Launching.init"],"time":"2027-01-15T08:00:00.124Z"}"#
+        let peer = try ScriptedStreamPeer([
+            "retry: 50\n\nid: 5\nevent: overflow\ndata: {\"lastEventId\":5}\n\n",
+            "id: 6\ndata: \(record)\n\n",
+        ])
+        let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:\(peer.port)")!, timeout: 5))
+        var iterator = client.records(after: 4).makeAsyncIterator()
+        let first = try await iterator.next()
+        #expect(first?.record?.sequence == 6, "the record after the overflow, with nothing before it: \(String(describing: first))")
+        let heads = peer.shared.requests.withLock { $0 }
+        #expect(heads.count == 2 && heads[0].lowercased().contains("last-event-id: 4") && heads[1].lowercased().contains("last-event-id: 5"), "\(heads)")
     }
 
     @Test("a stream that cannot reach the service says so, with the error's own sentence, and keeps trying")

@@ -21,7 +21,7 @@ struct IfMatchTests {
         #expect(try Self.tags(#""3-1764650000123""#) == [Tag(version: 3, createdAt: 1_764_650_000_123)])
         #expect(try Self.tags(#""0-5", "3""#) == [Tag(version: 0, createdAt: 5), Tag(version: 3)])
         #expect(try Self.tags(#"W/"3-5""#) == [])
-        for foreign in [#""3-""#, #""-5""#, #""3-5-6""#, #""3-x""#, #""3--5""#, #""٣-5""#, #""+3""#, #""3-+5""#] {
+        for foreign in [#""3-""#, #""-5""#, #""3-5-6""#, #""3-x""#, #""3--5""#, #""٣-5""#, #""+3""#, #""3-+5""#, #""03-5""#, #""3-05""#, #""03""#, #""-0""#] {
             #expect(try Self.tags(foreign) == [], "\(foreign)")
         }
         #expect(Tag(version: 3, createdAt: 1_764_650_000_123).etag == #""3-1764650000123""#)

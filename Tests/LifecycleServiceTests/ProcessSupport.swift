@@ -58,8 +58,13 @@ final class LifecycledProcess {
         )
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
-            if let c = try? WireClient(port: port), (try? c.request("GET", "/healthz"))?.status == 200 { return server }
             guard server.process.isRunning else { break }
+            // Its own start line as well as an answer: another server on the port must not pass for this one.
+            if server.standardErrorSoFar.contains("lifecycled started"), let c = try? WireClient(port: port),
+                (try? c.request("GET", "/healthz"))?.status == 200
+            {
+                return server
+            }
             usleep(pollMicroseconds)
         }
         throw HTTPClientError(description: "lifecycled did not start: \(server.finish().stderr)")

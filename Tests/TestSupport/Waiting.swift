@@ -63,8 +63,9 @@ public final class LoopbackListener {
 /// Taken from below the kernel's ephemeral range (32768–60999), not by binding port 0: a port
 /// from that range can be handed to some test's outgoing connection as its source port between
 /// this call and the server's bind, and the server then fails with "address already in use".
-/// Ports are tried in turn from a per-process starting point, so tests running in parallel in
-/// this process never get the same one, and each is checked free on every address.
+/// Ports are tried in turn from a per-process starting point (spread by the pid, so that test
+/// processes started one after the other do not walk the same ports), so tests running in
+/// parallel in this process never get the same one, and each is checked free on every address.
 public func freePort() -> UInt16 {
     for _ in 0..<portSpan {
         let candidate = nextPort.withLock { next -> UInt16 in
@@ -78,7 +79,7 @@ public func freePort() -> UInt16 {
 
 private let portBase: UInt16 = 20_000
 private let portSpan: UInt16 = 12_000
-private let nextPort = Mutex(portBase + UInt16(getpid() % Int32(portSpan)))
+private let nextPort = Mutex(portBase + UInt16((Int(getpid()) &* 7919) % Int(portSpan)))
 
 private func isFree(_ port: UInt16) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

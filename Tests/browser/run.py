@@ -899,9 +899,12 @@ class Dashboard(DashboardCase):
 
     def fleet_table_spill(self):
         """How far the fleet tables' farthest cell reaches past their panel's inner right edge (px)."""
-        return self.js("""const panel = document.querySelector('.fleet-tables');
+        shown, spill = self.js("""const panel = document.querySelector('.fleet-tables');
             const right = panel.getBoundingClientRect().right - panel.clientLeft;
-            return Math.max(...[...panel.querySelectorAll('tbody th, tbody td')].filter(c => c.offsetParent).map(c => c.getBoundingClientRect().right - right))""")
+            const cells = [...panel.querySelectorAll('tbody th, tbody td')].filter(c => c.offsetParent);
+            return [cells.length, Math.max(0, ...cells.map(c => c.getBoundingClientRect().right - right))]""")
+        self.assertGreater(shown, 20, "the fleet's tables show their cells")
+        return spill
 
     def test_l_one_time_format_and_no_token_button_without_auth(self):
         self.api.create("times-1")

@@ -35,7 +35,7 @@ public struct StreamGap: Sendable, Equatable, Decodable {
 public struct StreamInterruption: Sendable, Equatable {
     /// What happened: the service ended the stream, could not be reached, or answered 429 or 5xx.
     public var reason: String
-    /// Seconds until the next attempt.
+    /// Seconds the stream waits before the next attempt, counted from the next call for an event.
     public var retryIn: TimeInterval
     /// 1 for the first interruption since the stream last received something, then 2, 3, ...
     public var attempt: Int
@@ -73,11 +73,11 @@ public struct RecordFilter: Sendable, Equatable {
 /// it reconnects by itself with `Last-Event-ID` and goes on after the last event it yielded.
 ///
 /// It never yields a record twice, nor one older than the last it yielded: sequence numbers
-/// only go up (a ``StreamEvent/reset(_:)`` is the one exception, and says so). Between
+/// only go up (a ``Event/reset(_:)`` is the one exception, and says so). Between
 /// attempts it waits the service's `retry:` (2 s), doubling after each failed attempt up to
 /// `maxRetryDelay`, or a 429/503's `Retry-After`, and yields an ``Event/interrupted(_:)``
 /// before each wait, so that a reader can say the service is out of reach rather than fall
-/// silent. A refusal that waiting cannot cure (a filter naming no model, an absent instance,
+/// silent (not after an overflow, whose reconnection is routine). A refusal that waiting cannot cure (a filter naming no model, an absent instance,
 /// a wrong token) throws; so does cancelling the task that reads it, as `CancellationError`.
 public struct RecordStream: AsyncSequence, Sendable {
     public typealias Element = Event
@@ -106,6 +106,8 @@ public struct RecordStream: AsyncSequence, Sendable {
         private var retryAfter: TimeInterval?
         /// How long to wait before connecting again, once the interruption was yielded.
         private var wait: TimeInterval?
+        /// Whether the service said the stream overflowed: the end that follows is no outage.
+        private var overflowed = false
 
         init(stream: RecordStream) {
             self.stream = stream
@@ -137,6 +139,12 @@ public struct RecordStream: AsyncSequence, Sendable {
                     self.connection = nil
                     // Cancelling the reader ends the connection too: that is no interruption.
                     try Task.checkCancellation()
+                    guard !overflowed else {
+                        // The reader fell behind and reconnects after the stream's retry, as the service asks.
+                        overflowed = false
+                        wait = Double(parser.retry ?? 2000) / 1000
+                        continue
+                    }
                     return .interrupted(interruption("the service ended the stream"))
                 }
             }
@@ -148,7 +156,10 @@ public struct RecordStream: AsyncSequence, Sendable {
             if let id = parser.lastEventID { request.headers["Last-Event-ID"] = id }
             let urlRequest = try stream.client.urlRequest(for: request, accept: "text/event-stream")
             let opened = StreamConnection(request: urlRequest, timeout: stream.client.configuration.timeout)
-            switch await opened.response() {
+            let response = await opened.response()
+            // A cancelled reader's request ends unanswered: that is no interruption either.
+            try Task.checkCancellation()
+            switch response {
             case .open:
                 parser.reset()
                 connection = opened
@@ -193,6 +204,7 @@ public struct RecordStream: AsyncSequence, Sendable {
                 return .reset(reset)
             case "overflow":
                 // The service closes the stream next; the reconnection replays the rest.
+                overflowed = true
                 return nil
             case "gap" where event.data.contains("\"droppedThrough\""):
                 return .gap(try decode(StreamGap.self))

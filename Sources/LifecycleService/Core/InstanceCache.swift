@@ -42,19 +42,26 @@ final class InstanceCache: Sendable {
     /// The instance `id`, if the cache holds it.
     func instance(_ id: String) -> StoredInstance? { state.withLock { $0.entries[id]?.instance } }
 
-    /// The instance's version and JSON, if the cache holds it.
+    /// An instance as a GET answers it.
+    struct Rendering: Sendable {
+        /// ``InstanceRegistry/InstanceTag/etag``.
+        var etag: String
+        var json: [UInt8]
+    }
+
+    /// The instance's `ETag` and JSON, if the cache holds it.
     ///
-    /// The JSON is rendered at the first read after a change rather than on every read (and
-    /// not at start-up, which must not grow with rendering work), outside the lock: two
-    /// readers may both render it, and only a rendering of what is still cached is kept.
-    func rendered(_ id: String) throws(InstanceRegistry.Refusal) -> (tag: InstanceRegistry.InstanceTag, json: [UInt8])? {
+    /// Both are made at the first read after a change rather than on every read (and not at
+    /// start-up, which must not grow with rendering work), outside the lock: two readers may
+    /// both render it, and only a rendering of what is still cached is kept.
+    func rendered(_ id: String) throws(InstanceRegistry.Refusal) -> Rendering? {
         guard let cached = state.withLock({ $0.entries[id] }) else { return nil }
-        if let json = cached.rendered { return (InstanceRegistry.InstanceTag(cached.instance), json) }
-        let json = try render(cached.instance)
+        if let rendered = cached.rendered { return rendered }
+        let rendered = Rendering(etag: InstanceRegistry.InstanceTag(cached.instance).etag, json: try render(cached.instance))
         state.withLock { state in
-            if state.entries[id]?.stamp == cached.stamp { state.entries[id]?.rendered = json }
+            if state.entries[id]?.stamp == cached.stamp { state.entries[id]?.rendered = rendered }
         }
-        return (InstanceRegistry.InstanceTag(cached.instance), json)
+        return rendered
     }
 
     /// Instances in id order after `cursor` that match `filter`.
@@ -153,8 +160,8 @@ struct ModelCoverage: Equatable {
 private struct CachedInstance {
     var instance: StoredInstance
     var machine: Machine
-    /// Its JSON, once a read has rendered it; `nil` again after each change.
-    var rendered: [UInt8]?
+    /// Its tag and JSON, once a read has rendered them; `nil` again after each change.
+    var rendered: InstanceCache.Rendering?
     /// Which change this is: a rendering is kept only if no change came while it was made.
     var stamp: UInt64 = 0
 }

@@ -97,11 +97,11 @@ final class InstanceRegistry: Sendable {
         return found
     }
 
-    /// The instance as last committed: its version and its JSON.
-    func renderedInstance(_ id: String) throws(Refusal) -> (tag: InstanceTag, json: [UInt8]) {
+    /// The instance as last committed: its `ETag` and its JSON.
+    func renderedInstance(_ id: String) throws(Refusal) -> InstanceCache.Rendering {
         if let rendered = try cache.rendered(id) { return rendered }
         let stored = try committedInstance(id)
-        return (InstanceTag(stored), try render(stored))
+        return InstanceCache.Rendering(etag: InstanceTag(stored).etag, json: try render(stored))
     }
 
     /// Instances in id order after `cursor` that match `filter`: one page.

@@ -53,16 +53,13 @@ extension InstanceRegistry {
             self.init(version: instance.state.version, createdAt: Int64((instance.createdAt.timeIntervalSince1970 * 1000).rounded()))
         }
 
-        /// The opaque part of an `ETag` (`3-1764650000123` or `3`), or `nil` for one no instance has.
+        /// The opaque part of an `ETag` (`3-1764650000123` or `3`), or `nil` for one no instance has: strong
+        /// comparison is of the exact text, so `03` names none.
         init?(_ text: Substring) {
             let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }), let version = Int64(parts[0]) else { return nil }
-            guard parts.count == 2 else {
-                self.init(version: version)
-                return
-            }
-            guard let createdAt = Int64(parts[1]) else { return nil }
-            self.init(version: version, createdAt: createdAt)
+            guard let version = Int64(parts[0]) else { return nil }
+            self.init(version: version, createdAt: parts.count == 2 ? Int64(parts[1]) : nil)
+            guard version >= 0, createdAt ?? 0 >= 0, etag.utf8.dropFirst().dropLast().elementsEqual(text.utf8) else { return nil }
         }
 
         /// The `ETag` header's value, quoted.

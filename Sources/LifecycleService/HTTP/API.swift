@@ -171,8 +171,8 @@ struct API: Sendable {
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
-        let (tag, json) = try answering(try registry.renderedInstance(request.parameters["id"] ?? ""))
-        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", tag.etag)], body: json)
+        let rendered = try answering(try registry.renderedInstance(request.parameters["id"] ?? ""))
+        return Response(status: 200, headers: [("Content-Type", "application/json"), ("ETag", rendered.etag)], body: rendered.json)
     }
 
     func deleteInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {

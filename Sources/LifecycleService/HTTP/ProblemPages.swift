@@ -57,7 +57,7 @@ enum ProblemPages {
         405: "The resource exists but not for this method; the Allow header lists those it takes.",
         408: "The whole request did not arrive within --request-timeout.",
         409: "The request conflicts with what exists, for example an instance id that is taken.",
-        412: "If-Match names a version other than the instance's: another write came first. Read the instance again and decide.",
+        412: "If-Match names no tag the instance matches: another write came first, or the instance was deleted and made again. Read the instance again and decide.",
         413: "The body is larger than --max-body.",
         414: "The request target is longer than the server accepts.",
         415: "A body that is not application/json.",

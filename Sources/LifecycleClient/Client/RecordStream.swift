@@ -77,8 +77,9 @@ public struct RecordFilter: Sendable, Equatable {
 /// attempts it waits the service's `retry:` (2 s), doubling after each failed attempt up to
 /// `maxRetryDelay`, or a 429/503's `Retry-After`, and yields an ``Event/interrupted(_:)``
 /// before each wait, so that a reader can say the service is out of reach rather than fall
-/// silent (not after an overflow, whose reconnection is routine). A refusal that waiting cannot cure (a filter naming no model, an absent instance,
-/// a wrong token) throws; so does cancelling the task that reads it, as `CancellationError`.
+/// silent (not after an overflow, whose reconnection is routine). A refusal that waiting
+/// cannot cure (a filter naming no model, an absent instance, a wrong token) throws; so does
+/// cancelling the task that reads it, as `CancellationError`.
 public struct RecordStream: AsyncSequence, Sendable {
     public typealias Element = Event
 

@@ -239,8 +239,13 @@ struct CommandLineTests {
         #expect(Set(records.compactMap { $0["instance"] as? String }) == ["watched"])
         let told = json.standardErrorSoFar.split(separator: "\n").filter { $0.hasPrefix("lifecycled tail: ") && $0.contains("trying again") }
         #expect(told.count == 1, "once an outage, however many attempts: \(json.standardErrorSoFar)")
-        json.signal(SIGTERM)
-        readable.signal(SIGTERM)
-        #expect(json.finish().status == SIGTERM && readable.finish().status == SIGTERM, "the usual signals end it")
+        // A gap's line says how many inputs the device dropped.
+        #expect(try c.request("POST", "/v1/instances/watched/gaps", json: #"{"dropped": 7}"#).status == 200)
+        let seen = String(records.last?["sequence"] as? Int ?? 0), state = records.last?["to"] as? String ?? ""
+        let gaps = try LifecycledProcess(arguments: ["tail", "--instance", "watched", "--after", seen], environment: ["LIFECYCLED_SERVER": "http://127.0.0.1:\(port)"])
+        #expect(eventually(within: 10) { lines(gaps).count == 1 }, "\(gaps.standardOutputSoFar) \(gaps.standardErrorSoFar)")
+        #expect(lines(gaps).first?.hasSuffix(" watched v6 gap dropped=7 \(state) -> \(state) stayed []") == true, "\(lines(gaps))")
+        for process in [json, readable, gaps] { process.signal(SIGTERM) }
+        #expect(json.finish().status == SIGTERM && readable.finish().status == SIGTERM && gaps.finish().status == SIGTERM, "the usual signals end it")
     }
 }

@@ -13,7 +13,8 @@ struct TailCommand {
         error says so once when the service cannot be reached.
 
         A line: SEQUENCE INSTANCE vVERSION KIND NAME FROM -> TO OUTCOME [HOOK, ...], then
-        "divergent" for a record whose reported belief or hooks differ from the model.
+        "divergent" for a record whose reported belief or hooks differ from the model; a gap
+        (inputs the app's reporter dropped) says how many: "gap dropped=N".
 
         exit status: 1 refused (a bad token: the problem on standard error); 2 a bad command line.
 
@@ -78,6 +79,7 @@ struct TailCommand {
     static func line(_ record: Record) -> String {
         var line = "\(record.sequence) \(record.instance ?? "-") v\(record.version) \(record.kind.rawValue)"
         if record.name != record.kind.rawValue { line += " \(record.name)" }
+        if let dropped = record.dropped { line += " dropped=\(dropped)" }
         if !record.parameters.isEmpty {
             line += " " + record.parameters.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
         }

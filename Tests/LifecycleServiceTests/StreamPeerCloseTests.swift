@@ -22,7 +22,7 @@ struct StreamPeerCloseTests {
         return line.flatMap { Int($0.split(separator: " ").last ?? "") }
     }
 
-    @Test("a client's whole per-client cap of idle streams closes: within a second the gauge is 0 and as many new streams are accepted")
+    @Test("a client's whole per-client cap of idle streams closes: long before a heartbeat the gauge is 0 and as many new streams are accepted")
     func closedStreamsFreeTheCap() throws {
         let cap = 8
         // No heartbeat within the test: nothing writes to the idle streams.
@@ -37,11 +37,13 @@ struct StreamPeerCloseTests {
         for stream in streams.prefix(cap / 2) { stream.disconnect() }
         streams = []
 
-        #expect(eventually(within: 1) { (try? Self.subscriberGauge(server)) == 0 }, "the subscriber gauge went back to 0")
+        // Well inside the 60 s heartbeat, the only write that could find the closes otherwise; a
+        // bound loose enough for the whole suite's load, which times nothing.
+        #expect(eventually(within: 10) { (try? Self.subscriberGauge(server)) == 0 }, "the subscriber gauge went back to 0")
         var again: [EventStream] = []
         for index in 0..<cap {
-            let accepted = eventually(within: 1) {
-                guard let stream = try? EventStream(port: server.port, path: "/v1/stream", headTimeout: 1), stream.status == 200 else { return false }
+            let accepted = eventually(within: 10) {
+                guard let stream = try? EventStream(port: server.port, path: "/v1/stream", headTimeout: 5), stream.status == 200 else { return false }
                 again.append(stream)
                 return true
             }

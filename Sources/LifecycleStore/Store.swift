@@ -60,9 +60,12 @@ extension StoreTransaction {
 }
 
 extension Date {
+    /// Whole milliseconds since 1970, as the store keeps times: what reads it back give.
+    public var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
     /// This time to the whole millisecond, the precision the store keeps.
     public var roundedToMilliseconds: Date {
-        Date(timeIntervalSince1970: (timeIntervalSince1970 * 1000).rounded() / 1000)
+        Date(timeIntervalSince1970: Double(millisecondsSince1970) / 1000)
     }
 }
 

@@ -43,7 +43,7 @@ private final class ScriptedStreamPeer {
     private let listener: LoopbackListener
 
     init(_ bodies: [String]) throws {
-        let listener = try LoopbackListener(listening: true)
+        let listener = try LoopbackListener()
         self.listener = listener
         port = listener.port
         let listening = listener.fd

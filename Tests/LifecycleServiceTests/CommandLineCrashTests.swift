@@ -13,7 +13,7 @@ final class AnswerSwallowingRelay {
     private let listener: LoopbackListener
 
     init(to target: UInt16) throws {
-        listener = try LoopbackListener(listening: true)
+        listener = try LoopbackListener()
         port = listener.port
         let listening = listener.fd
         Thread.detachNewThread {

@@ -65,7 +65,7 @@ struct HealthCheckTests {
     @Test("a listener that never answers: unhealthy once the timeout has passed, not waited on")
     func noAnswer() throws {
         // Accepted by the kernel's backlog, never read: connect succeeds, no answer comes.
-        let listener = try LoopbackListener(listening: true)
+        let listener = try LoopbackListener()
         defer { withExtendedLifetime(listener) {} }
 
         var configuration = Configuration()

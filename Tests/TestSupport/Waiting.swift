@@ -27,35 +27,47 @@ public final class TemporaryDirectory {
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// A TCP socket bound to a free port on 127.0.0.1 (close-on-exec), closed when dropped: with
-/// `listening`, a listener whose connections the kernel accepts into its backlog and nobody
-/// reads (a server that never answers).
+/// A TCP listener on a free port of 127.0.0.1 (close-on-exec), closed when dropped, whose
+/// connections the kernel accepts into its backlog and nobody reads unless the test does (a
+/// server that never answers, or one the test scripts).
 public final class LoopbackListener {
     public let fd: Int32
     public let port: UInt16
 
-    public init(listening: Bool) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    public init() throws {
+        let fd = boundSocket(inet_addr("127.0.0.1"), port: 0)
         self.fd = fd
-        guard fd >= 0 else {
+        // deinit closes it (it runs when an initializer throws after setting every property).
+        guard fd >= 0, listen(fd, 8) == 0 else {
             port = 0
-            throw HTTPClientError(description: "socket failed: \(String(cString: strerror(errno)))")
+            throw HTTPClientError(description: "socket, bind or listen failed: \(String(cString: strerror(errno)))")
         }
         var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        // deinit closes it (it runs when an initializer throws after setting every property).
-        guard bound == 0, !listening || listen(fd, 8) == 0 else {
-            port = 0
-            throw HTTPClientError(description: "bind or listen failed: \(String(cString: strerror(errno)))")
-        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         port = UInt16(bigEndian: address.sin_port)
     }
 
     deinit { if fd >= 0 { close(fd) } }
+}
+
+/// A close-on-exec TCP socket bound to `address` (network order) and `port` (0: any free one),
+/// or -1 with `errno` set.
+private func boundSocket(_ address: in_addr_t, port: UInt16) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return -1 }
+    var socketAddress = sockaddr_in()
+    socketAddress.sin_family = sa_family_t(AF_INET)
+    socketAddress.sin_addr.s_addr = address
+    socketAddress.sin_port = port.bigEndian
+    let bound = withUnsafePointer(to: &socketAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard bound == 0 else {
+        let failure = errno
+        close(fd)
+        errno = failure
+        return -1
+    }
+    return fd
 }
 
 /// A port no socket on any address holds, for a server process the test starts itself.
@@ -82,14 +94,10 @@ private let portSpan: UInt16 = 12_000
 private let nextPort = Mutex(portBase + UInt16((Int(getpid()) &* 7919) % Int(portSpan)))
 
 private func isFree(_ port: UInt16) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    let fd = boundSocket(INADDR_ANY, port: port)
     guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = INADDR_ANY
-    address.sin_port = port.bigEndian
-    return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+    close(fd)
+    return true
 }
 
 /// Collects what a pipe carries, read as it arrives so the writer never blocks on a full pipe.

@@ -143,7 +143,7 @@ public struct RecordStream: AsyncSequence, Sendable {
                     guard !overflowed else {
                         // The reader fell behind and reconnects after the stream's retry, as the service asks.
                         overflowed = false
-                        wait = Double(parser.retry ?? 2000) / 1000
+                        wait = retryDelay
                         continue
                     }
                     return .interrupted(interruption("the service ended the stream"))
@@ -175,10 +175,12 @@ public struct RecordStream: AsyncSequence, Sendable {
             }
         }
 
+        /// The service's `retry:` (2 s until it sends one), in seconds.
+        private var retryDelay: TimeInterval { Double(parser.retry ?? 2000) / 1000 }
+
         /// The interruption to yield, and the wait after it: Retry-After if given, else the stream's retry doubled per failure, capped.
         private mutating func interruption(_ reason: String) -> StreamInterruption {
-            let base = Double(parser.retry ?? 2000) / 1000
-            let delay = retryAfter ?? Swift.min(stream.maxRetryDelay, base * pow(2, Double(Swift.min(failures, 16))))
+            let delay = retryAfter ?? Swift.min(stream.maxRetryDelay, retryDelay * pow(2, Double(Swift.min(failures, 16))))
             retryAfter = nil
             failures += 1
             wait = delay

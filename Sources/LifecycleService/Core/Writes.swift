@@ -50,7 +50,8 @@ extension InstanceRegistry {
 
         /// The tag of `instance` as it is.
         init(_ instance: StoredInstance) {
-            self.init(version: instance.state.version, createdAt: Int64((instance.createdAt.timeIntervalSince1970 * 1000).rounded()))
+            // The store's own rounding, so a tag from the cache and one from a read of the store agree.
+            self.init(version: instance.state.version, createdAt: instance.createdAt.millisecondsSince1970)
         }
 
         /// The opaque part of an `ETag` (`3-1764650000123` or `3`), or `nil` for one no instance has: strong

@@ -4,7 +4,7 @@ import LifecycleKit
 /// Each stored shape written and read once for both stores, with every check that what is read is something lifecycled writes.
 enum Codec {
     /// Times are kept in whole milliseconds; the service rounds its clock the same way.
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func milliseconds(_ date: Date) -> Int64 { date.millisecondsSince1970 }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
     // MARK: Instances

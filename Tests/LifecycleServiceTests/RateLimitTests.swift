@@ -41,6 +41,18 @@ struct RateLimitTests {
         #expect(slow.take(for: "::1") == .admitted)
     }
 
+    // Threads used to read the clock before taking the lock, so a bucket could see a time
+    // before its last update; the wrapped difference refilled it to the brim.
+    @Test("a time before a bucket's last update refills nothing")
+    func earlierTime() {
+        let policy = RateLimitPolicy(rate: 1, burst: 2, exemptsLoopback: false)
+        var bucket = TokenBucket(policy: policy, now: 10_000_000_000)
+        #expect(bucket.take(now: 10_000_000_000, policy: policy) == .admitted)
+        #expect(bucket.take(now: 10_000_000_000, policy: policy) == .admitted)
+        #expect(bucket.take(now: 9_000_000_000, policy: policy) == .refused(retryAfter: 1))
+        #expect(!bucket.isFull(now: 9_000_000_000, policy: policy))
+    }
+
     @Test("a rate under 0.001 is refused at start (exit 2); Retry-After stays a whole number of seconds, at most a day, whatever the rate")
     func tinyRates() throws {
         for value in ["1e-20", "0.0009", "-1", "nan", "inf", "1e7"] {

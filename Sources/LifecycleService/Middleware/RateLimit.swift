@@ -62,8 +62,9 @@ final class RateLimiter: Sendable {
     /// Spends one request of `client`'s budget, if it has one.
     func take(for client: String) -> Decision {
         if policy.exemptsLoopback, isLoopback(client) { return .admitted }
-        let now = clock()
         return buckets.withLock { buckets in
+            // Read under the lock, so no bucket is ever updated to a time later than this one.
+            let now = clock()
             if buckets[client] == nil, buckets.count >= capacity { Self.makeRoom(in: &buckets, now: now, policy: policy, capacity: capacity) }
             return buckets[client, default: TokenBucket(policy: policy, now: now)].take(now: now, policy: policy)
         }
@@ -89,7 +90,7 @@ struct TokenBucket: Sendable {
     }
 
     private func tokens(at now: UInt64, policy: RateLimitPolicy) -> Double {
-        let elapsed = Double(now &- updated) / 1e9
+        let elapsed = Double(now > updated ? now - updated : 0) / 1e9
         return min(Double(policy.burst), tokens + elapsed * policy.rate)
     }
 

@@ -269,7 +269,7 @@ public struct Configuration: Sendable {
             c.trustedProxies = proxies
             return true
         },
-        .integer("--request-timeout", "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30)", in: 1...Int.max) { $0.requestTimeout = $1 },
+        .integer("--request-timeout", "LIFECYCLED_REQUEST_TIMEOUT", placeholder: "SECONDS", help: "time for a whole request (headers and body) to arrive, from the connection being ready for it; also the idle time of a kept-alive connection (default 30; at most 86400)", in: 1...86_400) { $0.requestTimeout = $1 },
         .decimal(
             "--heartbeat", "LIFECYCLED_HEARTBEAT", placeholder: "SECONDS",
             help: "seconds between comments on an idle stream (default 15; fractions allowed, at most 3600)", in: 0.001...3600

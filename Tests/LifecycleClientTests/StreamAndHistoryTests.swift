@@ -164,6 +164,35 @@ struct StreamAndHistoryTests {
         #expect(heads.count == 2 && heads[0].lowercased().contains("last-event-id: 4") && heads[1].lowercased().contains("last-event-id: 5"), "\(heads)")
     }
 
+    @Test("a retry: longer than the stream's longest wait is held to it, after an overflow too")
+    func hugeRetry() async throws {
+        let record = #"{"sequence":6,"instance":"a","version":1,"kind":"event","event":"didFinishLaunching","from":"initializing","to":"launching","outcome":"transitioned","hooks":["Launching.init"],"time":"2027-01-15T08:00:00.124Z"}"#
+        let peer = try ScriptedStreamPeer([
+            "retry: 99999999999999999\n\nid: 5\nevent: overflow\ndata: {\"lastEventId\":5}\n\n",
+            "id: 6\ndata: \(record)\n\n",
+        ])
+        let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:\(peer.port)")!, timeout: 5))
+        var iterator = client.records(after: 4, maxRetryDelay: 0.05).makeAsyncIterator()
+        let first = try await iterator.next()
+        #expect(first?.record?.sequence == 6, "\(String(describing: first))")
+    }
+
+    // A service that is stopping, or cannot replay from its store, answers 200, sends its
+    // `retry:` and ends the stream: the outage goes on, and a reader told of it once (as
+    // `lifecycled tail` is) must not be told again at every such answer.
+    @Test("streams the service ends at once, having sent nothing but their retry, count as one outage")
+    func endedAtOnce() async throws {
+        let peer = try ScriptedStreamPeer(Array(repeating: "retry: 10\n\n", count: 3) + [": open\n\n"])
+        let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:\(peer.port)")!, timeout: 5))
+        var iterator = client.records(after: 4, maxRetryDelay: 0.05).makeAsyncIterator()
+        var attempts: [StreamInterruption] = []
+        while attempts.count < 3, let event = try await iterator.next() {
+            if case .interrupted(let why) = event { attempts.append(why) }
+        }
+        #expect(attempts.map(\.attempt) == [1, 2, 3], "\(attempts)")
+        #expect(attempts.allSatisfy { $0.reason == "the service ended the stream" }, "\(attempts)")
+    }
+
     @Test("a stream that cannot reach the service says so, with the error's own sentence, and keeps trying")
     func streamUnreachable() async throws {
         let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:\(freePort())")!, timeout: 2))

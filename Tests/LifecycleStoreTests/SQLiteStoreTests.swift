@@ -104,7 +104,7 @@ struct SQLiteStoreTests {
         let history = try reopened.history(instanceID: "app", after: 0, divergentOnly: false, limit: PageLimit(records: 100))
         #expect(try history.records.map(decodeRecord) == written, "history holds the applied inputs, not the creation")
         #expect(written.allSatisfy { $0.instance == "app" })
-        #expect(try Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
+        #expect(Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
     }
 
     @Test("idempotency keys replay, conflict on a different request, and expire", arguments: Backend.allCases)

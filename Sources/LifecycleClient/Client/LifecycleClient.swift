@@ -116,9 +116,13 @@ struct APIResponse: Sendable {
         headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
     }
 
-    /// `Retry-After` in seconds (the service sends whole seconds, never a date).
+    /// `Retry-After` in seconds, at most a day: delay-seconds, as the service sends (RFC 9110
+    /// §10.2.3). A date, which a proxy may send, or anything else is `nil`: the usual backoff.
     var retryAfter: TimeInterval? {
-        header("Retry-After").flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) }
+        guard let text = header("Retry-After")?.trimmingCharacters(in: .whitespaces), !text.isEmpty,
+            text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = TimeInterval(text)
+        else { return nil }
+        return seconds.asWait
     }
 }
 
@@ -218,4 +222,13 @@ extension JSONValue {
         case .number(let number): self = .number(number)
         }
     }
+}
+
+extension TimeInterval {
+    /// The longest the library waits before an attempt: a day.
+    static let longestWait: TimeInterval = 86_400
+
+    /// This as a wait: NaN and negative as 0, at most ``longestWait``. What a server, a proxy
+    /// or a configuration says of a delay never traps a conversion to nanoseconds.
+    var asWait: TimeInterval { isNaN ? 0 : Swift.min(Swift.max(self, 0), .longestWait) }
 }

@@ -37,7 +37,8 @@ public struct StreamInterruption: Sendable, Equatable {
     public var reason: String
     /// Seconds the stream waits before the next attempt, counted from the next call for an event.
     public var retryIn: TimeInterval
-    /// 1 for the first interruption since the stream last received something, then 2, 3, ...
+    /// 1 for the first interruption since the stream last yielded an event or stayed connected
+    /// for ``RecordStream/steadyConnection``, then 2, 3, ...
     public var attempt: Int
 }
 
@@ -83,6 +84,10 @@ public struct RecordFilter: Sendable, Equatable {
 public struct RecordStream: AsyncSequence, Sendable {
     public typealias Element = Event
 
+    /// Seconds a connection must stay open, if it yields nothing, to end an outage: one that
+    /// the service answers and ends at once (stopping, or failing to replay) continues it.
+    public static let steadyConnection: TimeInterval = 30
+
     let client: LifecycleClient
     let path: String
     let query: [URLQueryItem]
@@ -101,8 +106,10 @@ public struct RecordStream: AsyncSequence, Sendable {
         private var pending: [ServerSentEvent] = []
         /// The sequence number of the last record or change yielded: nothing at or below it is yielded again.
         private var last: Int64?
-        /// Attempts that failed since the last connection that delivered something.
+        /// Attempts that failed since the stream last yielded an event or a connection held steady.
         private var failures = 0
+        /// When the open connection was made.
+        private var connectedAt: ContinuousClock.Instant?
         /// What the next wait is, when the service said (Retry-After).
         private var retryAfter: TimeInterval?
         /// How long to wait before connecting again, once the interruption was yielded.
@@ -121,23 +128,26 @@ public struct RecordStream: AsyncSequence, Sendable {
                 try Task.checkCancellation()
                 if let event = pending.first {
                     pending.removeFirst()
-                    if let yielded = try take(event) { return yielded }
+                    if let yielded = try take(event) {
+                        failures = 0
+                        return yielded
+                    }
                     continue
                 }
                 guard let connection else {
                     if let wait {
                         self.wait = nil
-                        try await Task.sleep(nanoseconds: UInt64(Swift.max(0, wait) * 1_000_000_000))
+                        try await Task.sleep(nanoseconds: UInt64(wait.asWait * 1_000_000_000))
                     }
                     if let interruption = try await connect() { return .interrupted(interruption) }
                     continue
                 }
                 switch await connection.next() {
                 case .data(let bytes):
-                    failures = 0
                     pending = parser.feed(bytes)
                 case .ended:
                     self.connection = nil
+                    if let connectedAt, connectedAt.duration(to: .now) >= .seconds(RecordStream.steadyConnection) { failures = 0 }
                     // Cancelling the reader ends the connection too: that is no interruption.
                     try Task.checkCancellation()
                     guard !overflowed else {
@@ -164,6 +174,7 @@ public struct RecordStream: AsyncSequence, Sendable {
             case .open:
                 parser.reset()
                 connection = opened
+                connectedAt = .now
                 return nil
             case .refused(let response):
                 let error = LifecycleClient.failure(response)
@@ -176,11 +187,11 @@ public struct RecordStream: AsyncSequence, Sendable {
         }
 
         /// The service's `retry:` (2 s until it sends one), in seconds.
-        private var retryDelay: TimeInterval { Double(parser.retry ?? 2000) / 1000 }
+        private var retryDelay: TimeInterval { Swift.min(stream.maxRetryDelay, Double(parser.retry ?? 2000) / 1000).asWait }
 
         /// The interruption to yield, and the wait after it: Retry-After if given, else the stream's retry doubled per failure, capped.
         private mutating func interruption(_ reason: String) -> StreamInterruption {
-            let delay = retryAfter ?? Swift.min(stream.maxRetryDelay, retryDelay * pow(2, Double(Swift.min(failures, 16))))
+            let delay = (retryAfter ?? Swift.min(stream.maxRetryDelay, retryDelay * pow(2, Double(Swift.min(failures, 16))))).asWait
             retryAfter = nil
             failures += 1
             wait = delay

@@ -242,8 +242,9 @@ final class ReporterCore: Sendable {
 
     private func backoff(_ s: inout State, retryAfter: TimeInterval?, error: String) -> (String, TimeInterval) {
         s.failures += 1
-        let ceiling = min(configuration.maxBackoff, configuration.initialBackoff * pow(2, Double(min(s.failures - 1, 30))))
-        let delay = retryAfter.map { max($0, 0) } ?? Double.random(in: 0...ceiling)
+        // Each as a wait: the configuration's public fields may hold anything.
+        let ceiling = min(configuration.maxBackoff.asWait, configuration.initialBackoff.asWait * pow(2, Double(min(s.failures - 1, 30))))
+        let delay = (retryAfter ?? Double.random(in: 0...ceiling)).asWait
         let until = ContinuousClock.now + .milliseconds(Int64(delay * 1000))
         s.notBefore = until
         s.retryAfterUntil = retryAfter == nil ? nil : until

@@ -199,7 +199,8 @@ struct ConnectionMachine {
                 closing.headers.append(("Connection", "close"))
                 return .respond(closing)
             }
-            if length > 0 { request.body.reserveCapacity(length) }
+            // A Content-Length is only a claim until the bytes come: at most 1 MiB is reserved on it.
+            if length > 0 { request.body.reserveCapacity(min(length, 1 << 20)) }
             state = .reading(since: since, request)
         case .refused(let problem):
             // The framing is sound, so the body is drained and the connection kept.

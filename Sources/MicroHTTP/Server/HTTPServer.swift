@@ -65,7 +65,8 @@ public final class HTTPServer: Sendable {
         self.pipeline = pipeline
         limits = RequestLimits(
             maxBodySize: configuration.maxBodySize, maxBodySizeByPath: configuration.maxBodySizeByPath, maxTargetSize: configuration.maxTargetSize, maxHeaderSize: configuration.maxHeaderSize,
-            requestTimeout: UInt64(max(1, configuration.requestTimeout)) * 1_000_000_000
+            // At most a year, so that its nanoseconds fit.
+            requestTimeout: UInt64(min(max(1, configuration.requestTimeout), 365 * 86_400)) * 1_000_000_000
         )
         let openFiles = OpenFiles.raiseLimit()
         let ceiling = max(1, openFiles - ServerConfiguration.reservedDescriptors)

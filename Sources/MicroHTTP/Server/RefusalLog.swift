@@ -6,19 +6,14 @@ import Synchronization
 /// at most one line per reason every 10 seconds with the count since the last line.
 final class RefusalLog: Sendable {
     private let logger: Logger
-    /// Nanoseconds from any fixed start; injectable so tests need not wait.
-    private let clock: @Sendable () -> UInt64
     private let tally = Mutex(RefusalTally(interval: 10_000_000_000))
 
-    init(logger: Logger, clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
-        self.logger = logger
-        self.clock = clock
-    }
+    init(logger: Logger) { self.logger = logger }
 
     func record(_ count: Int, reason: String, limit: String) {
         // The time is read under the lock: read before it, a later time could be recorded
         // first by another thread, and this one would be earlier than the last line's.
-        let due = tally.withLock { $0.record(count, reason: reason, now: clock()) }
+        let due = tally.withLock { $0.record(count, reason: reason, now: DispatchTime.now().uptimeNanoseconds) }
         if let due {
             logger.info(reason == "request-timeout" ? "connections closed" : "connections refused", ["reason": reason, "limit": limit, "count": String(due)])
         }

@@ -39,7 +39,7 @@ let package = Package(
         // Swift over libmicrohttpd: server, request, response, router, JSON.
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "Logging"]),
         // Durable storage.
-        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "CSQLite", "CLibPQ"]),
+        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "Logging", "CSQLite", "CLibPQ"]),
         // Graphviz over its C library: DOT to SVG.
         .target(name: "LifecycleGraph", dependencies: ["CGraphviz"]),
         // The API: handlers, instance registry, metrics.
@@ -69,7 +69,7 @@ let package = Package(
 
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "Logging"]),
-        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "TestSupport"]),
+        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "Logging", "TestSupport"]),
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",

@@ -1,7 +1,8 @@
 import Foundation
 import LifecycleKit
+import LifecycleStore
 
-// Benchmarks that need no server: `lifecycle-bench engine` and `lifecycle-bench startup`.
+// Benchmarks that need no server: `lifecycle-bench engine` and `lifecycle-bench pages DIR`.
 // Run through `make bench` (release build); each prints a figure and a ratio against
 // a baseline measured in the same run.
 
@@ -68,10 +69,60 @@ func benchEngine() throws {
     if sink == 42 { print("") }
 }
 
+/// History and replay pages read from a SQLite store with the default options, as the service reads them: 200 instances of
+/// 250 relaunch records each, in 50 transactions. Made in `directory` if it holds no store yet (so that two builds read the
+/// same file); prints one line of milliseconds a page per kind of read (Benchmarks/store-pages-bench.sh compares builds).
+func benchPages(directory: String) throws {
+    let fresh = !FileManager.default.fileExists(atPath: directory + "/" + SQLiteStore.fileName)
+    let store = try SQLiteStore(directory: directory)
+    defer { store.close() }
+    let instances = 200
+    let encoder = JSONEncoder()
+    encoder.dateEncodingStrategy = .millisecondsSince1970
+    let time = Date(timeIntervalSince1970: 1_800_000_000)
+    if fresh {
+        for group in stride(from: 0, to: instances, by: 4) {
+            var written: [(StoredInstance, [Record])] = []
+            for i in group..<group + 4 {
+                var machine = Machine(model: .iosApp)
+                var records: [Record] = []
+                for _ in 0..<250 { records.append(try machine.apply(.relaunch, at: time)) }
+                written.append((StoredInstance(id: "i\(i)", model: "ios-app", createdAt: time, updatedAt: time, state: machine.snapshot), records))
+            }
+            _ = try store.write { (t) throws(StoreError) in
+                for (instance, records) in written {
+                    _ = try t.insert(instance) { Array(#"{"sequence":\#($0),"instance":"\#(instance.id)","kind":"created"}"#.utf8) }
+                    for record in records { _ = try t.append(record, instanceID: instance.id) { Array(try! encoder.encode($0)) } }
+                }
+            }
+        }
+    }
+    let newest = store.lastSequence
+    /// Milliseconds a page, over `pages` reads.
+    func perPage(_ pages: Int, _ read: (Int) throws -> Void) throws -> Double {
+        try seconds { for page in 0..<pages { try read(page) } } * 1000 / Double(pages)
+    }
+    let history = try perPage(400) { page in
+        _ = try store.history(instanceID: "i\(page % instances)", after: 0, divergentOnly: false, limit: PageLimit(records: 100))
+    }
+    let replay = try perPage(60) { page in
+        _ = try store.replay(after: Int64(page % 40) * 1000, through: newest, filter: RecordFilter(), limit: PageLimit(records: 1000))
+    }
+    let filtered = try perPage(100) { page in
+        let filter = RecordFilter(instances: ["i\(page % instances)"])
+        _ = try store.replay(after: 0, through: newest, filter: filter, limit: PageLimit(records: 1000))
+    }
+    let divergent = try perPage(100) { page in
+        _ = try store.replay(after: Int64(page % 40) * 1000, through: newest, filter: RecordFilter(divergentOnly: true), limit: PageLimit(records: 1000))
+    }
+    print(String(format: "history100 %.3f replay1000 %.3f instanceReplay %.3f divergentReplay %.3f", history, replay, filtered, divergent))
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 switch arguments.first {
 case "engine": try benchEngine()
+case "pages" where arguments.count == 2: try benchPages(directory: arguments.last!)
 default:
-    FileHandle.standardError.write(Data("usage: lifecycle-bench engine\n".utf8))
+    FileHandle.standardError.write(Data("usage: lifecycle-bench engine | pages DIR\n".utf8))
     exit(2)
 }

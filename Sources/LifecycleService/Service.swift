@@ -40,7 +40,7 @@ public final class Service: Sendable {
                 models[name] = model
             }
         }
-        let report: @Sendable (StoreEvent) -> Void = { event in logger.log(Logger.Level(event.level), event.message, fields: event.fields.map { ($0.key, $0.value) }) }
+        let report: @Sendable (LogEvent) -> Void = { logger.log($0) }
         store = try Self.openStore(configuration, report: report)
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
@@ -102,7 +102,7 @@ public final class Service: Sendable {
     }
 
     /// The store the configuration names: PostgreSQL shared with other replicas, or SQLite in the data folder.
-    static func openStore(_ configuration: Configuration, report: @escaping @Sendable (StoreEvent) -> Void) throws(StartError) -> any InstanceStore {
+    static func openStore(_ configuration: Configuration, report: @escaping @Sendable (LogEvent) -> Void) throws(StartError) -> any InstanceStore {
         if let url = configuration.databaseURL {
             do {
                 return try PostgresStore(
@@ -231,16 +231,5 @@ public final class Service: Sendable {
             }
         }
         return models
-    }
-}
-
-extension Logger.Level {
-    /// The level a store's or the registry's event is logged at.
-    init(_ level: StoreEvent.Level) {
-        self = switch level {
-        case .info: .info
-        case .warning: .warning
-        case .error: .error
-        }
     }
 }

@@ -101,34 +101,6 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Something the store noticed that an operator should know of, for the handler whoever opens it passes.
-public struct StoreEvent: Sendable {
-    public enum Level: Sendable {
-        case info, warning, error
-    }
-
-    public var level: Level
-    public var message: String
-    public var fields: [(key: String, value: String)]
-
-    public init(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
-        self.init(level, message, fields: fields.map { ($0.key, $0.value) })
-    }
-
-    /// As ``init(_:_:_:)``, for fields assembled at run time.
-    public init(_ level: Level, _ message: String, fields: [(key: String, value: String)]) {
-        self.level = level
-        self.message = message
-        self.fields = fields
-    }
-
-    /// `level message key=value ...` on standard error: for a store opened without a logger.
-    @Sendable public static func writeToStandardError(_ event: StoreEvent) {
-        let fields = event.fields.map { " \($0.key)=\($0.value.debugDescription)" }.joined()
-        FileHandle.standardError.write(Data("\(event.level) \(event.message)\(fields)\n".utf8))
-    }
-}
-
 /// An error of a store's database library, which says what it means for the store.
 protocol StoreFailure: Error {
     func storeError(doing what: String) -> StoreError

@@ -1,4 +1,5 @@
 import Foundation
+import LifecycleKit
 import TestSupport
 import Testing
 @testable import LifecycleStore

@@ -1,7 +1,8 @@
 import Foundation
+import LifecycleKit
+import Logging
 import Synchronization
 import Testing
-import LifecycleKit
 @testable import LifecycleStore
 
 /// One instance written to a store the way the committer writes it: a record, then its state.
@@ -31,9 +32,9 @@ struct InstanceWriter {
 
 /// Collects what a store reports.
 final class Reports: Sendable {
-    private let events = Mutex<[StoreEvent]>([])
+    private let events = Mutex<[LogEvent]>([])
 
-    var handler: @Sendable (StoreEvent) -> Void { { [self] event in events.withLock { $0.append(event) } } }
+    var handler: @Sendable (LogEvent) -> Void { { [self] event in events.withLock { $0.append(event) } } }
 
     func first(_ message: String) -> [String: String]? {
         events.withLock { events in

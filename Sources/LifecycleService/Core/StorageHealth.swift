@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleStore
+import Logging
 import Synchronization
 
 /// Why the store could not commit, while it cannot.
@@ -77,10 +78,10 @@ struct StorageHealth: Equatable {
 /// The storage health the committer keeps and `/healthz` reads, and the log lines its changes make.
 final class StorageStatus: Sendable {
     private let health = Mutex(StorageHealth())
-    private let report: @Sendable (StoreEvent) -> Void
+    private let report: @Sendable (LogEvent) -> Void
 
     /// A status that logs its changes to `report`.
-    init(report: @escaping @Sendable (StoreEvent) -> Void) {
+    init(report: @escaping @Sendable (LogEvent) -> Void) {
         self.report = report
     }
 
@@ -105,9 +106,9 @@ final class StorageStatus: Sendable {
     private func log(_ change: StorageHealth.Change?) {
         switch change {
         case .failing(let reason, let isReadOnly)?:
-            report(StoreEvent(.error, isReadOnly ? "storage cannot be read" : "storage cannot commit", ["error": reason]))
+            report(LogEvent(.error, isReadOnly ? "storage cannot be read" : "storage cannot commit", ["error": reason]))
         case .recovered(let since, let isReadOnly)?:
-            report(StoreEvent(.info, isReadOnly ? "storage can be read again" : "storage commits again", ["failingSince": since.formatted(.iso8601)]))
+            report(LogEvent(.info, isReadOnly ? "storage can be read again" : "storage commits again", ["failingSince": since.formatted(.iso8601)]))
         case nil:
             break
         }

@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleKit
+import Logging
 import Synchronization
 
 /// The store for several replicas on one PostgreSQL, which learn of each other's commits through `LISTEN`/`NOTIFY` and
@@ -54,7 +55,7 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     public let options: Options
     private let url: String
-    private let report: @Sendable (StoreEvent) -> Void
+    private let report: @Sendable (LogEvent) -> Void
     private let writer: Mutex<Line>
     /// Reads of committed data: never on the write connection, so as not to wait for a batch.
     let reader: Mutex<Line>
@@ -66,7 +67,7 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     /// Connects to `url` and creates or migrates the schema; throws if PostgreSQL cannot be reached now.
     public init(
-        url: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
+        url: String, options: Options = Options(), report: @escaping @Sendable (LogEvent) -> Void = LogEvent.logToStandardError
     ) throws(StoreError) {
         self.url = url
         self.options = options
@@ -208,12 +209,10 @@ public final class PostgresStore: InstanceStore, Sendable {
         return result!
     }
 
-    /// Begins and locks the counter row; a lost connection is made again once at once, so the first write after an outage succeeds.
+    /// Begins and locks the counter row (see ``Link/retryingOnce(by:_:)``: the first write after an outage succeeds).
     private static func begin(by deadline: Deadline, _ link: inout Link, options: Options) throws(StoreError) -> SQLTransaction<Connection> {
-        var retried = false
-        while true {
-            let connection = try checked("cannot begin a transaction") { () throws(PostgreSQLError) in try link.connection(by: deadline) }
-            do throws(PostgreSQLError) {
+        do throws(PostgreSQLError) {
+            return try link.retryingOnce(by: deadline) { (connection) throws(PostgreSQLError) in
                 let counter = try connection.execute([
                     SQLStatement("BEGIN"), SQLStatement("SELECT last_sequence, instance_count FROM commit_counter WHERE id = 1 FOR UPDATE"),
                 ])[1]
@@ -223,45 +222,24 @@ public final class PostgresStore: InstanceStore, Sendable {
                     connection, sequence: row.integer(0), instanceCount: row.integer(1), historyLimit: options.historyLimit,
                     idempotencyLifetime: options.idempotencyLifetime
                 )
-            } catch {
-                if error.isConnectionLost {
-                    link.dropIfLost(error)
-                    if !retried, !error.isTimedOut {
-                        retried = true
-                        continue
-                    }
-                } else {
-                    link.rollBack()
-                }
-                throw StoreError(error, doing: "cannot begin a transaction")
             }
+        } catch {
+            if !error.isConnectionLost { link.rollBack() }
+            throw StoreError(error, doing: "cannot begin a transaction")
         }
     }
 
     /// Runs `body` (one statement, so one snapshot) on the read connection within `bound` (``Options/readTimeout`` unless
-    /// given), the wait for the read ahead included; made again once on a lost connection, since a read changes nothing.
+    /// given), the wait for the read ahead included.
     func read<T: Sendable>(
-        _ what: String, within bound: Duration? = nil, _ body: sending (Connection) throws(PostgreSQLError) -> T
+        _ what: String, within bound: Duration? = nil, _ body: @Sendable (Connection) throws(PostgreSQLError) -> T
     ) throws(StoreError) -> T {
         let deadline = Deadline(bound ?? options.readTimeout)
         guard readGate.lock(before: deadline.date) else { throw StoreError(deadline.passed("waiting for the read ahead of it"), doing: what) }
         defer { readGate.unlock() }
         return try reader.withLock { (reader) throws(StoreError) -> T in
             guard !reader.isClosed else { throw StoreError("\(what): the store is closed") }
-            var retried = false
-            while true {
-                let connection = try checked(what) { () throws(PostgreSQLError) in try reader.link.connection(by: deadline) }
-                do throws(PostgreSQLError) {
-                    return try body(connection)
-                } catch {
-                    reader.link.dropIfLost(error)
-                    if error.isConnectionLost, !error.isTimedOut, !retried {
-                        retried = true
-                        continue
-                    }
-                    throw StoreError(error, doing: what)
-                }
-            }
+            return try checked(what) { () throws(PostgreSQLError) in try reader.link.retryingOnce(by: deadline, body) }
         }
     }
 

@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import LifecycleKit
+import Logging
 import Synchronization
 
 /// The embedded default store: one SQLite file in WAL mode.
@@ -54,7 +55,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     public let path: String
     public let options: Options
     /// Where the store's notable events go (the service logs them).
-    let report: @Sendable (StoreEvent) -> Void
+    let report: @Sendable (LogEvent) -> Void
     /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
     let unscopedKeysThrough: Date?
     let writer: Mutex<Writer>
@@ -68,7 +69,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// Opens (creating if needed) and migrates the store in `directory`; refuses a folder another process holds, and a database
     /// that lost data the lock file's marker says was committed (unless ``Options/acceptDataLoss``).
     public init(
-        directory: String, options: Options = Options(), report: @escaping @Sendable (StoreEvent) -> Void = StoreEvent.writeToStandardError
+        directory: String, options: Options = Options(), report: @escaping @Sendable (LogEvent) -> Void = LogEvent.logToStandardError
     ) throws(StoreError) {
         self.options = options
         self.report = report
@@ -118,7 +119,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         if let loss {
             guard options.acceptDataLoss else { throw Self.refusal(path, loss) }
             let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
-            report(StoreEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
+            report(LogEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
             if case .committed(let marked) = lock.marker, sequence < marked {
                 // A client may hold a number up to the marker: none is reused, and replays learn of the gap.
                 try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
@@ -196,10 +197,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
             let database = writer.database
             do throws(SQLiteError) {
                 if try checkpointer.excludingRounds(waiting: true, { () throws(SQLiteError) in try database.checkpoint(.truncate) }) == false {
-                    report(StoreEvent(.warning, "WAL not emptied at stop: a reader still uses it", ["database": path]))
+                    report(LogEvent(.warning, "WAL not emptied at stop: a reader still uses it", ["database": path]))
                 }
             } catch {
-                report(StoreEvent(.error, "WAL checkpoint at stop failed", ["database": path, "error": error.message]))
+                report(LogEvent(.error, "WAL checkpoint at stop failed", ["database": path, "error": error.message]))
             }
             writer.lock.release()
         }
@@ -367,7 +368,7 @@ extension SQLiteStore {
             do {
                 try writer.lock.mark(newSequence)
             } catch {
-                report(StoreEvent(.error, "cannot update the sequence marker", ["sequence": String(newSequence), "error": error.message]))
+                report(LogEvent(.error, "cannot update the sequence marker", ["sequence": String(newSequence), "error": error.message]))
             }
         }
         writer.writesSincePurge += 1
@@ -376,7 +377,7 @@ extension SQLiteStore {
             do {
                 try writer.purgeExpired(options)
             } catch {
-                report(StoreEvent(.warning, "cannot purge expired idempotency keys and deletion records", ["database": path, "error": error.message]))
+                report(LogEvent(.warning, "cannot purge expired idempotency keys and deletion records", ["database": path, "error": error.message]))
             }
         }
     }
@@ -394,7 +395,7 @@ extension SQLiteStore {
         do throws(SQLiteError) {
             finished = try checkpointer.excludingRounds(waiting: due == .now) { () throws(SQLiteError) in try database.checkpoint(.restart) }
         } catch {
-            report(StoreEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
+            report(LogEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
             writer.walBound.checkpointed(finished: false, walBytes: bytes)
             // A damaged file fails the write; anything else lets it go on into the WAL.
             if error.isDamage { throw StoreError(error, doing: "cannot checkpoint the WAL") }
@@ -402,7 +403,7 @@ extension SQLiteStore {
         }
         guard let finished else { return }  // a background round is running: at a later transaction
         if !finished {
-            report(StoreEvent(.warning, "WAL checkpoint could not finish: a reader still uses the WAL", ["database": path, "walBytes": String(bytes)]))
+            report(LogEvent(.warning, "WAL checkpoint could not finish: a reader still uses the WAL", ["database": path, "walBytes": String(bytes)]))
         }
         writer.walBound.checkpointed(finished: finished, walBytes: bytes)
     }

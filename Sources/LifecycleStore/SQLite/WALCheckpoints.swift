@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 
 /// When the committer checkpoints the WAL, which keeps it bounded: SQLite starts the WAL over
@@ -50,9 +51,9 @@ final class BackgroundCheckpointer: Sendable {
     private let state: Mutex<State>
     private let wake = DispatchSemaphore(value: 0)
     private let path: String
-    private let report: @Sendable (StoreEvent) -> Void
+    private let report: @Sendable (LogEvent) -> Void
 
-    init(path: String, synchronous: String, report: @escaping @Sendable (StoreEvent) -> Void) throws(SQLiteError) {
+    init(path: String, synchronous: String, report: @escaping @Sendable (LogEvent) -> Void) throws(SQLiteError) {
         let connection = try Database(path: path)
         try connection.execute("PRAGMA synchronous = \(synchronous)")
         state = Mutex(State(connection: connection))
@@ -81,17 +82,17 @@ final class BackgroundCheckpointer: Sendable {
 
     /// One checkpoint, then a pause; `false` once stopped.
     private func round() -> Bool {
-        let event = state.withLock { (state) -> StoreEvent? in
+        let event = state.withLock { (state) -> LogEvent? in
             guard !state.isStopped else { return nil }
             do throws(SQLiteError) {
                 _ = try state.connection.checkpoint(.passive)
                 guard state.failure != nil else { return nil }
                 state.failure = nil
-                return StoreEvent(.info, "background WAL checkpoints work again", ["database": path])
+                return LogEvent(.info, "background WAL checkpoints work again", ["database": path])
             } catch {
                 guard state.failure != error.message else { return nil }
                 state.failure = error.message
-                return StoreEvent(.error, "background WAL checkpoint failed", ["database": path, "error": error.message])
+                return LogEvent(.error, "background WAL checkpoint failed", ["database": path, "error": error.message])
             }
         }
         if let event { report(event) }

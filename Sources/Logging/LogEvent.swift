@@ -1,0 +1,26 @@
+/// Something notable that a part without a logger of its own noticed (the store, the registry), for the handler whoever
+/// made that part passes; the service logs each as one line.
+public struct LogEvent: Sendable {
+    public var level: Logger.Level
+    public var message: String
+    public var fields: [(key: String, value: String)]
+
+    public init(_ level: Logger.Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        self.init(level, message, fields: fields.map { ($0.key, $0.value) })
+    }
+
+    /// As ``init(_:_:_:)``, for fields assembled at run time.
+    public init(_ level: Logger.Level, _ message: String, fields: [(key: String, value: String)]) {
+        self.level = level
+        self.message = message
+        self.fields = fields
+    }
+
+    /// Logs `event` on standard error at info and above: for a part made without a handler.
+    @Sendable public static func logToStandardError(_ event: LogEvent) { Logger().log(event) }
+}
+
+extension Logger {
+    /// Writes `event` as one line, if its level is logged.
+    public func log(_ event: LogEvent) { log(event.level, event.message, fields: event.fields.map { ($0.key, $0.value) }) }
+}

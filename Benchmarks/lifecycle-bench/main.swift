@@ -102,17 +102,17 @@ func benchPages(directory: String) throws {
     func perPage(_ pages: Int, _ read: (Int) throws -> Void) throws -> Double {
         try seconds { for page in 0..<pages { try read(page) } } * 1000 / Double(pages)
     }
-    let history = try perPage(400) { page in
+    let history = try perPage(2000) { page in
         _ = try store.history(instanceID: "i\(page % instances)", after: 0, divergentOnly: false, limit: PageLimit(records: 100))
     }
-    let replay = try perPage(60) { page in
+    let replay = try perPage(300) { page in
         _ = try store.replay(after: Int64(page % 40) * 1000, through: newest, filter: RecordFilter(), limit: PageLimit(records: 1000))
     }
-    let filtered = try perPage(100) { page in
+    let filtered = try perPage(500) { page in
         let filter = RecordFilter(instances: ["i\(page % instances)"])
         _ = try store.replay(after: 0, through: newest, filter: filter, limit: PageLimit(records: 1000))
     }
-    let divergent = try perPage(100) { page in
+    let divergent = try perPage(500) { page in
         _ = try store.replay(after: Int64(page % 40) * 1000, through: newest, filter: RecordFilter(divergentOnly: true), limit: PageLimit(records: 1000))
     }
     print(String(format: "history100 %.3f replay1000 %.3f instanceReplay %.3f divergentReplay %.3f", history, replay, filtered, divergent))

@@ -17,10 +17,14 @@ public struct CoverageCounts: Sendable, Equatable {
 
     /// One counter: of `model`, counting `kind` of `name`.
     public struct Key: Hashable, Sendable {
+        /// The model's name.
         public var model: String
+        /// What is counted.
         public var kind: Kind
+        /// The transition row's id or the state's name, as `kind` says.
         public var name: String
 
+        /// The counter of `kind` of `name` in `model`.
         public init(model: String, kind: Kind, name: String) {
             self.model = model
             self.kind = kind
@@ -30,11 +34,13 @@ public struct CoverageCounts: Sendable, Equatable {
 
     /// Every counter that is not zero.
     public private(set) var counts: [Key: Int64] = [:]
+    /// No counts.
     public init() {}
 
     /// The counter's value (0 when it never counted anything).
     public subscript(_ key: Key) -> Int64 { counts[key] ?? 0 }
 
+    /// Whether every counter is zero.
     public var isEmpty: Bool { counts.isEmpty }
 
     /// Counts what a record of an instance of `model` adds: the row it took, or its unexpected event, and whether

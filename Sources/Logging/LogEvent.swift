@@ -1,10 +1,14 @@
 /// Something notable that a part without a logger of its own noticed (the store, the registry), for the handler whoever
 /// made that part passes; the service logs each as one line.
 public struct LogEvent: Sendable {
+    /// How much it matters: info, or a warning or error an operator should look at.
     public var level: Logger.Level
+    /// What happened, the same words every time (the line's `msg`).
     public var message: String
+    /// What it happened to, in order (the line's other keys).
     public var fields: [(key: String, value: String)]
 
+    /// An event with fields known when it is written.
     public init(_ level: Logger.Level, _ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
         self.init(level, message, fields: fields.map { ($0.key, $0.value) })
     }

@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Run by hand, not by `make bench`: without wrk every round would be empty, and the ratio nan.
+command -v wrk >/dev/null || { echo "ab-bench.sh: wrk is missing (make bench-deps installs it)" >&2; exit 1; }
 OLD=${1:?usage: ab-bench.sh OLD_BINARY NEW_BINARY}
 NEW=${2:?usage: ab-bench.sh OLD_BINARY NEW_BINARY}
 DURATION=${BENCH_DURATION:-5}

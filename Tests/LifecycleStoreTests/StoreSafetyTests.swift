@@ -85,6 +85,19 @@ struct StoreSafetyTests {
         _ = try SQLiteStore(directory: folder.path)
     }
 
+    @Test("a released lock is free at once, though a copy of its descriptor (a child forked at that moment, until it execs) is open")
+    func lockReleasedDespiteCopy() throws {
+        let folder = Folder()
+        try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
+        let lock = try DataFolderLock(directory: folder.path)
+        let copy = dup(lock.descriptor)
+        #expect(copy >= 0)
+        defer { close(copy) }
+        lock.release()
+        let again = try DataFolderLock(directory: folder.path)
+        again.release()
+    }
+
     @Test("a database that vanished, was emptied or lost commits is refused; accepted, numbering continues")
     func dataLoss() throws {
         let folder = Folder()

@@ -21,7 +21,7 @@ final class DataFolderLock {
     let path: String
     let marker: Marker
     /// -1 once released.
-    private var descriptor: Int32
+    private(set) var descriptor: Int32
     /// The file's length: a write that shortens it truncates the rest.
     private var length = 0
     private let pid = getpid()
@@ -59,6 +59,9 @@ final class DataFolderLock {
     /// Ends the lock; another process may then open the folder.
     func release() {
         guard descriptor >= 0 else { return }
+        // The lock belongs to the open file, which a child forked at this moment shares until it execs
+        // (O_CLOEXEC): closing alone would leave the folder locked until then.
+        flock(descriptor, LOCK_UN)
         close(descriptor)
         descriptor = -1
     }

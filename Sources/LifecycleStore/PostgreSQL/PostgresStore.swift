@@ -230,7 +230,8 @@ public final class PostgresStore: InstanceStore, Sendable {
     }
 
     /// Runs `body` (one statement, so one snapshot) on the read connection within `bound` (``Options/readTimeout`` unless
-    /// given), the wait for the read ahead included.
+    /// given), the wait for the read ahead and a retry on a lost connection (``Link/retryingOnce(by:_:)``) included.
+    /// `@Sendable` (its captures are values): region checking refuses a `sending` closure handed on to the reader's link.
     func read<T: Sendable>(
         _ what: String, within bound: Duration? = nil, _ body: @Sendable (Connection) throws(PostgreSQLError) -> T
     ) throws(StoreError) -> T {

@@ -116,6 +116,10 @@ public struct DeviceTime: Sendable, Equatable, Codable, CustomStringConvertible 
 
     /// Reads `2026-12-02T05:00:00.123+01:00` (RFC 3339's date-time: an offset or `Z` is required;
     /// a fraction is optional, and digits past the millisecond are dropped); `nil` for anything else.
+    /// A leap second (`23:59:60`, RFC 3339 §5.6) is read as the last millisecond of the second
+    /// before it (`23:59:59.999`, whatever its fraction), which keeps the order of the times around
+    /// it in a type that has no 61st second. It is taken in any minute and offset: which minutes
+    /// had one is a table the device knows better than the service, and a refusal would cost the input.
     public init?(rfc3339 text: String) {
         let b = Array(text.utf8)
         func digits(_ at: Int, _ count: Int) -> Int? {
@@ -133,7 +137,7 @@ public struct DeviceTime: Sendable, Equatable, Codable, CustomStringConvertible 
         guard let year = digits(0, 4), byte(4, "-"), let month = digits(5, 2), byte(7, "-"), let day = digits(8, 2),
               byte(10, "T", "t"), let hour = digits(11, 2), byte(13, ":"), let minute = digits(14, 2), byte(16, ":"),
               let second = digits(17, 2),
-              (1...12).contains(month), day >= 1, day <= Self.days(inMonth: month, year: year), hour < 24, minute < 60, second < 60
+              (1...12).contains(month), day >= 1, day <= Self.days(inMonth: month, year: year), hour < 24, minute < 60, second <= 60
         else { return nil }
         var at = 19
         var millisecond = 0
@@ -144,6 +148,7 @@ public struct DeviceTime: Sendable, Equatable, Codable, CustomStringConvertible 
             guard at > start else { return nil }
             for (index, digit) in b[start..<min(at, start + 3)].enumerated() { millisecond += Int(digit - 0x30) * [100, 10, 1][index] }
         }
+        let isLeapSecond = second == 60
         var offset = 0
         if byte(at, "Z", "z") {
             at += 1
@@ -155,8 +160,8 @@ public struct DeviceTime: Sendable, Equatable, Codable, CustomStringConvertible 
         }
         guard at == b.count else { return nil }
         let days = Self.daysSince1970(year: year, month: month, day: day)
-        let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offset * 60)
-        self.init(milliseconds: seconds * 1000 + Int64(millisecond), offsetMinutes: offset)
+        let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + min(second, 59)) - Int64(offset * 60)
+        self.init(milliseconds: seconds * 1000 + Int64(isLeapSecond ? 999 : millisecond), offsetMinutes: offset)
     }
 
     /// RFC 3339 with milliseconds, in the device's offset (`Z` for none).

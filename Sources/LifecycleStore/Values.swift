@@ -30,14 +30,19 @@ public enum RememberedWrite: Sendable, Equatable {
 public struct IdempotencyKey: Sendable, Equatable {
     /// The key as stored: the client's, within the scope of whoever sent it.
     public var key: String
+    /// What identifies the request: the same for every spelling of the same request.
     public var fingerprint: [UInt8]
     /// The client's key as versions before scoping stored it, so a retry across the upgrade is recognised.
     public var unscopedKey: String?
+    /// The fingerprint versions before canonical fingerprints stored for the same request sent
+    /// alone (its body's bytes as sent), so that a retry across the upgrade is recognised too.
+    public var formerFingerprint: [UInt8]?
 
-    public init(key: String, fingerprint: [UInt8], unscopedKey: String? = nil) {
+    public init(key: String, fingerprint: [UInt8], unscopedKey: String? = nil, formerFingerprint: [UInt8]? = nil) {
         self.key = key
         self.fingerprint = fingerprint
         self.unscopedKey = unscopedKey
+        self.formerFingerprint = formerFingerprint
     }
 }
 

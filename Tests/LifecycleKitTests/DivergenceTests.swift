@@ -152,11 +152,29 @@ struct DeviceTimeTests {
         #expect(DeviceTime(rfc3339: "2026-12-02T05:00:00.123+01:00")!.date.timeIntervalSince1970 == date.timeIntervalSince1970)
     }
 
+    @Test("a leap second (23:59:60, RFC 3339 §5.6) reads as .999 of the second before, in its order")
+    func leapSecond() throws {
+        let cases: [(String, Int64, Int, String)] = [
+            ("2016-12-31T23:59:60Z", 1_483_228_799_999, 0, "2016-12-31T23:59:59.999Z"),
+            ("2016-12-31T15:59:60.25-08:00", 1_483_228_799_999, -480, "2016-12-31T15:59:59.999-08:00"),
+            ("2016-12-31T23:59:60+01:00", 1_483_225_199_999, 60, "2016-12-31T23:59:59.999+01:00"),
+        ]
+        for (text, milliseconds, offset, written) in cases {
+            let time = try #require(DeviceTime(rfc3339: text), "\(text)")
+            #expect(time.milliseconds == milliseconds && time.offsetMinutes == offset, "\(text)")
+            #expect(time.description == written)
+        }
+        let before = try #require(DeviceTime(rfc3339: "2016-12-31T23:59:59.998Z"))
+        let leap = try #require(DeviceTime(rfc3339: "2016-12-31T23:59:60.000Z"))
+        let after = try #require(DeviceTime(rfc3339: "2017-01-01T00:00:00Z"))
+        #expect(before.milliseconds < leap.milliseconds && leap.milliseconds < after.milliseconds)
+    }
+
     @Test("anything but an RFC 3339 date-time with an offset is refused")
     func refused() {
         for text in [
             "", "2026-12-02", "2026-12-02T05:00:00", "2026-12-02T05:00:00.123", "2026-12-02 05:00:00Z", "2026-13-02T05:00:00Z",
-            "2026-02-29T05:00:00Z", "2026-12-02T24:00:00Z", "2026-12-02T05:60:00Z", "2026-12-02T05:00:00.Z", "2026-12-02T05:00:00+0100",
+            "2026-02-29T05:00:00Z", "2026-12-02T24:00:00Z", "2026-12-02T05:60:00Z", "2026-12-02T05:00:61Z", "2026-12-02T05:00:99Z", "2026-12-02T05:00:00.Z", "2026-12-02T05:00:00+0100",
             "2026-12-02T05:00:00Z ", "２026-12-02T05:00:00Z", "2026-12-02T05:00:00+24:00", "1796184000123",
         ] {
             #expect(DeviceTime(rfc3339: text) == nil, "\(text)")

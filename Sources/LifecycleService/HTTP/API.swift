@@ -144,14 +144,17 @@ struct API: Sendable {
     // MARK: instances
 
     func createInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        let body = try request.jsonObject(isRequired: false)
+        let members = try request.jsonMembers(isRequired: false)
+        try refuseNUL(in: members)
+        let body = members.mapValues(BodyValue.init)
         for key in body.keys where key != "id" && key != "model" {
             throw .badRequest("unknown field \"\(key)\"; an instance takes \"id\" and \"model\"")
         }
         let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
         guard isValidInstanceID(id) else { throw .unprocessable(invalidInstanceID) }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        return .create(id: id, model: model, isPut: false, key: try request.idempotencyKey(tokenScope: tokenScope))
+        let key = try request.idempotencyKey(endpoint: "POST /v1/instances", body: request.body.isEmpty ? nil : members, tokenScope: tokenScope)
+        return .create(id: id, model: model, isPut: false, key: key)
     }
 
     func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
@@ -223,15 +226,15 @@ struct API: Sendable {
     // MARK: inputs
 
     func postEvent(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        try eventWrite(try inputArguments(request))
+        try eventWrite(try inputArguments(request, .event))
     }
 
     func postAction(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        try actionWrite(try inputArguments(request))
+        try actionWrite(try inputArguments(request, .action))
     }
 
     func postRelaunch(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        try relaunchWrite(try inputArguments(request))
+        try relaunchWrite(try inputArguments(request, .launch))
     }
 
     /// `POST /v1/instances/{id}/events`, and a batch's event item.
@@ -254,7 +257,7 @@ struct API: Sendable {
     }
 
     func postGap(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
-        try gapWrite(try inputArguments(request))
+        try gapWrite(try inputArguments(request, .gap))
     }
 
     /// The most inputs one gap may report dropped.
@@ -279,11 +282,14 @@ struct API: Sendable {
         return apply(try ReportedInput(.gap(dropped: dropped), members: body, now: Date()), arguments)
     }
 
-    /// What an input's request says besides its body: the instance, `If-Match` and `Idempotency-Key`.
-    private func inputArguments(_ request: Request) throws(Problem) -> WriteArguments {
-        WriteArguments(
-            id: request.parameters["id"] ?? "", body: try request.jsonBody(),
-            expected: try request.expectedTags(), key: try request.idempotencyKey(tokenScope: tokenScope)
+    /// What an input's request says besides its body: the instance, `If-Match` and
+    /// `Idempotency-Key`, bound as the batch item of `kind` binds it.
+    private func inputArguments(_ request: Request, _ kind: BatchKind) throws(Problem) -> WriteArguments {
+        let id = request.parameters["id"] ?? ""
+        let body = try request.jsonBody()
+        return WriteArguments(
+            id: id, body: body, expected: try request.expectedTags(),
+            key: try request.idempotencyKey(endpoint: kind.endpoint(id), body: body, tokenScope: tokenScope)
         )
     }
 

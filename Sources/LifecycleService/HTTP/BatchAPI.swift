@@ -133,11 +133,9 @@ extension API {
         switch members["idempotencyKey"] {
         case nil: key = nil
         case .string(let text)?:
-            // What the single endpoint binds a key to, with the body in a canonical form.
-            var fingerprint = JSONBuffer(capacity: 128)
-            fingerprint.bytes += Array("\(kind.endpoint(id))\n".utf8)
-            if let body { fingerprint.canonical(.object(body)) }
-            key = try IdempotencyKey(text, named: "\"idempotencyKey\"", fingerprint: fingerprint.bytes, tokenScope: tokenScope, clientAddress: request.clientAddress)
+            key = try IdempotencyKey(
+                text, named: "\"idempotencyKey\"", endpoint: kind.endpoint(id), body: body, tokenScope: tokenScope, clientAddress: request.clientAddress
+            )
         default: throw .badRequest("\"idempotencyKey\" must be a string")
         }
         let arguments = WriteArguments(id: id, body: body, expected: expected, key: key)

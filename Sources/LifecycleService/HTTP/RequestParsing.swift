@@ -52,10 +52,42 @@ struct WriteArguments {
     var expected: [InstanceRegistry.InstanceTag]? = nil
     var key: IdempotencyKey? = nil
 
-    /// The body's members; `[:]` without a body unless `isRequired`.
+    /// The body's members; `[:]` without a body unless `isRequired`. A NUL in any of them is
+    /// refused (``refuseNUL(in:)``).
     func members(isRequired: Bool) throws(Problem) -> [String: JSONValue] {
-        try bodyMembers(body, isRequired: isRequired)
+        let members = try bodyMembers(body, isRequired: isRequired)
+        try refuseNUL(in: members)
+        return members
     }
+}
+
+/// Refuses (422, naming the member) a U+0000 in any member's name or string, at any depth.
+/// Neither store keeps one: PostgreSQL's text refuses it (which would fail the write for ever,
+/// and stall the queue of the device that sent it), and SQLite's ends the string there after a
+/// restart. Every other character, control characters included, is kept as sent.
+func refuseNUL(in members: [String: JSONValue]) throws(Problem) {
+    func shown(_ name: String) -> String {
+        "\"\(name.replacingOccurrences(of: "\u{0}", with: "\\u0000"))\""
+    }
+    func refusal(_ member: String) -> Problem {
+        .unprocessable("\(member) holds U+0000 (NUL), which no stored string may; nothing was stored")
+    }
+    func check(_ value: JSONValue, at member: String) throws(Problem) {
+        switch value {
+        case .string(let text) where text.utf8.contains(0): throw refusal(member)
+        case .array(let elements):
+            for (index, element) in elements.enumerated() { try check(element, at: "\(member)[\(index)]") }
+        case .object(let nested):
+            for name in nested.keys.sorted() { try check(name, nested[name]!, in: "\(member).") }
+        default: break
+        }
+    }
+    func check(_ name: String, _ value: JSONValue, in parent: String) throws(Problem) {
+        let member = parent + shown(name)
+        guard !name.utf8.contains(0) else { throw refusal("the name of member \(member)") }
+        try check(value, at: member)
+    }
+    for name in members.keys.sorted() { try check(name, members[name]!, in: "") }
 }
 
 extension Request {
@@ -163,25 +195,46 @@ extension Request {
         return tags
     }
 
-    /// The `Idempotency-Key`, bound to this request's method, path and body, and kept apart
-    /// by who sent it: a key is stored under its scope (`tokenScope`, the token's, when the
-    /// service has a token; else the client's address), so the same key from elsewhere is a
-    /// new key there, never a replay of another's response.
-    func idempotencyKey(tokenScope: String?) throws(Problem) -> IdempotencyKey? {
+    /// The `Idempotency-Key`, bound to the write (`endpoint`: the method and path that name
+    /// it, as a batch item's kind does) and its `body`, and kept apart by who sent it: a key
+    /// is stored under its scope (`tokenScope`, the token's, when the service has a token;
+    /// else the client's address), so the same key from elsewhere is a new key there, never a
+    /// replay of another's response.
+    func idempotencyKey(endpoint: String, body: [String: JSONValue]?, tokenScope: String?) throws(Problem) -> IdempotencyKey? {
         guard let key = header("idempotency-key") else { return nil }
-        return try IdempotencyKey(key, named: "Idempotency-Key", fingerprint: Array("\(method) \(path)\n".utf8) + body, tokenScope: tokenScope, clientAddress: clientAddress)
+        return try IdempotencyKey(
+            key, named: "Idempotency-Key", endpoint: endpoint, body: body, tokenScope: tokenScope, clientAddress: clientAddress,
+            formerFingerprint: Array("\(method) \(path)\n".utf8) + self.body
+        )
     }
 }
 
 extension IdempotencyKey {
     /// A key the client sent (`Idempotency-Key`, or a batch item's member: `name`), checked,
-    /// bound to the request's `fingerprint` and stored under its scope.
-    init(_ key: String, named name: String, fingerprint: [UInt8], tokenScope: String?, clientAddress: String) throws(Problem) {
+    /// bound to its request (``fingerprint(endpoint:body:)``) and stored under its scope.
+    init(
+        _ key: String, named name: String, endpoint: String, body: [String: JSONValue]?, tokenScope: String?, clientAddress: String,
+        formerFingerprint: [UInt8]? = nil
+    ) throws(Problem) {
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
             throw .badRequest("\(name) must be 1 to 255 visible ASCII characters")
         }
         let scope = tokenScope ?? "client:\(clientAddress)"
-        self.init(key: "\(scope) \(key)", fingerprint: fingerprint, unscopedKey: key)
+        self.init(
+            key: "\(scope) \(key)", fingerprint: Self.fingerprint(endpoint: endpoint, body: body), unscopedKey: key,
+            formerFingerprint: formerFingerprint
+        )
+    }
+
+    /// What a key is bound to: the write's method and path, then its body in one form for
+    /// every spelling of it (``JSONBuffer/canonical(_:)``). A request sent alone and the same
+    /// request as a batch item are one request, however their JSON is spaced or ordered.
+    /// (A batch item's fingerprint was always this, so keys stored for items still match.)
+    static func fingerprint(endpoint: String, body: [String: JSONValue]?) -> [UInt8] {
+        var fingerprint = JSONBuffer(capacity: 128)
+        fingerprint.bytes += Array("\(endpoint)\n".utf8)
+        if let body { fingerprint.canonical(.object(body)) }
+        return fingerprint.bytes
     }
 
     /// The key as the client sent it, without its scope (which holds no space: the key

@@ -90,7 +90,7 @@ enum Codec {
         /// What a request with `key` gets at `now`: unused once `lifetime` has passed.
         func lookUp(_ key: IdempotencyKey, now: Date, lifetime: TimeInterval) -> IdempotencyLookup {
             guard createdAt.addingTimeInterval(lifetime) > now else { return .unused }
-            return fingerprint == key.fingerprint ? .replay(write) : .conflict
+            return fingerprint == key.fingerprint || fingerprint == key.formerFingerprint ? .replay(write) : .conflict
         }
     }
 }

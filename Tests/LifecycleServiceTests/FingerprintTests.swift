@@ -40,9 +40,13 @@ struct FingerprintTests {
         return (try #require(single), result, try c.fullHistory("phone").count)
     }
 
-    @Test("sent alone, then as a batch item spelled otherwise: the item replays the single answer", arguments: [spaced, reordered])
-    func aloneThenItem(spelling: String) throws {
-        let (alone, item, records) = try Self.aloneThenBatch(alone: Self.compact, item: spelling, batchFirst: false)
+    /// Two spellings of one body, neither the canonical one, each way round.
+    static let spellings = [(spaced, reordered), (reordered, spaced), (spaced, compact)]
+
+    @Test("sent alone, then as a batch item spelled otherwise: the item replays the single answer", arguments: 0..<spellings.count)
+    func aloneThenItem(spelling: Int) throws {
+        let (first, second) = Self.spellings[spelling]
+        let (alone, item, records) = try Self.aloneThenBatch(alone: first, item: second, batchFirst: false)
         #expect(alone.status == 200, "\(alone.text)")
         #expect(item["status"] as? Int == 200, "\(item)")
         let record = try #require(item["record"] as? [String: Any])
@@ -50,9 +54,10 @@ struct FingerprintTests {
         #expect(records == coldStart.count + 1)
     }
 
-    @Test("sent as a batch item, then alone spelled otherwise: the single request replays the item", arguments: [spaced, reordered])
-    func itemThenAlone(spelling: String) throws {
-        let (alone, item, records) = try Self.aloneThenBatch(alone: spelling, item: Self.compact, batchFirst: true)
+    @Test("sent as a batch item, then alone spelled otherwise: the single request replays the item", arguments: 0..<spellings.count)
+    func itemThenAlone(spelling: Int) throws {
+        let (first, second) = Self.spellings[spelling]
+        let (alone, item, records) = try Self.aloneThenBatch(alone: second, item: first, batchFirst: true)
         #expect(item["status"] as? Int == 200, "\(item)")
         #expect(alone.status == 200, "\(alone.text)")
         let record = try #require(item["record"] as? [String: Any])

@@ -98,6 +98,20 @@ export function timeElement(iso, title = `${iso} (UTC)`) {
   return el("time", { dateTime: iso, title, text: formatTime(iso) });
 }
 
+/**
+ * A device's time as its clock read it: the date and time `occurredAt` states, in the
+ * page's format, then the offset it was read in (`2026-12-02 05:00:00.123 +01:00`, `UTC`
+ * for `Z`). Taken from the text rather than through a Date, which would move it to the
+ * page's zone and, at the calendar's ends, print a year such as `-1`; the text itself
+ * without a match.
+ */
+export function formatDeviceTime(iso) {
+  const parts = /^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$/.exec(iso);
+  if (!parts) return iso;
+  const [, date, time, fraction = "", offset] = parts;
+  return `${date} ${time}.${fraction.padEnd(3, "0").slice(0, 3)} ${offset.toUpperCase() === "Z" ? "UTC" : offset}`;
+}
+
 /** `3.2 s`, `4 min 10 s`, `2 h 5 min`: how far apart two clocks' readings are. */
 function formatSpan(ms) {
   const seconds = Math.abs(ms) / 1000;
@@ -109,7 +123,7 @@ function formatSpan(ms) {
 }
 
 /**
- * The device's own time of a record (`occurredAt`), in the page's format beside the
+ * The device's own time of a record (`occurredAt`), as its clock read it, beside the
  * server's, with how much later the record arrived (a queued event can arrive hours late;
  * a device clock can also run ahead). Null when the app sent none.
  */
@@ -119,7 +133,8 @@ export function deviceTime(record) {
   const note = !Number.isFinite(lag) || Math.abs(lag) < 1000 ? ""
     : lag > 0 ? ` (arrived ${formatSpan(lag)} later)` : ` (device clock ${formatSpan(lag)} ahead)`;
   return el("span", { className: "device-time", dataset: { occurredAt: record.occurredAt } },
-    "device ", timeElement(record.occurredAt, `${record.occurredAt} (as the device sent it)`), note);
+    "device ", el("time", { dateTime: record.occurredAt, title: `${record.occurredAt} (as the device sent it)`,
+      text: formatDeviceTime(record.occurredAt) }), note);
 }
 
 /** The kinds of a record's divergence, in words: `state`, `1 extra hook`, `hooks out of order`. */

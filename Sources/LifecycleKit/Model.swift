@@ -23,6 +23,7 @@ public final class Model: Sendable {
     public init(definition: ModelDefinition) throws(ModelError) {
         self.definition = definition
         guard !definition.name.isEmpty else { throw .emptyName }
+        guard !Self.holdsNUL(definition) else { throw .holdsNUL }
 
         var stateIndex: [String: Int] = [:]
         for (i, state) in definition.states.enumerated() {
@@ -127,6 +128,13 @@ public final class Model: Sendable {
 
     /// Stable id of a transition row, used by the graph and in records.
     public static func rowID(_ index: Int) -> String { "r\(index + 1)" }
+
+    /// Whether a string anywhere in `value` (a definition: structs, arrays, enums' payloads)
+    /// holds U+0000; reflection reaches every string without a list of them to keep up.
+    private static func holdsNUL(_ value: Any) -> Bool {
+        if let text = value as? String { return text.utf8.contains(0) }
+        return Mirror(reflecting: value).children.contains { holdsNUL($0.value) }
+    }
 
     private static func checkParameters(_ parameters: [ParameterDefinition], owner: String) throws(ModelError) {
         guard parameters.count <= ParameterType.maxParametersPerInput else {

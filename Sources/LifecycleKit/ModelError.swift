@@ -24,6 +24,9 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case badMinLength(owner: String, parameter: String)
     /// A parameter named as a member every input body may carry (``AppReport/reservedNames``).
     case reservedParameter(owner: String, parameter: String)
+    /// A name or string of the model holds U+0000, which no store keeps: its names go into
+    /// every instance and record, as an input's strings do, whose NUL is refused too.
+    case holdsNUL
 
     public var description: String {
         switch self {
@@ -69,6 +72,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
             "row \(row): deliverAction targets state \"\(s)\", which has no actionHook"
         case .missingWindowParameter(let e):
             "event \"\(e)\" uses rememberWindow but declares no string parameter \"window\""
+        case .holdsNUL:
+            "a name or string of the model holds U+0000 (NUL), which no stored string may"
         case .reservedParameter(let owner, let p):
             "\"\(owner)\" declares parameter \"\(p)\", a name reserved for what every input may carry (\(AppReport.reservedNames.sorted().joined(separator: ", ")))"
         case .badMinLength(let owner, let p):

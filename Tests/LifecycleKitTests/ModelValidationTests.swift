@@ -174,6 +174,21 @@ struct ModelValidationTests {
         #expect(validationError(json: "{nope") != nil)
     }
 
+    @Test("a NUL in any name or string of a model is refused: no store keeps it")
+    func nul() {
+        for edit in [
+            { (d: inout ModelDefinition) in d.name += "\u{0}" },
+            { (d: inout ModelDefinition) in d.states[1].name = "open\u{0}" },
+            { (d: inout ModelDefinition) in d.events[0].name += "\u{0}x" },
+            { (d: inout ModelDefinition) in d.transitions[0].hooks = ["a\u{0}"] },
+        ] {
+            #expect(validationError(edit) == .holdsNUL)
+        }
+        let json = #"{"name": "x\u0000", "states": [{"name": "a", "kind": "initial"}], "events": [], "transitions": []}"#
+        #expect(validationError(json: json) == .holdsNUL)
+        #expect(validationError { $0.name += "\u{1}\u{7F}\u{85}" } == nil, "other control characters are kept")
+    }
+
     @Test("deliverAction needs a state with an action hook")
     func deliverNeedsHook() {
         #expect(validationError { $0.transitions[2].effects = [.deliverAction] } == .missingActionHook(row: 3, state: "closed"))

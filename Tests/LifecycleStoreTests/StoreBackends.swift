@@ -33,18 +33,15 @@ final class StorePlace {
 
     /// Opens the store with the options both kinds have.
     func open(
-        historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-        tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime
+        historyLimit: Int = 10_000, tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime
     ) throws -> any ClosableStore {
         switch backend {
         case .sqlite:
             try SQLiteStore(directory: folder.path, options: .init(
-                historyLimit: historyLimit, idempotencyLifetime: idempotencyLifetime, tombstoneLifetime: tombstoneLifetime
-            ))
+                historyLimit: historyLimit, tombstoneLifetime: tombstoneLifetime))
         case .postgres:
             try PostgresStore(url: url!, options: .init(
-                historyLimit: historyLimit, idempotencyLifetime: idempotencyLifetime, tombstoneLifetime: tombstoneLifetime
-            ))
+                historyLimit: historyLimit, tombstoneLifetime: tombstoneLifetime))
         }
     }
 }

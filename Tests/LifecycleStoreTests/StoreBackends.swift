@@ -31,6 +31,14 @@ final class StorePlace {
         url = backend == .postgres ? try PostgresCluster.shared.makeDatabase() : nil
     }
 
+    /// Runs `sql` on the place's database, with no store open on it.
+    func execute(_ sql: String) throws {
+        switch backend {
+        case .sqlite: try Database(path: folder.path + "/" + SQLiteStore.fileName).execute(sql)
+        case .postgres: try PostgresCluster.execute(sql, on: url!)
+        }
+    }
+
     /// Opens the store with the options both kinds have.
     func open(
         historyLimit: Int = 10_000, tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime

@@ -22,8 +22,24 @@ public struct StoredInstance: Sendable, Equatable {
 public enum RememberedWrite: Sendable, Equatable {
     /// It created an instance (model and time tell it from a later one of the same id); its JSON as created.
     case created(id: String, model: String, createdAt: Date, json: [UInt8])
-    /// It applied an input: the numbered record's JSON, and whether the input was unexpected.
-    case applied(recordJSON: [UInt8], isUnexpected: Bool)
+    /// It applied an input: the numbered record's JSON, whether the input was unexpected, and the instance it went to
+    /// (`nil` for a key stored before lifecycled kept it), which tells a later instance made under the same id from it.
+    case applied(recordJSON: [UInt8], isUnexpected: Bool, instance: KeyedInstance? = nil)
+}
+
+/// The instance a keyed input was applied to, as created: one deleted and made again under its id has another
+/// creation time.
+public struct KeyedInstance: Sendable, Equatable {
+    /// The instance's id.
+    public var id: String
+    /// When it was created.
+    public var createdAt: Date
+
+    /// The instance `id` created at `createdAt`.
+    public init(id: String, createdAt: Date) {
+        self.id = id
+        self.createdAt = createdAt
+    }
 }
 
 /// A client's `Idempotency-Key` with what identifies its request (method, path, body).
@@ -48,7 +64,7 @@ public struct IdempotencyKey: Sendable, Equatable {
 
 /// What the store knows of an idempotency key.
 public enum IdempotencyLookup: Sendable, Equatable {
-    /// Never seen (or expired): apply the request.
+    /// Never seen (or released with its deleted instance, and expired since): apply the request.
     case unused
     /// Seen with the same request: answer with what it did then.
     case replay(RememberedWrite)

@@ -234,6 +234,29 @@ struct WriteRulesTests {
         }
     }
 
+    @Test("a replayed input whose instance was made again since is refused naming it; one kept without its instance replays")
+    func replayedInputGone() throws {
+        let committed = Committed()
+        committed.instances["a"] = stored("a", createdAt: time.addingTimeInterval(0.001))
+        committed.keys["scope k"] = .replay(.applied(recordJSON: [], isUnexpected: false, instance: KeyedInstance(id: "a", createdAt: time)))
+        guard case .replayedInstanceDeleted(id: "a", key: "k")? = refusal(try decide(.apply(.relaunch, id: "a", expected: nil, key: key("k")), committed)) else {
+            Issue.record("a replay on an instance made again not refused")
+            return
+        }
+        committed.instances["a"] = stored("a", createdAt: time)
+        guard case .answer(.success(.applied)) = try decide(.apply(.relaunch, id: "a", expected: nil, key: key("k")), committed) else {
+            Issue.record("a replay on the instance it went to not answered")
+            return
+        }
+        // A key stored before keys named their instance cannot tell: answered as kept.
+        committed.instances["a"] = stored("a", createdAt: time.addingTimeInterval(1))
+        committed.keys["scope old"] = .replay(.applied(recordJSON: [], isUnexpected: false))
+        guard case .answer(.success(.applied)) = try decide(.apply(.relaunch, id: "a", expected: nil, key: key("old")), committed) else {
+            Issue.record("a key kept without its instance not answered")
+            return
+        }
+    }
+
     @Test("a key remembered with the other kind of write is refused as reused")
     func replayOfOtherKind() throws {
         let committed = Committed()

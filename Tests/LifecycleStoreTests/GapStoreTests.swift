@@ -77,7 +77,7 @@ struct GapStoreTests {
         do {
             let store = try open()
             defer { store.close() }
-            #expect(try DivergenceStoreTests.schemaVersion(store) == (backend == .sqlite ? 6 : 3))
+            #expect(try DivergenceStoreTests.schemaVersion(store) == (backend == .sqlite ? SQLiteStore.migrations.count : PostgresStore.migrations.count))
             #expect(try store.loadInstances().map(\.state) == [instance.state], "the instance as it was, nothing dropped")
             let replayed = try store.replay(after: 0, through: 3, filter: RecordFilter(), limit: PageLimit(records: 10)).records
             #expect(replayed.map(\.json) == rows.map { if case .bytes(let json) = $0[5] { json } else { [] } })

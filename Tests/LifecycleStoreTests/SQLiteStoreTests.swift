@@ -107,9 +107,9 @@ struct SQLiteStoreTests {
         #expect(Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
     }
 
-    @Test("idempotency keys replay, conflict on a different request, and expire", arguments: Backend.allCases)
+    @Test("idempotency keys replay, conflict on a different request, last while their instance does, and expire after its deletion", arguments: Backend.allCases)
     func idempotencyKeys(backend: Backend) throws {
-        let store = try StorePlace(backend).open(idempotencyLifetime: 60)
+        let store = try StorePlace(backend).open(tombstoneLifetime: 60)
         defer { store.close() }
         let instance = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
         let key = IdempotencyKey(key: "k1", fingerprint: Array("POST /v1/instances\n{}".utf8))
@@ -125,7 +125,12 @@ struct SQLiteStoreTests {
         }
         #expect(try lookUp(key, Date()) == .replay(response))
         #expect(try lookUp(IdempotencyKey(key: "k1", fingerprint: [1]), Date()) == .conflict)
-        #expect(try lookUp(key, Date().addingTimeInterval(61)) == .unused)
+        #expect(try lookUp(key, Date().addingTimeInterval(400 * 24 * 3600)) == .replay(response), "kept while the instance lives, however old")
+
+        let deletedAt = Date()
+        _ = try store.write { (t) throws(StoreError) in try t.delete(instance, at: deletedAt) { _ in Array("{}".utf8) } }
+        #expect(try lookUp(key, deletedAt.addingTimeInterval(59)) == .replay(response), "kept as long as the deletion record")
+        #expect(try lookUp(key, deletedAt.addingTimeInterval(61)) == .unused)
     }
 
     @Test("a version-2 database is migrated: each key keeps what its write did, taken from the response kept for it")

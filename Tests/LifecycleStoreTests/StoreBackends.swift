@@ -31,20 +31,25 @@ final class StorePlace {
         url = backend == .postgres ? try PostgresCluster.shared.makeDatabase() : nil
     }
 
+    /// Runs `sql` on the place's database, with no store open on it.
+    func execute(_ sql: String) throws {
+        switch backend {
+        case .sqlite: try Database(path: folder.path + "/" + SQLiteStore.fileName).execute(sql)
+        case .postgres: try PostgresCluster.execute(sql, on: url!)
+        }
+    }
+
     /// Opens the store with the options both kinds have.
     func open(
-        historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
-        tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime
+        historyLimit: Int = 10_000, tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime
     ) throws -> any ClosableStore {
         switch backend {
         case .sqlite:
             try SQLiteStore(directory: folder.path, options: .init(
-                historyLimit: historyLimit, idempotencyLifetime: idempotencyLifetime, tombstoneLifetime: tombstoneLifetime
-            ))
+                historyLimit: historyLimit, tombstoneLifetime: tombstoneLifetime))
         case .postgres:
             try PostgresStore(url: url!, options: .init(
-                historyLimit: historyLimit, idempotencyLifetime: idempotencyLifetime, tombstoneLifetime: tombstoneLifetime
-            ))
+                historyLimit: historyLimit, tombstoneLifetime: tombstoneLifetime))
         }
     }
 }

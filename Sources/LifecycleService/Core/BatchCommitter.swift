@@ -149,7 +149,10 @@ struct BatchCommitter {
             let id = instance.id
             let encoded = try transaction.append(record, instanceID: id) { $0.jsonBytes() }
             let isUnexpected = record.outcome == .unexpected
-            if let key = write.idempotencyKey { try transaction.remember(key, .applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected)) }
+            if let key = write.idempotencyKey {
+                let made = KeyedInstance(id: id, createdAt: instance.createdAt)
+                try transaction.remember(key, .applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected, instance: made))
+            }
             attempt.records.append(ReplayedRecord(
                 sequence: encoded.sequence, kind: RecordKind(record.kind), instance: id, model: instance.model, outcome: record.outcome,
                 json: encoded.recordJSON, isDivergent: record.divergence != nil

@@ -71,11 +71,7 @@ enum WriteRules {
         case .apply(let input, let id, let expected, let key):
             guard var (instance, machine) = try committed.instance(id) else { return .answer(.failure(.unknownInstance(id))) }
             if let key, let replayed = replay(try committed.lookUp(key), key: key) {
-                return .answer(replayed.flatMap { remembered in
-                    // The fingerprint holds method and path, so a create's key does not come back here.
-                    guard case .applied(let json, let isUnexpected) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
-                    return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
-                })
+                return .answer(replayed.flatMap { remembered in replayedInput(remembered, key: key, on: instance) })
             }
             if let refusal = versionRefusal(instance, expected) { return .answer(.failure(refusal)) }
             let record: Record
@@ -105,6 +101,22 @@ enum WriteRules {
         case .replay(let write): .success(write)
         case .conflict: .failure(.keyReused(String(key.clientKey)))
         }
+    }
+
+    /// An input's outcome, replayed while the instance it went to still exists (`current` has its id).
+    ///
+    /// Once that instance is deleted and another made under its id, the record is no longer in any history, and
+    /// applying the input anew would put a stale input on the new instance: the replay is refused naming it. (A key
+    /// kept from before lifecycled noted the instance has no creation time to compare, and is answered as kept.)
+    static func replayedInput(
+        _ remembered: RememberedWrite, key: IdempotencyKey, on current: StoredInstance
+    ) -> Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal> {
+        // The fingerprint holds method and path, so a create's key does not come back here.
+        guard case .applied(let json, let isUnexpected, let made) = remembered else { return .failure(.keyReused(String(key.clientKey))) }
+        if let made, made.createdAt.millisecondsSince1970 != current.createdAt.millisecondsSince1970 {
+            return .failure(.replayedInstanceDeleted(id: current.id, key: String(key.clientKey)))
+        }
+        return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
     }
 
     /// A create's outcome, replayed while the instance it made still exists.

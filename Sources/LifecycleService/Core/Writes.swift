@@ -101,6 +101,9 @@ extension InstanceRegistry {
         case keyReused(String)
         /// The instance `key` created has since been deleted; creating it again would undo that.
         case createdInstanceDeleted(id: String, key: String)
+        /// The instance `key`'s input went to has since been deleted, and `id` made again: applying it anew would put a
+        /// stale input on the new instance.
+        case replayedInstanceDeleted(id: String, key: String)
         /// The store failed; `isDiskFull` when it failed for want of space, `isOutcomeUnknown`
         /// when the connection to its server went during the commit, which may have taken effect.
         case storageFailed(isDiskFull: Bool, isOutcomeUnknown: Bool = false)

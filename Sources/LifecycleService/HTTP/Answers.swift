@@ -75,6 +75,13 @@ extension Problem {
                 type: ProblemKind.createdInstanceDeleted.type,
                 extensions: ["instance": JSONFragment(id)]
             )
+        case .replayedInstanceDeleted(let id, let key):
+            Problem(
+                status: 409, title: "Conflict",
+                detail: "the input first sent with Idempotency-Key \"\(key)\" went to an instance \"\(id)\" since deleted; nothing was applied to the one made again under its id",
+                type: ProblemKind.replayedInstanceDeleted.type,
+                extensions: ["instance": JSONFragment(id)]
+            )
         case .storageFailed(isDiskFull: true, _): .unavailable("the disk is full; nothing was changed")
         case .storageFailed(_, isOutcomeUnknown: true):
             .unavailable(

@@ -4,6 +4,7 @@ import MicroHTTP
 enum ProblemKind: String, CaseIterable, Sendable {
     case unexpectedEvent = "unexpected-event"
     case createdInstanceDeleted = "created-instance-deleted"
+    case replayedInstanceDeleted = "replayed-instance-deleted"
     case instanceLimit = "instance-limit"
     case storageFailing = "storage-failing"
 
@@ -38,6 +39,10 @@ enum ProblemPages {
         .createdInstanceDeleted: Page(
             status: 409, title: "Conflict",
             explanation: "The request repeats a create (the same Idempotency-Key and request) whose instance has since been deleted; the instance member names it. Nothing was created again: re-creating would undo a deletion made on purpose. Use a new key to create it anew."
+        ),
+        .replayedInstanceDeleted: Page(
+            status: 409, title: "Conflict",
+            explanation: "The request repeats an input (an event, action, relaunch or gap, alone or as a batch item, with the same Idempotency-Key and request) that was applied to an instance since deleted; another instance has been made under its id, which the instance member names. Nothing was applied: the record the first request made went with the deleted instance, and applying the input anew would put a stale input on the new one. A reporter counts the input as answered and goes on."
         ),
         .instanceLimit: Page(
             status: 507, title: "Insufficient Storage",

@@ -70,26 +70,36 @@ enum Codec {
         [.integer(sequence), .text(instance.id), .text(instance.model), .integer(milliseconds(time)), .bytes(json)]
     }
 
-    // MARK: Idempotency keys: key, fingerprint, result, instance, model, instance_created_at, body, created_at
+    // MARK: Idempotency keys: key, fingerprint, result, instance, model, instance_created_at, body, created_at, released_at
 
-    /// `result` 0 created an instance (`body` is its JSON), 1 applied an input, 2 an unexpected one (`body`: the record's).
+    /// `result` 0 created an instance (`body` is its JSON), 1 applied an input, 2 an unexpected one (`body`: the record's);
+    /// `instance` and `instance_created_at` name the instance either went to. `released_at` is not written: NULL while the
+    /// instance lives (see ``StoredKey``).
     static func key(_ key: String, fingerprint: [UInt8], _ write: RememberedWrite, at time: Date) -> [ColumnValue] {
         let result: [ColumnValue] = switch write {
         case .created(let id, let model, let createdAt, let json): [.integer(0), .text(id), .text(model), .integer(milliseconds(createdAt)), .bytes(json)]
-        case .applied(let json, let isUnexpected): [.integer(isUnexpected ? 2 : 1), .text(nil), .text(nil), .integer(nil), .bytes(json)]
+        case .applied(let json, let isUnexpected, let instance):
+            [.integer(isUnexpected ? 2 : 1), .text(instance?.id), .text(nil), .integer(instance.map { milliseconds($0.createdAt) }), .bytes(json)]
         }
         return [.text(key), .bytes(fingerprint)] + result + [.integer(milliseconds(time))]
     }
 
-    /// A key as stored: what identifies its request, what the write did, and when.
+    /// A key as stored: what identifies its request, what the write did, and when it was released.
+    ///
+    /// A key is kept as long as the instance its write went to, so a request replayed however late is answered as it
+    /// first was, never applied twice. Deleting the instance releases its keys (``SQLTransaction/delete(_:at:encode:)``),
+    /// which are kept a while longer, for as long as its deletion record, so that a replay is refused rather than
+    /// applied to an instance made again under its id; keys stored before schema 7 (SQLite; 4 on PostgreSQL) count as
+    /// released when made, and expire as they always did.
     struct StoredKey {
         var fingerprint: [UInt8]
         var write: RememberedWrite
-        var createdAt: Date
+        /// When its instance was deleted; `nil` while it lives.
+        var releasedAt: Date?
 
-        /// What a request with `key` gets at `now`: unused once `lifetime` has passed.
+        /// What a request with `key` gets at `now`: unused once `lifetime` has passed since the key's release.
         func lookUp(_ key: IdempotencyKey, now: Date, lifetime: TimeInterval) -> IdempotencyLookup {
-            guard createdAt.addingTimeInterval(lifetime) > now else { return .unused }
+            if let releasedAt, releasedAt.addingTimeInterval(lifetime) <= now { return .unused }
             return fingerprint == key.fingerprint || fingerprint == key.formerFingerprint ? .replay(write) : .conflict
         }
     }
@@ -99,7 +109,7 @@ extension Codec.StoredKey {
     /// The key's row, from its fingerprint on.
     init<Row: StoredRow>(_ row: Row, key: String) throws(Row.Failure) {
         fingerprint = row.bytes(0)
-        createdAt = row.date(6)
+        releasedAt = row.isNull(6) ? nil : row.date(6)
         switch row.integer(1) {
         case 0:
             guard !row.isNull(4) else {
@@ -110,7 +120,9 @@ extension Codec.StoredKey {
                 createdAt: row.date(4), json: row.bytes(5)
             )
         case 1, 2:
-            write = .applied(recordJSON: row.bytes(5), isUnexpected: row.integer(1) == 2)
+            let instance = row.isNull(2) || row.isNull(4)
+                ? nil : KeyedInstance(id: try row.text(2, named: "idempotency.instance of key \(key)"), createdAt: row.date(4))
+            write = .applied(recordJSON: row.bytes(5), isUnexpected: row.integer(1) == 2, instance: instance)
         case let result:
             throw Row.unknown("idempotency key \(key) has result", result)
         }

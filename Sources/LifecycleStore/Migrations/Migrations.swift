@@ -20,7 +20,7 @@ extension [Migration] {
 
 /// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
-    static let all: [Migration] = [v1, v2, v3]
+    static let all: [Migration] = [v1, v2, v3, v4]
 
     /// SQLite's version 4, and `commit_counter`; UNIQUE (instance, version) backstops two replicas deciding on one state.
     static let v1 = Migration(
@@ -60,11 +60,18 @@ enum PostgresMigrations {
 
     /// SQLite's version 6.
     static let v3 = Migration("v3-dropped", "ALTER TABLE instances ADD COLUMN dropped bigint NOT NULL DEFAULT 0")
+
+    /// SQLite's version 7.
+    static let v4 = Migration(
+        "v4-keys-kept-with-instances", "ALTER TABLE idempotency ADD COLUMN released_at bigint", "UPDATE idempotency SET released_at = created_at",
+        "DROP INDEX idempotency_by_age", "CREATE INDEX idempotency_held ON idempotency (instance) WHERE released_at IS NULL",
+        "CREATE INDEX idempotency_released ON idempotency (released_at) WHERE released_at IS NOT NULL"
+    )
 }
 
 /// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
 enum SQLiteMigrations {
-    static let all: [Migration] = [v1, v2, v3, v4, v5, v6]
+    static let all: [Migration] = [v1, v2, v3, v4, v5, v6, v7]
 
     /// Version 1: instances, their records, idempotency keys with the responses they got, and `meta`.
     static let v1 = Migration(
@@ -168,4 +175,17 @@ enum SQLiteMigrations {
 
     /// Inputs apps' reporters dropped before delivery, counted per instance (gap records, kind 5).
     static let v6 = Migration("v6-dropped", "ALTER TABLE instances ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;")
+
+    /// Idempotency keys are kept while their instance lives, not for 24 hours (see ``Codec/StoredKey``): `released_at` is
+    /// when its deletion released a key; those already stored count as released when made, and expire as they did.
+    static let v7 = Migration(
+        "v7-keys-kept-with-instances",
+        """
+        ALTER TABLE idempotency ADD COLUMN released_at INTEGER;
+        UPDATE idempotency SET released_at = created_at;
+        DROP INDEX idempotency_by_age;
+        CREATE INDEX idempotency_held ON idempotency(instance) WHERE released_at IS NULL;
+        CREATE INDEX idempotency_released ON idempotency(released_at) WHERE released_at IS NOT NULL;
+        """
+    )
 }

@@ -12,9 +12,8 @@ public final class PostgresStore: InstanceStore, Sendable {
     public struct Options: Sendable {
         /// Records kept per instance; older ones are dropped as new ones arrive.
         public var historyLimit: Int
-        /// How long idempotency keys are kept.
-        public var idempotencyLifetime: TimeInterval
-        /// How long a deleted instance's deletion record stays replayable.
+        /// How long a deleted instance's deletion record stays replayable, and its idempotency keys answer replays
+        /// (see `Codec.StoredKey`; an instance that lives keeps its keys).
         public var tombstoneLifetime: TimeInterval
         /// A direct connection for `LISTEN`, which PgBouncer in transaction mode cannot carry; `nil`: the store's URL.
         public var listenURL: String?
@@ -25,12 +24,11 @@ public final class PostgresStore: InstanceStore, Sendable {
 
         /// Options with the service's defaults.
         public init(
-            historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
+            historyLimit: Int = 10_000,
             tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime, listenURL: String? = nil,
             timeout: Duration = .seconds(5), readTimeout: Duration = .seconds(1)
         ) {
             self.historyLimit = max(1, historyLimit)
-            self.idempotencyLifetime = idempotencyLifetime
             self.tombstoneLifetime = tombstoneLifetime
             self.listenURL = listenURL
             self.timeout = timeout
@@ -129,7 +127,7 @@ public final class PostgresStore: InstanceStore, Sendable {
     }
 
     static func purgeExpired(options: Options) -> [SQLStatement] {
-        Connection.purgingExpired(idempotencyLifetime: options.idempotencyLifetime, tombstoneLifetime: options.tombstoneLifetime)
+        Connection.purgingExpired(tombstoneLifetime: options.tombstoneLifetime)
     }
 
     // MARK: Sequence numbers and other replicas' commits
@@ -220,7 +218,7 @@ public final class PostgresStore: InstanceStore, Sendable {
                 let row = counter.row(0)
                 return SQLTransaction(
                     connection, sequence: row.integer(0), instanceCount: row.integer(1), historyLimit: options.historyLimit,
-                    idempotencyLifetime: options.idempotencyLifetime
+                    releasedKeyLifetime: options.tombstoneLifetime
                 )
             }
         } catch {

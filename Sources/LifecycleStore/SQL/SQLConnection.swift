@@ -87,7 +87,8 @@ struct SQLTable: Sendable {
         name: "idempotency", columns: "key, fingerprint, result, instance, model, instance_created_at, body, created_at",
         onConflict: """
             ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, result = excluded.result, instance = excluded.instance,
-              model = excluded.model, instance_created_at = excluded.instance_created_at, body = excluded.body, created_at = excluded.created_at
+              model = excluded.model, instance_created_at = excluded.instance_created_at, body = excluded.body, created_at = excluded.created_at,
+              released_at = NULL
             """
     )
     static let coverage = SQLTable(
@@ -179,10 +180,10 @@ extension SQLConnection {
         """
     }
 
-    /// Statements that drop expired idempotency keys and deletion records, raising the floor of dropped records.
-    static func purgingExpired(idempotencyLifetime: TimeInterval, tombstoneLifetime: TimeInterval) -> [SQLStatement] {
-        let now = Date()
-        return [SQLStatement("DELETE FROM idempotency WHERE created_at < $1", [.integer(Codec.milliseconds(now.addingTimeInterval(-idempotencyLifetime)))])]
-            + deleting(from: "tombstones", where: "deleted_at < $1", [.integer(Codec.milliseconds(now.addingTimeInterval(-tombstoneLifetime)))])
+    /// Statements that drop expired deletion records, raising the floor of dropped records, and the idempotency keys
+    /// their instances released (see ``Codec/StoredKey``), which expire with them.
+    static func purgingExpired(tombstoneLifetime: TimeInterval) -> [SQLStatement] {
+        let cutoff: [ColumnValue] = [.integer(Codec.milliseconds(Date().addingTimeInterval(-tombstoneLifetime)))]
+        return [SQLStatement("DELETE FROM idempotency WHERE released_at < $1", cutoff)] + deleting(from: "tombstones", where: "deleted_at < $1", cutoff)
     }
 }

@@ -10,7 +10,8 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     /// The last sequence number assigned in this transaction.
     private(set) var sequence: Int64
     private let historyLimit: Int64
-    private let idempotencyLifetime: TimeInterval
+    /// How long an idempotency key outlives its instance's deletion (see ``Codec/StoredKey``).
+    private let releasedKeyLifetime: TimeInterval
     /// When the newest idempotency key stored before keys were scoped was made (`nil`: none, and always on PostgreSQL).
     private let unscopedKeysThrough: Date?
     /// The count at the start, kept beside the data (PostgreSQL's `commit_counter`); `nil`: counted when asked.
@@ -27,7 +28,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     private var coverage = CoverageCounts()
 
     init(
-        _ connection: Connection, sequence: Int64, instanceCount: Int64?, historyLimit: Int, idempotencyLifetime: TimeInterval,
+        _ connection: Connection, sequence: Int64, instanceCount: Int64?, historyLimit: Int, releasedKeyLifetime: TimeInterval,
         unscopedKeysThrough: Date? = nil
     ) {
         self.connection = connection
@@ -35,7 +36,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         self.sequence = sequence
         startInstanceCount = instanceCount
         self.historyLimit = Int64(historyLimit)
-        self.idempotencyLifetime = idempotencyLifetime
+        self.releasedKeyLifetime = releasedKeyLifetime
         self.unscopedKeysThrough = unscopedKeysThrough
     }
 
@@ -87,8 +88,10 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         var statements = try waitingStatements() + [
             SQLStatement("DELETE FROM instances WHERE id = $1", [.text(instance.id)]),
             SQLStatement("DELETE FROM records WHERE instance = $1", [.text(instance.id)]),
+            // Its keys outlive it a while, so a replay is refused, not applied to one made again under its id.
+            SQLStatement("UPDATE idempotency SET released_at = $2 WHERE instance = $1 AND released_at IS NULL", [.text(instance.id), .integer(Codec.milliseconds(time))]),
         ]
-        let deleted = statements.count - 2
+        let deleted = statements.count - 3
         statements += Connection.inserting([Codec.tombstone(numbered, of: instance, at: time, json: encode(numbered))], into: .tombstones)
         // The deletion record expires: keep its number, the largest, from reuse.
         if Connection.dialect.keepsSequenceFloor { statements.append(SQLStatement(Connection.dialect.raising("sequence_floor"), [.integer(numbered)])) }
@@ -107,23 +110,23 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     }
 
     func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError) {
-        keys[key.key] = Codec.StoredKey(fingerprint: key.fingerprint, write: write, createdAt: Date())
+        keys[key.key] = Codec.StoredKey(fingerprint: key.fingerprint, write: write, releasedAt: nil)
     }
 
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
         func find(_ stored: String) throws(StoreError) -> Codec.StoredKey? {
             if let waiting = keys[stored] { return waiting }
-            let sql = "SELECT fingerprint, result, instance, model, instance_created_at, body, created_at FROM idempotency WHERE key = $1"
+            let sql = "SELECT fingerprint, result, instance, model, instance_created_at, body, released_at FROM idempotency WHERE key = $1"
             return try run("cannot read an idempotency key") { () throws(Connection.Failure) in
                 try connection.first(sql, [.text(stored)]) { (row) throws(Connection.Failure) in try Codec.StoredKey(row, key: stored) }
             }
         }
         var found = try find(key.key)
-        // A key sent before keys were scoped (on SQLite) is found as it was stored, until it expires.
-        if found == nil, let unscoped = key.unscopedKey, let through = unscopedKeysThrough, through.addingTimeInterval(idempotencyLifetime) > now {
+        // A key sent before keys were scoped (on SQLite) is found as it was stored, until it expires (released when made).
+        if found == nil, let unscoped = key.unscopedKey, let through = unscopedKeysThrough, through.addingTimeInterval(releasedKeyLifetime) > now {
             found = try find(unscoped)
         }
-        return found?.lookUp(key, now: now, lifetime: idempotencyLifetime) ?? .unused
+        return found?.lookUp(key, now: now, lifetime: releasedKeyLifetime) ?? .unused
     }
 
     func addCoverage(_ counts: CoverageCounts) throws(StoreError) {
@@ -141,7 +144,8 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         // After the records, so that this transaction's own below the limit go too.
         if !drops.isEmpty { statements += Connection.dropping(drops) }
         if !keys.isEmpty {
-            statements += Connection.inserting(keys.map { Codec.key($0.key, fingerprint: $0.value.fingerprint, $0.value.write, at: $0.value.createdAt) }, into: .keys)
+            let now = Date()
+            statements += Connection.inserting(keys.map { Codec.key($0.key, fingerprint: $0.value.fingerprint, $0.value.write, at: now) }, into: .keys)
         }
         if !coverage.isEmpty { statements += Connection.inserting(Codec.counters(coverage), into: .coverage) }
         (instances, records, drops, keys, coverage) = ([:], [], [:], [:], CoverageCounts())

@@ -19,9 +19,8 @@ public final class SQLiteStore: InstanceStore, Sendable {
         public var sync: SyncMode
         /// Records kept per instance; older ones are dropped as new ones arrive.
         public var historyLimit: Int
-        /// How long idempotency keys are kept.
-        public var idempotencyLifetime: TimeInterval
-        /// How long a deleted instance's deletion record stays replayable (its other records go at once).
+        /// How long a deleted instance's deletion record stays replayable (its other records go at once), and its
+        /// idempotency keys answer replays (see `Codec.StoredKey`; an instance that lives keeps its keys).
         public var tombstoneLifetime: TimeInterval
         /// Caps the database size in pages (SQLite's max_page_count); a full cap acts as a full disk.
         public var maxPageCount: Int?
@@ -32,13 +31,12 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
         /// Options with the service's defaults.
         public init(
-            sync: SyncMode = .normal, historyLimit: Int = 10_000, idempotencyLifetime: TimeInterval = 24 * 3600,
+            sync: SyncMode = .normal, historyLimit: Int = 10_000,
             tombstoneLifetime: TimeInterval = RecordKind.deletionRecordLifetime, maxPageCount: Int? = nil,
             maxWALSize: Int = SQLiteStore.defaultMaxWALSize, acceptDataLoss: Bool = false
         ) {
             self.sync = sync
             self.historyLimit = max(1, historyLimit)
-            self.idempotencyLifetime = idempotencyLifetime
             self.tombstoneLifetime = tombstoneLifetime
             self.maxPageCount = maxPageCount
             self.maxWALSize = maxWALSize
@@ -322,7 +320,7 @@ extension SQLiteStore {
 
         /// Drops expired idempotency keys and deletion records, raising the floor of dropped records.
         func purgeExpired(_ options: SQLiteStore.Options) throws(SQLiteError) {
-            let statements = Database.purgingExpired(idempotencyLifetime: options.idempotencyLifetime, tombstoneLifetime: options.tombstoneLifetime)
+            let statements = Database.purgingExpired(tombstoneLifetime: options.tombstoneLifetime)
             try database.transaction { () throws(SQLiteError) in try database.run(statements) }
         }
     }
@@ -339,7 +337,7 @@ extension SQLiteStore {
             let database = writer.database
             let transaction = SQLTransaction(
                 database, sequence: writer.sequence, instanceCount: nil, historyLimit: options.historyLimit,
-                idempotencyLifetime: options.idempotencyLifetime, unscopedKeysThrough: unscopedKeysThrough
+                releasedKeyLifetime: options.tombstoneLifetime, unscopedKeysThrough: unscopedKeysThrough
             )
             try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.execute("BEGIN IMMEDIATE") }
             do throws(StoreError) {

@@ -58,7 +58,7 @@ final class StreamSocket: Sendable {
         let resolved = getaddrinfo(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), String(port), &hints, &addresses)
         guard resolved == 0, let first = addresses else { return "cannot resolve \(host): \(String(cString: gai_strerror(resolved)))" }
         defer { freeaddrinfo(addresses) }
-        var reason = "cannot connect to \(host):\(port)"
+        var reason = "no address to connect to (\(host):\(port))"
         var candidate: UnsafeMutablePointer<addrinfo>? = first
         var connected = false
         while let address = candidate, !connected {
@@ -78,7 +78,7 @@ final class StreamSocket: Sendable {
             if connect(descriptor, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 {
                 connected = true
             } else {
-                reason = "cannot connect to \(host):\(port): \(String(cString: strerror(errno)))"
+                reason = "\(String(cString: strerror(errno))) (\(host):\(port))"
                 state.withLock { s in
                     close(s.descriptor)
                     s.descriptor = -1
@@ -86,6 +86,8 @@ final class StreamSocket: Sendable {
             }
         }
         guard connected else { return reason }
+        // A shutdown does not end a connect under way: a cancel that came during one ends here.
+        if state.withLock({ $0.cancelled }) { return "cancelled" }
         guard send(Self.head(url: url, request: request, host: host, port: port)) else { return "the connection closed while sending the request" }
         var reader = HTTPStreamReader()
         var buffer = [UInt8](repeating: 0, count: 16_384)
@@ -127,7 +129,8 @@ final class StreamSocket: Sendable {
         var target = components?.percentEncodedPath ?? "/"
         if target.isEmpty { target = "/" }
         if let query = components?.percentEncodedQuery { target += "?" + query }
-        var text = "\(request.httpMethod ?? "GET") \(target) HTTP/1.1\r\nHost: \(host)\(url.port.map { ":\($0)" } ?? "")\r\n"
+        let name = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        var text = "\(request.httpMethod ?? "GET") \(target) HTTP/1.1\r\nHost: \(name)\(url.port.map { ":\($0)" } ?? "")\r\n"
         for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "host" && name.lowercased() != "connection" {
             text += "\(name): \(value)\r\n"
         }

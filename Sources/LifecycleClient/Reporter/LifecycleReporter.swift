@@ -75,8 +75,8 @@ public final class LifecycleReporter: Sendable {
 
     /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
     /// Throws (items kept) when the service cannot be reached, refuses the batch whole (its
-    /// ``LifecycleClientError/problem(_:)``, such as a wrong token's 401), or asks to retry later. Meant for
-    /// reporters made with `deliversAutomatically: false` (a command line's `flush`).
+    /// ``LifecycleClientError/problem(_:)``, such as a wrong token's 401), or asks to retry
+    /// later. Meant for reporters made with `deliversAutomatically: false` (a command line's `flush`).
     @discardableResult
     public func flush() async throws -> Int { try await core.flush() }
 

@@ -4,9 +4,9 @@ import LifecycleClient
 import LifecycleKit
 import Synchronization
 
-/// `post --queue` (and `action`, `relaunch`, `create`) and `flush` over a `LifecycleReporter` journal in a folder: one command at a
-/// time per folder (an exclusive lock), delivering only when told (`flush`), never by a
-/// sender of its own, so the command ends when its delivery does.
+/// `post --queue` (and `action`, `relaunch`, `create`) and `flush` over a `LifecycleReporter`
+/// journal in a folder: one command at a time per folder (an exclusive lock), delivering only
+/// when told (`flush`), never by a sender of its own, so the command ends when its delivery does.
 ///
 /// `post --queue` queues first (the journal is fsynced before anything is sent) and then
 /// delivers the whole queue, its event last: what earlier runs left queued goes out first, in

@@ -461,7 +461,13 @@ public struct Configuration: Sendable {
                                                   GET /healthz; exit 0 on 200, else 1 with the reason
                lifecycled post [options] INSTANCE EVENT [NAME=VALUE ...]
                                                   send an event, print its record (3: unexpected)
-               lifecycled flush --queue DIR       deliver what `post --queue DIR` left queued
+               lifecycled action [options] INSTANCE ACTION [NAME=VALUE ...]
+                                                  perform an action, print its record
+               lifecycled relaunch [options] INSTANCE
+                                                  record a new process, print its record
+               lifecycled create [options] INSTANCE [MODEL]
+                                                  create an instance if absent
+               lifecycled flush --queue DIR       deliver what `post --queue DIR` (…) left queued
                lifecycled tail [options]          print records as they are committed
                lifecycled check MODEL TRACE.json  check a trace on the service (1: not conforming)
                (the commands talk to a service at --server; each has its own --help)

@@ -6,7 +6,7 @@ import Logging
 // 1 when the service cannot start, 2 for a bad command line; for `healthcheck`,
 // 0 when /healthz answers 200 and 1 otherwise; for the client commands, see ClientCommand.Status.
 
-// `lifecycled post|flush|tail|check …` are clients of a running service (Commands/), not the
+// `lifecycled post|action|relaunch|create|flush|tail|check …` are clients of a running service (Commands/), not the
 // service: they run with the usual signal handling and exit with the command's status.
 if let name = CommandLine.arguments.dropFirst().first, let command = ClientCommand(rawValue: name) {
     let arguments = Array(CommandLine.arguments.dropFirst(2))

@@ -33,7 +33,7 @@ struct CommandLineTests {
     func help() throws {
         let top = try LifecycledProcess(arguments: ["--help"]).finish()
         #expect(top.status == 0)
-        for command in ["post", "flush", "tail", "check"] {
+        for command in ["post", "action", "relaunch", "create", "flush", "tail", "check"] {
             #expect(top.stdout.contains("lifecycled \(command) "), "lifecycled --help does not mention \(command)")
             let run = try lifecycledCommand([command, "--help"])
             #expect(run.status == 0, "\(command) --help: \(run.stderr)")

@@ -286,9 +286,11 @@ extension RecordStream {
     }
 }
 
-/// One streaming request: the body's bytes as they arrive, through a `URLSessionDataDelegate`
-/// (FoundationNetworking has no `bytes(for:)`; its delegate is handed each chunk as libcurl
-/// receives it, so events are not held back until the answer ends). Owned by one iterator:
+/// One streaming request: the body's bytes as they arrive. `http://` goes through a
+/// ``StreamSocket`` (a thread blocked in `read`, idle at no cost); `https://` through a
+/// `URLSessionDataDelegate` (FoundationNetworking has no `bytes(for:)`; its delegate is handed
+/// each chunk as libcurl receives it, so events are not held back until the answer ends, but
+/// on Linux it polls while the stream is idle: see ``StreamSocket``). Owned by one iterator:
 /// when it is dropped, the request is cancelled.
 final class StreamConnection {
     /// How the request was answered.
@@ -304,24 +306,30 @@ final class StreamConnection {
         case ended
     }
 
-    private let task: URLSessionDataTask
-    private var messages: AsyncStream<StreamDelegate.Message>.Iterator
+    private let cancel: @Sendable () -> Void
+    private var messages: AsyncStream<StreamMessage>.Iterator
 
     init(request: URLRequest, timeout: TimeInterval) {
-        let (stream, continuation) = AsyncStream.makeStream(of: StreamDelegate.Message.self)
+        let (stream, continuation) = AsyncStream.makeStream(of: StreamMessage.self)
         messages = stream.makeAsyncIterator()
+        if let url = request.url, url.scheme?.lowercased() == "http" {
+            let socket = StreamSocket(url: url, request: request, timeout: timeout, continuation: continuation)
+            cancel = { socket.cancel() }
+            return
+        }
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         // A stream has no end to wait for (FoundationNetworking cannot take `.infinity`).
         configuration.timeoutIntervalForResource = 365 * 86_400
         // The session holds its delegate until its one task ends (finishTasksAndInvalidate).
         let session = URLSession(configuration: configuration, delegate: StreamDelegate(continuation), delegateQueue: nil)
-        task = session.dataTask(with: request)
+        let task = session.dataTask(with: request)
         task.resume()
         session.finishTasksAndInvalidate()
+        cancel = { task.cancel() }
     }
 
-    deinit { task.cancel() }
+    deinit { cancel() }
 
     /// Waits for the status: 200 opens the stream; another status is read to its end.
     func response() async -> Opening {
@@ -348,16 +356,10 @@ final class StreamConnection {
 
 /// Hands a streaming task's answer to its ``StreamConnection`` as messages.
 private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
-    enum Message: Sendable {
-        case opened(status: Int, headers: [String: String])
-        case data(Data)
-        case finished(String?)
-    }
-
-    private let continuation: AsyncStream<Message>.Continuation
+    private let continuation: AsyncStream<StreamMessage>.Continuation
     private let isOpened = Mutex(false)
 
-    init(_ continuation: AsyncStream<Message>.Continuation) {
+    init(_ continuation: AsyncStream<StreamMessage>.Continuation) {
         self.continuation = continuation
     }
 

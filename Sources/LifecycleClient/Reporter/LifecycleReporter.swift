@@ -74,8 +74,9 @@ public final class LifecycleReporter: Sendable {
     public func retryNow() { core.retryNow() }
 
     /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
-    /// Throws (items kept) when the service cannot be reached or asks to retry later. Meant for
-    /// reporters made with `deliversAutomatically: false` (a command line's `flush`).
+    /// Throws (items kept) when the service cannot be reached, refuses the batch whole (its
+    /// ``LifecycleClientError/problem(_:)``, such as a wrong token's 401), or asks to retry
+    /// later. Meant for reporters made with `deliversAutomatically: false` (a command line's `flush`).
     @discardableResult
     public func flush() async throws -> Int { try await core.flush() }
 

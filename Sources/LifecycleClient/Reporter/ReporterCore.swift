@@ -30,8 +30,8 @@ final class ReporterCore: Sendable {
     private enum Attempt {
         /// Answered, every item (`retryAfter` nil) or a prefix (the rest asked to wait).
         case answered(count: Int, retryLater: Bool, retryAfter: TimeInterval?)
-        /// Not answered, or refused whole (`status`: the problem's).
-        case failed(String, status: Int?, retryAfter: TimeInterval?)
+        /// Not answered, or refused whole (`status`: the problem's, `problem` the refusal itself).
+        case failed(String, status: Int?, retryAfter: TimeInterval?, problem: LifecycleProblem? = nil)
     }
 
     private let client: LifecycleClient
@@ -133,9 +133,10 @@ final class ReporterCore: Sendable {
             case .answered(let count, let retryLater, _):
                 delivered += count
                 if retryLater { throw LifecycleClientError.badResponse("the service asked to retry later; \(batch.count - count) items kept") }
-            case .failed(let error, let status, _):
-                // A batch refused whole is split and tried again; anything else ends the flush.
-                if !Self.splits(batch, status) { throw LifecycleClientError.unreachable(error) }
+            case .failed(let error, let status, _, let problem):
+                // A batch refused whole is split and tried again; anything else ends the flush,
+                // with the refusal itself when there is one (a 401 is no outage to wait out).
+                if !Self.splits(batch, status) { throw problem.map(LifecycleClientError.problem) ?? .unreachable(error) }
             }
         }
     }
@@ -186,7 +187,7 @@ final class ReporterCore: Sendable {
             report(batch, [.problem(status: problem.status, problem)])
             return .answered(count: 1, retryLater: false, retryAfter: nil)
         } catch LifecycleClientError.problem(let problem) {
-            return .failed(problem.description, status: problem.status, retryAfter: problem.retryAfter)
+            return .failed(problem.description, status: problem.status, retryAfter: problem.retryAfter, problem: problem)
         } catch {
             return .failed(String(describing: error), status: nil, retryAfter: nil)
         }
@@ -227,7 +228,7 @@ final class ReporterCore: Sendable {
                     return nil
                 }
                 return backoff(&s, retryAfter: retryAfter, error: "an item was answered to retry later")
-            case .failed(let error, let status, let retryAfter):
+            case .failed(let error, let status, let retryAfter, _):
                 s.queue.release()
                 if Self.splits(batch, status) {
                     // Refused whole: halve until the refused item is alone.

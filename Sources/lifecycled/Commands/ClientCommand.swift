@@ -2,11 +2,11 @@ import Foundation
 import LifecycleClient
 import LifecycleKit
 
-/// The commands that talk to a running service instead of being it (`post`, `flush`, `tail`,
-/// `check`), for shell scripts and QA rigs. Each is a function from its arguments to an exit
-/// status; `main.swift` runs the one named.
+/// The commands that talk to a running service instead of being it (`post`, `action`,
+/// `relaunch`, `create`, `flush`, `tail`, `check`), for shell scripts and QA rigs. Each is a
+/// function from its arguments to an exit status; `main.swift` runs the one named.
 enum ClientCommand: String, CaseIterable {
-    case post, flush, tail, check
+    case post, action, relaunch, create, flush, tail, check
 
     /// Exit statuses, the same for every command.
     enum Status {
@@ -21,7 +21,10 @@ enum ClientCommand: String, CaseIterable {
 
     var usage: String {
         switch self {
-        case .post: PostCommand.usage
+        case .post: PostCommand.usage(.event)
+        case .action: PostCommand.usage(.action)
+        case .relaunch: PostCommand.usage(.relaunch)
+        case .create: PostCommand.usage(.create)
         case .flush: FlushCommand.usage
         case .tail: TailCommand.usage
         case .check: CheckCommand.usage
@@ -32,7 +35,10 @@ enum ClientCommand: String, CaseIterable {
     func run(_ arguments: [String], environment: [String: String]) async -> Int32 {
         do {
             switch self {
-            case .post: return try await PostCommand(arguments, environment: environment).run()
+            case .post: return try await PostCommand(.event, arguments, environment: environment).run()
+            case .action: return try await PostCommand(.action, arguments, environment: environment).run()
+            case .relaunch: return try await PostCommand(.relaunch, arguments, environment: environment).run()
+            case .create: return try await PostCommand(.create, arguments, environment: environment).run()
             case .flush: return try await FlushCommand(arguments, environment: environment).run()
             case .tail: return try await TailCommand(arguments, environment: environment).run()
             case .check: return try await CheckCommand(arguments, environment: environment).run()
@@ -73,6 +79,37 @@ enum ClientCommand: String, CaseIterable {
     }
 }
 
+/// Text a device sent, made safe to print on one line of a terminal: every control character
+/// (C0, DEL, C1, U+2028 and U+2029, and the bidi controls that reorder what follows) is written
+/// as an escape, `\n`, `\r` and `\t` as those, any other as `\u{1B}` (its hexadecimal code
+/// point), and a backslash as `\\`, so an escape in the text cannot pass for one of these.
+enum Readable {
+    static func escaped(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            case "\t": escaped += "\\t"
+            case "\\": escaped += "\\\\"
+            case _ where isControl(scalar): escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    /// Whether a terminal may act on `scalar` rather than show it.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F: true
+        // Line and paragraph separators; ALM, LRM, RLM; embeddings, overrides and isolates.
+        case 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+}
+
 /// Lines out: records and counts on standard output, reasons on standard error.
 enum Output {
     /// Written at once, unbuffered: a script reading a pipe sees each line as it comes, `tail`'s above all.
@@ -92,7 +129,35 @@ enum Output {
         let pairs = try ordered.map { name in
             String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(members[name]), as: UTF8.self)
         }
-        return "{" + pairs.joined(separator: ",") + "}"
+        return escapingTerminalControls("{" + pairs.joined(separator: ",") + "}")
+    }
+
+    /// An instance as a create prints it: what it is and whether this command made it.
+    static func json(_ instance: Instance, created: Bool) throws -> String {
+        let pairs: [(String, JSONValue)] = [
+            ("id", .string(instance.id)), ("model", .string(instance.model)), ("state", .string(instance.state)),
+            ("version", .integer(instance.version)), ("created", .bool(created)),
+        ]
+        let members = try pairs.map { name, value in
+            String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(value), as: UTF8.self)
+        }
+        return escapingTerminalControls("{" + members.joined(separator: ",") + "}")
+    }
+
+    /// JSON whose strings hold no character a terminal acts on: the encoder escapes only what
+    /// JSON requires (below U+0020), so C1 controls (U+0080–U+009F: U+009B is a CSI to some
+    /// terminals), DEL, the line and paragraph separators and the bidi controls are written as
+    /// `\uXXXX`, the same JSON value. Outside strings JSON has none of them.
+    private static func escapingTerminalControls(_ json: String) -> String {
+        var escaped = ""
+        for scalar in json.unicodeScalars {
+            if Readable.isControl(scalar) && scalar.value >= 0x7F {
+                escaped += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16, uppercase: true)
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
     }
 
     /// openapi.yaml's order of a record's members.

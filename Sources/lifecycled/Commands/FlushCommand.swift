@@ -17,16 +17,18 @@ struct FlushCommand {
 
         options:
           --queue DIR         the reporter journal's folder (as given to post --queue)
+          --max-items N       keep at most N undelivered items (default 10000), as post --queue
+          --max-bytes N       keep at most N bytes of undelivered items (default 8388608)
 
         """ + ServerOptions.help + "\n"
 
     let server: ServerOptions
-    let queue: String
+    let queue: QueueOptions
 
     init(_ arguments: [String], environment: [String: String]) throws {
-        let parsed = try Arguments(arguments, command: "flush", valued: ServerOptions.flags.union(["--queue"]), switches: [])
+        let parsed = try Arguments(arguments, command: "flush", valued: ServerOptions.flags.union(QueueOptions.flags), switches: [])
         server = try ServerOptions(parsed, environment: environment, command: "flush")
-        guard let queue = try parsed.single("--queue", command: "flush"), !queue.isEmpty else {
+        guard let queue = try QueueOptions(parsed, command: "flush") else {
             throw UsageError("needs --queue DIR; see lifecycled flush --help")
         }
         guard parsed.positional.isEmpty else { throw UsageError("unexpected argument \(parsed.positional[0]); see lifecycled flush --help") }
@@ -34,10 +36,10 @@ struct FlushCommand {
     }
 
     func run() async throws -> Int32 {
-        let outcome = try await QueuedPost(directory: queue, client: ClientCommand.client(server, timeout: 10)).flush()
+        let outcome = try await QueuedPost(queue: queue, client: ClientCommand.client(server, timeout: 10)).flush()
         Output.line(String(outcome.delivered))
         if let failure = outcome.failure {
-            Output.error("lifecycled flush: \(ClientCommand.describe(failure)); \(outcome.pending) item\(outcome.pending == 1 ? "" : "s") kept in \(queue)")
+            Output.error("lifecycled flush: \(ClientCommand.describe(failure)); \(outcome.pending) item\(outcome.pending == 1 ? "" : "s") kept in \(queue.directory)")
             return ClientCommand.Status.failure
         }
         return ClientCommand.Status.success

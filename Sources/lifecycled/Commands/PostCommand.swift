@@ -2,74 +2,190 @@ import Foundation
 import LifecycleClient
 import LifecycleKit
 
-/// `lifecycled post [--queue DIR] [--believed STATE] [--ran HOOK,HOOK…] INSTANCE EVENT [NAME=VALUE …]`.
+/// `lifecycled post|action|relaunch|create [--queue DIR …] INSTANCE …`: one write to one
+/// instance, sent at once or through a reporter journal, so that a rig can build a device's
+/// whole queue from the shell.
 struct PostCommand {
-    static let usage = """
-        usage: lifecycled post [options] INSTANCE EVENT [NAME=VALUE ...]
+    /// Which write the command makes; each is a single request and a kind of batch item.
+    enum Kind {
+        /// `post`: `POST /v1/instances/{id}/events`.
+        case event
+        /// `action`: `POST /v1/instances/{id}/actions`.
+        case action
+        /// `relaunch`: `POST /v1/instances/{id}/relaunches`.
+        case relaunch
+        /// `create`: `PUT /v1/instances/{id}`.
+        case create
 
-        Sends EVENT to INSTANCE (POST /v1/instances/INSTANCE/events) and prints its record as
-        JSON. NAME=VALUE parameters take the types the instance's model declares
-        (isTesting=true is a boolean); when the service cannot be asked, those of the built-in
-        model declaring EVENT, else the value's look (true/false, an integer, a number, else a
-        string).
+        var command: String {
+            switch self {
+            case .event: "post"
+            case .action: "action"
+            case .relaunch: "relaunch"
+            case .create: "create"
+            }
+        }
 
-        exit status: 0 recorded; 3 the event was unexpected (recorded and counted: its record is
-        printed); 1 refused (the problem on standard error) or the service unreachable; 2 a bad
-        command line. With --queue, an unreachable service is 0 and prints "queued".
+        /// The positional arguments after INSTANCE, as usage names them.
+        var operands: String {
+            switch self {
+            case .event: "EVENT [NAME=VALUE ...]"
+            case .action: "ACTION [NAME=VALUE ...]"
+            case .relaunch: ""
+            case .create: "[MODEL]"
+            }
+        }
 
-        options:
-          --queue DIR         queue the event in the reporter journal in DIR first, then deliver
-                              the queue (this event last) at once; if the service cannot be
-                              reached, the event stays queued for `lifecycled flush --queue DIR`
-          --believed STATE    the state the app's code believes it is in afterwards (believedState)
-          --ran HOOK,HOOK...  the hooks the app's code ran, in order (ranHooks); --ran= for none
+        /// Whether the app's report (`--believed`, `--ran`) goes with it.
+        var takesReport: Bool { self == .event || self == .action }
+    }
 
-        """ + ServerOptions.help + "\n"
+    static func usage(_ kind: Kind) -> String {
+        let what: String
+        switch kind {
+        case .event:
+            what = """
+                Sends EVENT to INSTANCE (POST /v1/instances/INSTANCE/events) and prints its record as
+                JSON. NAME=VALUE parameters take the types the instance's model declares
+                (isTesting=true is a boolean); when the service cannot be asked, those of the built-in
+                model declaring EVENT, else the value's look (true/false, an integer, a number, else a
+                string). A NAME the body itself uses (event, action, believedState, ranHooks,
+                occurredAt) is a bad command line: give the report with --believed and --ran.
 
+                exit status: 0 recorded; 3 the event was unexpected (recorded and counted: its record is
+                printed); 1 refused (the problem on standard error) or the service unreachable; 2 a bad
+                command line.
+                """
+        case .action:
+            what = """
+                Performs ACTION on INSTANCE (POST /v1/instances/INSTANCE/actions) and prints its record
+                as JSON (its disposition says whether it was handled or buffered). NAME=VALUE
+                parameters are typed as for lifecycled post.
+
+                exit status: 0 recorded; 1 refused (the problem on standard error) or the service
+                unreachable; 2 a bad command line.
+                """
+        case .relaunch:
+            what = """
+                Records a new process of INSTANCE (POST /v1/instances/INSTANCE/relaunches): back to its
+                model's initial state, the breadcrumb kept. Prints the record as JSON.
+
+                exit status: 0 recorded; 1 refused (the problem on standard error) or the service
+                unreachable; 2 a bad command line.
+                """
+        case .create:
+            what = """
+                Creates INSTANCE of MODEL (default: the service's, ios-app) if it is absent
+                (PUT /v1/instances/INSTANCE) and prints {"id", "model", "state", "version", "created"}
+                as JSON: created is false when it existed with that model.
+
+                exit status: 0 created or found; 1 refused (another model: 409; the problem on standard
+                error) or the service unreachable; 2 a bad command line.
+                """
+        }
+        let report = kind.takesReport ? """
+
+              --believed STATE    the state the app's code believes it is in afterwards (believedState)
+              --ran HOOK,HOOK...  the hooks the app's code ran, in order (ranHooks); --ran= for none
+            """ : ""
+        return """
+            usage: lifecycled \(kind.command) [options] INSTANCE\(kind.operands.isEmpty ? "" : " " + kind.operands)
+
+            \(what)
+
+            With --queue DIR it is queued first, then the queue is delivered; if the service cannot
+            be reached (or answers 5xx or 429) it stays queued: "queued" and exit 0. A refusal that
+            waiting will not cure (401, 403) exits 1 at once, the item kept.
+
+            options:
+            \(QueueOptions.help)\(report)
+
+            """ + ServerOptions.help + "\n"
+    }
+
+    let kind: Kind
     let server: ServerOptions
-    let queue: String?
+    let queue: QueueOptions?
     let instance: String
-    let event: String
+    /// The event's or action's name, or the model of a create.
+    let name: String?
     let words: [String]
     let believedState: String?
     let ranHooks: [String]?
 
-    init(_ arguments: [String], environment: [String: String]) throws {
-        let parsed = try Arguments(arguments, command: "post", valued: ServerOptions.flags.union(["--queue", "--believed", "--ran"]), switches: [])
-        server = try ServerOptions(parsed, environment: environment, command: "post")
-        queue = try parsed.single("--queue", command: "post")
-        believedState = try parsed.single("--believed", command: "post")
-        ranHooks = try parsed.single("--ran", command: "post").map { $0.isEmpty ? [] : $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
-        guard parsed.positional.count >= 2 else {
-            throw UsageError("needs INSTANCE and EVENT (\(parsed.positional.count) given); see lifecycled post --help")
+    init(_ kind: Kind, _ arguments: [String], environment: [String: String]) throws {
+        self.kind = kind
+        let command = kind.command
+        let valued = ServerOptions.flags.union(QueueOptions.flags).union(kind.takesReport ? ["--believed", "--ran"] : [])
+        let parsed = try Arguments(arguments, command: command, valued: valued, switches: [])
+        server = try ServerOptions(parsed, environment: environment, command: command)
+        queue = try QueueOptions(parsed, command: command)
+        believedState = try parsed.single("--believed", command: command)
+        ranHooks = try parsed.single("--ran", command: command).map { $0.isEmpty ? [] : $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        if ranHooks?.contains("") == true { throw UsageError("--ran has an empty hook name; see lifecycled \(command) --help") }
+        let operands = parsed.positional.count
+        switch kind {
+        case .event, .action:
+            guard operands >= 2 else {
+                throw UsageError("needs INSTANCE and \(kind == .event ? "EVENT" : "ACTION") (\(operands) given); see lifecycled \(command) --help")
+            }
+        case .relaunch:
+            guard operands == 1 else { throw UsageError("needs INSTANCE alone (\(operands) given); see lifecycled relaunch --help") }
+        case .create:
+            guard (1...2).contains(operands) else { throw UsageError("needs INSTANCE and at most a MODEL (\(operands) given); see lifecycled create --help") }
         }
         instance = parsed.positional[0]
-        event = parsed.positional[1]
+        name = parsed.positional.dropFirst().first
         words = Array(parsed.positional.dropFirst(2))
-        if queue?.isEmpty == true { throw UsageError("--queue needs a directory; see lifecycled post --help") }
-        if ranHooks?.contains("") == true { throw UsageError("--ran has an empty hook name; see lifecycled post --help") }
     }
 
     func run() async throws -> Int32 {
         let client = ClientCommand.client(server, timeout: queue == nil ? 30 : 5)
-        let parameters = try ParameterTyping(event: event, definition: await definition(client)).parameters(words)
-        guard let queue else {
-            let record: Record
-            do {
-                record = try await client.postEvent(event, to: instance, parameters: parameters, believedState: believedState, ranHooks: ranHooks)
-            } catch let error as LifecycleClientError {
-                guard let problem = error.problem else { throw error }
-                return try Self.report(.problem(status: problem.status, problem))
-            }
-            return try Self.report(.record(status: 200, record))
+        let item: BatchItem
+        switch kind {
+        case .event, .action:
+            let name = name ?? ""
+            let typing = ParameterTyping(input: name, isAction: kind == .action, definition: await definition(client), command: kind.command)
+            let parameters = try typing.parameters(words)
+            item = kind == .event
+                ? .event(name, to: instance, parameters: parameters, believedState: believedState, ranHooks: ranHooks)
+                : .action(name, to: instance, parameters: parameters, believedState: believedState, ranHooks: ranHooks)
+        case .relaunch:
+            item = .launch(instance)
+        case .create:
+            item = .create(instance, model: name)
         }
-        let item = BatchItem.event(event, to: instance, parameters: parameters, believedState: believedState, ranHooks: ranHooks)
-        return try await QueuedPost(directory: queue, client: client).post(item)
+        if let queue { return try await QueuedPost(queue: queue, client: client).post(item, command: kind.command) }
+        return try Self.report(await Self.send(item, client), command: kind.command)
+    }
+
+    /// Sends `item` alone as its single request; what it was answered.
+    private static func send(_ item: BatchItem, _ client: LifecycleClient) async throws -> BatchResult {
+        do {
+            switch item.kind {
+            case .event:
+                return .record(status: 200, try await client.postEvent(
+                    item.name ?? "", to: item.instance, parameters: item.parameters, believedState: item.believedState, ranHooks: item.ranHooks))
+            case .action:
+                return .record(status: 200, try await client.postAction(
+                    item.name ?? "", to: item.instance, parameters: item.parameters, believedState: item.believedState, ranHooks: item.ranHooks))
+            case .launch:
+                return .record(status: 200, try await client.relaunch(item.instance))
+            case .create:
+                let (instance, created) = try await client.putInstance(item.instance, model: item.model)
+                return .instance(status: created ? 201 : 200, instance)
+            case .gap:
+                throw CommandFailure("no command sends a gap")
+            }
+        } catch let error as LifecycleClientError {
+            guard let problem = error.problem else { throw error }
+            return .problem(status: problem.status, problem)
+        }
     }
 
     /// The instance's model as the service has it, to type parameters by; `nil` when it cannot
     /// be had. Whatever stops the look-up (an unreachable service, no such instance yet, a
-    /// token reads refuse) is for the post itself to report; typing falls back to the
+    /// token reads refuse) is for the write itself to report; typing falls back to the
     /// built-in models and the look of each value.
     private func definition(_ client: LifecycleClient) async -> ModelDefinition? {
         guard !words.isEmpty else { return nil }
@@ -82,20 +198,21 @@ struct PostCommand {
     }
 
     /// Prints what the item was answered; its exit status.
-    static func report(_ result: BatchResult) throws -> Int32 {
+    static func report(_ result: BatchResult, command: String) throws -> Int32 {
         switch result {
         case .record(_, let record):
             Output.line(try Output.json(record))
             return record.outcome == .unexpected ? ClientCommand.Status.unexpected : ClientCommand.Status.success
+        case .instance(let status, let instance):
+            Output.line(try Output.json(instance, created: status == 201))
+            return ClientCommand.Status.success
         case .problem(_, let problem):
             if let record = problem.record {
                 Output.line(try Output.json(record))
                 return ClientCommand.Status.unexpected
             }
-            Output.error("lifecycled post: \(String(decoding: problem.body, as: UTF8.self))")
+            Output.error("lifecycled \(command): \(String(decoding: problem.body, as: UTF8.self))")
             return ClientCommand.Status.failure
-        case .instance:
-            throw LifecycleClientError.badResponse("an event was answered with an instance")
         }
     }
 }

@@ -4,9 +4,9 @@ import LifecycleClient
 import LifecycleKit
 import Synchronization
 
-/// `post --queue` and `flush` over a `LifecycleReporter` journal in a folder: one command at a
-/// time per folder (an exclusive lock), delivering only when told (`flush`), never by a
-/// sender of its own, so the command ends when its delivery does.
+/// `post --queue` (and `action`, `relaunch`, `create`) and `flush` over a `LifecycleReporter`
+/// journal in a folder: one command at a time per folder (an exclusive lock), delivering only
+/// when told (`flush`), never by a sender of its own, so the command ends when its delivery does.
 ///
 /// `post --queue` queues first (the journal is fsynced before anything is sent) and then
 /// delivers the whole queue, its event last: what earlier runs left queued goes out first, in
@@ -14,8 +14,9 @@ import Synchronization
 /// the idempotency key it was queued with, so a batch whose answer was lost is answered again
 /// from the service's idempotency store.
 struct QueuedPost {
-    let directory: String
+    let queue: QueueOptions
     let client: LifecycleClient
+    var directory: String { queue.directory }
 
     /// What one delivery did.
     struct Delivery {
@@ -27,24 +28,34 @@ struct QueuedPost {
         var delivered: Int { answered.count }
     }
 
-    /// Queues `item` and delivers the queue; prints the item's record (or `queued`); the exit status.
-    func post(_ item: BatchItem) async throws -> Int32 {
+    /// Queues `item` and delivers the queue; prints the item's answer (or `queued`); the exit status.
+    func post(_ item: BatchItem, command: String) async throws -> Int32 {
         let delivery = try await deliver { reporter in
-            try reporter.report(
-                event: item.name ?? "", parameters: item.parameters, instance: item.instance, believedState: item.believedState, ranHooks: item.ranHooks
-            )
+            switch item.kind {
+            case .event:
+                try reporter.report(
+                    event: item.name ?? "", parameters: item.parameters, instance: item.instance, believedState: item.believedState, ranHooks: item.ranHooks
+                )
+            case .action:
+                try reporter.report(
+                    action: item.name ?? "", parameters: item.parameters, instance: item.instance, believedState: item.believedState, ranHooks: item.ranHooks
+                )
+            case .launch: try reporter.reportRelaunch(instance: item.instance)
+            case .create: try reporter.create(instance: item.instance, model: item.model)
+            case .gap: throw CommandFailure("no command queues a gap")
+            }
         }
         for earlier in delivery.answered.dropLast(delivery.failure == nil ? 1 : 0) { Self.noteRefusal(earlier.result) }
         if let failure = delivery.failure {
             guard Self.isTransient(failure) else {
-                Output.error("lifecycled post: \(ClientCommand.describe(failure)) (the event stays queued in \(directory))")
+                Output.error("lifecycled \(command): \(ClientCommand.describe(failure)) (waiting will not cure this refusal; the item stays queued in \(directory))")
                 return ClientCommand.Status.failure
             }
             Output.line("queued")
             return ClientCommand.Status.success
         }
-        guard let mine = delivery.answered.last else { throw CommandFailure("the queue was delivered without the event") }
-        return try PostCommand.report(mine.result)
+        guard let mine = delivery.answered.last else { throw CommandFailure("the queue was delivered without the item") }
+        return try PostCommand.report(mine.result, command: command)
     }
 
     /// Delivers everything queued.
@@ -54,13 +65,13 @@ struct QueuedPost {
         return delivery
     }
 
-    /// Opens the journal under the folder's lock, runs `queue`, then delivers until the queue is
+    /// Opens the journal under the folder's lock, runs `enqueue`, then delivers until the queue is
     /// empty or the service cannot take more.
-    private func deliver(_ queue: (LifecycleReporter) throws -> Void) async throws -> Delivery {
+    private func deliver(_ enqueue: (LifecycleReporter) throws -> Void) async throws -> Delivery {
         let lock = try FolderLock(directory)
         let answered = Mutex<[(item: QueuedItem?, result: BatchResult)]>([])
         let reporter = try LifecycleReporter(
-            client: client, configuration: .init(directory: URL(fileURLWithPath: directory), deliversAutomatically: false)
+            client: client, configuration: queue.configuration
         ) { event in
             switch event {
             case .delivered(let item, let result): answered.withLock { $0.append((item, result)) }
@@ -70,7 +81,7 @@ struct QueuedPost {
             case .retrying: break
             }
         }
-        try queue(reporter)
+        try enqueue(reporter)
         var delivery = Delivery()
         do {
             try await reporter.flush()
@@ -93,6 +104,53 @@ struct QueuedPost {
     private static func noteRefusal(_ result: BatchResult) {
         guard case .problem(_, let problem) = result, problem.record == nil else { return }
         Output.error("lifecycled: a queued item was refused: \(String(decoding: problem.body, as: UTF8.self))")
+    }
+}
+
+/// `--queue DIR` and the reporter's bounds (``LifecycleReporter/Configuration``), as every
+/// command that queues takes them.
+struct QueueOptions {
+    /// The flags.
+    static let flags: Set<String> = ["--queue", "--max-items", "--max-bytes"]
+    /// Their lines in each command's `--help`.
+    static let help = """
+          --queue DIR         queue it in the reporter journal in DIR first, then deliver the
+                              queue (this item last) at once; if the service cannot be reached,
+                              it stays queued for `lifecycled flush --queue DIR`
+          --max-items N       keep at most N undelivered items in DIR (default 10000); past it
+                              the oldest are dropped, said on standard error, and a gap tells
+                              the service how many
+          --max-bytes N       keep at most N bytes of undelivered items (default 8388608), as
+                              --max-items
+        """
+
+    var directory: String
+    var maxItems: Int?
+    var maxBytes: Int?
+
+    /// The options given; `nil` without `--queue` (the bounds need it).
+    init?(_ arguments: Arguments, command: String) throws(UsageError) {
+        func bound(_ flag: String) throws(UsageError) -> Int? {
+            guard let text = try arguments.single(flag, command: command) else { return nil }
+            guard let value = Int(text), value > 0 else { throw UsageError("invalid value \"\(text)\" for \(flag): a whole number above 0") }
+            return value
+        }
+        maxItems = try bound("--max-items")
+        maxBytes = try bound("--max-bytes")
+        guard let directory = try arguments.single("--queue", command: command) else {
+            if maxItems != nil || maxBytes != nil { throw UsageError("--max-items and --max-bytes bound a queue: they need --queue DIR") }
+            return nil
+        }
+        if directory.isEmpty { throw UsageError("--queue needs a directory; see lifecycled \(command) --help") }
+        self.directory = directory
+    }
+
+    /// The reporter's configuration: delivering only when a command says so.
+    var configuration: LifecycleReporter.Configuration {
+        let defaults = LifecycleReporter.Configuration(directory: URL(fileURLWithPath: directory))
+        return .init(
+            directory: defaults.directory, maxItems: maxItems ?? defaults.maxItems, maxBytes: maxBytes ?? defaults.maxBytes, deliversAutomatically: false
+        )
     }
 }
 

@@ -14,7 +14,10 @@ struct TailCommand {
 
         A line: SEQUENCE INSTANCE vVERSION KIND NAME FROM -> TO OUTCOME [HOOK, ...], then
         "divergent" for a record whose reported belief or hooks differ from the model; a gap
-        (inputs the app's reporter dropped) says how many: "gap dropped=N".
+        (inputs the app's reporter dropped) says how many: "gap dropped=N". What a device sent
+        is shown as it is but for control characters, escaped so that a record stays one line
+        and cannot move the cursor: \\n, \\r, \\t, a backslash as \\\\, any other as \\u{1B} (its
+        code point in hexadecimal; C0, DEL, C1, U+2028, U+2029 and the bidi controls).
 
         exit status: 1 refused (a bad token: the problem on standard error); 2 a bad command line.
 
@@ -25,7 +28,8 @@ struct TailCommand {
           --divergent         only records with a divergence
           --after SEQ         start after this sequence number (0: every stored record first);
                               default: from now on
-          --json              print each record as the service's JSON instead
+          --json              print each record as the service's JSON instead (one line: its
+                              strings escape every control character as \\uXXXX)
 
         """ + ServerOptions.help + "\n"
 
@@ -75,7 +79,7 @@ struct TailCommand {
         return ClientCommand.Status.success
     }
 
-    /// The readable line of a record.
+    /// The readable line of a record: one line, whatever the device sent (``Readable``).
     static func line(_ record: Record) -> String {
         var line = "\(record.sequence) \(record.instance ?? "-") v\(record.version) \(record.kind.rawValue)"
         if record.name != record.kind.rawValue { line += " \(record.name)" }
@@ -85,6 +89,6 @@ struct TailCommand {
         }
         line += " \(record.from) -> \(record.to) \(record.outcome.rawValue) [\(record.hooks.joined(separator: ", "))]"
         if record.divergence != nil { line += " divergent" }
-        return line
+        return Readable.escaped(line)
     }
 }

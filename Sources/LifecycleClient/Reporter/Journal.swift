@@ -180,8 +180,10 @@ struct Journal {
         case replaced(Parsed)
     }
 
-    /// Reads what other writers changed; call with the lock held, before appending.
+    /// Reads what other writers changed; call with the lock held, before writing. Throws while
+    /// the file cannot be written (see the recovery rules).
     mutating func catchUp() throws -> Change? {
+        if let unusable { throw LifecycleReporter.ReportError.journalWriteFailed("the journal cannot be written until it is opened again (\(unusable))") }
         var status = stat()
         guard lstat(url.path, &status) == 0 else { throw Self.failure("cannot read \(url.path)", errno) }
         // Shorter than this process wrote: only a rewrite makes it so.
@@ -233,7 +235,6 @@ struct Journal {
     /// Appends `entries` in one write and fsyncs before returning their frame sizes. A failure
     /// cuts the file back to where it was (recovery rules) and throws ``LifecycleReporter/ReportError/journalWriteFailed(_:)``.
     mutating func append(_ entries: [Entry]) throws -> [Int] {
-        if let unusable { throw LifecycleReporter.ReportError.journalWriteFailed("the journal cannot be written until it is opened again (\(unusable))") }
         var next = cursor
         let (bytes, sizes) = try Self.frames(entries, &next)
         do {

@@ -66,7 +66,7 @@ import LifecycleKit
 ///   ``LifecycleReporter/Status/damage``, and the lost items are queued as a gap on their instance
 ///   when the file names one instance only (an app's queue).
 /// - *Crafted values*: an entry whose values cannot have been written by a reporter (a sequence
-///   number not above the previous item's or above 2⁴⁰, an `ack` or `drop` past the last item, a
+///   number not above the previous item's or above 2⁴⁰, an `ack` or `drop` past the last sequence number, a
 ///   drop's range reversed, a gap's count not in 1...2³¹−1, an empty key) is a damaged entry.
 ///   Reading is linear in the file's size: each candidate entry is checked once, and a check
 ///   stops at the first 0xFF, where the next candidate starts.
@@ -333,11 +333,12 @@ extension Journal {
                 guard let item = entry.item else { return false }
                 return item.sequence > lastItem && item.sequence <= Journal.maxSequence && !item.key.isEmpty && !item.instance.isEmpty
             case .ack:
+                // An ack may follow a compaction (another process's) that removed its items.
                 guard let through = entry.through else { return false }
-                return through <= lastItem
+                return through < nextSequence
             case .drop:
                 if entry.from != nil || entry.through != nil {
-                    guard let from = entry.from, let through = entry.through, 1 <= from, from <= through, through <= lastItem else { return false }
+                    guard let from = entry.from, let through = entry.through, 1 <= from, from <= through, through < nextSequence else { return false }
                 }
                 return (entry.gaps ?? []).allSatisfy(validGap)
             case .base:

@@ -1,6 +1,10 @@
 import Foundation
-import Glibc
 import LifecycleKit
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The reporter's journal: one append-only file, `journal`, in the folder the app names, and
 /// `journal.lock`, the lock its writers take.
@@ -103,8 +107,8 @@ struct Journal {
         var truncate: @Sendable (_ descriptor: Int32, _ length: Int) -> Int32
 
         static let system = IO(
-            write: { descriptor, bytes, offset in Glibc.pwrite(descriptor, bytes.baseAddress, bytes.count, off_t(offset)) },
-            truncate: { descriptor, length in Glibc.ftruncate(descriptor, off_t(length)) }
+            write: { descriptor, bytes, offset in pwrite(descriptor, bytes.baseAddress, bytes.count, off_t(offset)) },
+            truncate: { descriptor, length in ftruncate(descriptor, off_t(length)) }
         )
     }
 
@@ -256,7 +260,6 @@ struct Journal {
         var next = Cursor()
         let (bytes, sizes) = try Self.frames(entries, &next)
         let path = directory.appendingPathComponent("journal.new").path
-        unlink(path)
         let fresh = try Descriptor(opening: path, O_RDWR | O_CREAT | O_TRUNC)
         try fresh.write(bytes, at: 0, io)
         try fresh.sync()
@@ -304,8 +307,10 @@ struct Journal {
         return "\(String(cString: strerror(code))) (\(name))"
     }
 
+    private static let digits = Array("0123456789abcdef".utf8)
+
     private static func hex(_ value: UInt32) -> [UInt8] {
-        (0..<8).map { shift in Array("0123456789abcdef".utf8)[Int(value >> (28 - UInt32(shift) * 4) & 0xF)] }
+        (0..<8).map { shift in digits[Int(value >> (28 - UInt32(shift) * 4) & 0xF)] }
     }
 }
 
@@ -362,7 +367,7 @@ final class Descriptor {
     let descriptor: Int32
 
     init(opening path: String, _ flags: Int32) throws {
-        descriptor = Glibc.open(path, flags | O_CLOEXEC, 0o644)
+        descriptor = open(path, flags | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw Journal.failure("cannot open \(path)", errno) }
     }
 

@@ -281,21 +281,28 @@ import Testing
         let temporary = TemporaryDirectory()
         let folder = URL(fileURLWithPath: temporary.path)
         try Self.writeEarlier([Self.item(1, "cli", 1), Entry(t: .item, item: Self.item(UInt64.max, "cli", 2).item), Self.item(2, "cli", 3)], to: folder)
+        let (status, stderr) = try await Self.lifecycled(["flush", "--queue", folder.path, "--server", server.url.absoluteString])
+        #expect(status == 0, "\(stderr)")
+        #expect(stderr.contains("1 damaged journal entry"), "\(stderr)")
+        #expect(try Self.delivered(server, "cli").events == [1, 3])
+    }
+
+    /// Runs the `lifecycled` built beside the tests with `arguments`, for at most 30 s; its exit
+    /// status (-1: killed at the deadline) and standard error.
+    static func lifecycled(_ arguments: [String]) async throws -> (status: Int32, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lifecycled")
-        process.arguments = ["flush", "--queue", folder.path, "--server", server.url.absoluteString]
+        process.arguments = arguments
         let errors = Pipe()
         process.standardError = errors
-        process.standardOutput = Pipe()
+        process.standardOutput = FileHandle.nullDevice
         try process.run()
         let deadline = ContinuousClock.now + .seconds(30)
         while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(stderr)")
-        #expect(stderr.contains("1 damaged journal entry"), "\(stderr)")
-        #expect(try Self.delivered(server, "cli").events == [1, 3])
+        return (process.terminationReason == .exit ? process.terminationStatus : -1, stderr)
     }
 }
 

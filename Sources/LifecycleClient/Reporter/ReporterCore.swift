@@ -272,18 +272,17 @@ final class ReporterCore: Sendable {
     private func journaled<T>(_ s: inout State, _ body: (inout State) throws -> T) throws -> T {
         try s.journal.lock()
         defer { s.journal.unlock() }
-        switch try s.journal.catchUp() {
-        case nil: break
-        case .appended(let parsed):
-            for (entry, size) in zip(parsed.entries, parsed.sizes) { s.queue.apply(entry, size: size) }
-            s.queue.forgetMergeable()
-            s.damage = s.damage.map { $0.adding(parsed.damage) } ?? parsed.damage
-        case .replaced(let parsed):
+        guard let change = try s.journal.catchUp() else { return try body(&s) }
+        let parsed: Journal.Parsed
+        switch change {
+        case .appended(let appended): parsed = appended
+        case .replaced(let whole):
             s.queue.reset()
-            for (entry, size) in zip(parsed.entries, parsed.sizes) { s.queue.apply(entry, size: size) }
-            s.queue.forgetMergeable()
-            s.damage = s.damage.map { $0.adding(parsed.damage) } ?? parsed.damage
+            parsed = whole
         }
+        for (entry, size) in zip(parsed.entries, parsed.sizes) { s.queue.apply(entry, size: size) }
+        s.queue.forgetMergeable()
+        s.damage = s.damage.map { $0.adding(parsed.damage) } ?? parsed.damage
         return try body(&s)
     }
 

@@ -20,7 +20,8 @@ import Darwin
 /// compaction: the next sequence number). The payload is UTF-8 and the header ASCII, so the byte
 /// 0xFF appears only where an entry starts: reading finds the next entry after damage by looking
 /// for it. A journal of the earlier format (`[length][CRC-32][payload]`, binary) still opens: it
-/// is read to its first damaged entry and rewritten in this format.
+/// is read to its first damaged frame (which has no marker to find the next by; a whole frame
+/// with crafted values is skipped) and rewritten in this format.
 ///
 /// **Invariants** (what makes delivery exactly once across a kill at any point):
 /// 1. An entry counts only once it is whole: its header parses, its checksum matches, its
@@ -58,7 +59,7 @@ import Darwin
 ///   again (a new reporter), which cuts the torn bytes as a torn write.
 /// - *A damaged entry* (bytes changed after they were written; a crafted value) is skipped and
 ///   reading goes on at the next entry. What it costs, by kind: an `item`, that item (lost,
-///   unless a later `ack` shows it was answered); an `ack`, a resend of what it acknowledged,
+///   unless a later `ack` shows it was answered or a later `drop` dropped it); an `ack`, a resend of what it acknowledged,
 ///   which the keys make harmless; a `drop`, nothing is lost: the items it dropped stay queued and
 ///   are delivered (its gaps, or the growth of a gap it carried, are not sent); a compaction's
 ///   `drop` (gaps only), the counts of the gaps it carried; a `base`, nothing: the next sequence
@@ -68,10 +69,12 @@ import Darwin
 ///   once: the damaged bytes are removed when the journal opens (it is rewritten without them),
 ///   handed to `onEvent` as ``LifecycleReporter/Event/damaged(_:)``, kept in
 ///   ``LifecycleReporter/Status/damage``, and the lost items are queued as a gap on their instance
-///   when the file names one instance only (an app's queue).
+///   when the file names one instance only (an app's queue). Damage in what another process
+///   appended is added to `status.damage` when a write reads it, and counted again at the next open.
 /// - *Crafted values*: an entry whose values cannot have been written by a reporter (a sequence
-///   number not above the previous item's or above 2⁴⁰, an `ack` or `drop` past the last sequence number, a
-///   drop's range reversed, a gap's count not in 1...2³¹−1, an empty key) is a damaged entry.
+///   number not above the previous item's or above 2⁴⁰, an `ack` or `drop` past the last
+///   sequence number, a drop's range reversed, a gap's count not in 1...2³¹−1, an empty key) is
+///   a damaged entry.
 ///   Reading is linear in the file's size: each candidate entry is checked once, and a check
 ///   stops at the first 0xFF, where the next candidate starts.
 struct Journal {

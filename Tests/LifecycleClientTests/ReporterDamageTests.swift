@@ -124,6 +124,11 @@ import Testing
         #expect(damage?.entries == 1 && damage?.lostItems == 0)
         #expect(queue.items.map(Self.n) == [1, 2, 3, 4])
         #expect(queue.gaps == [])
+        // A compaction's drop (gaps only): the counts of its gaps.
+        (damage, queue) = try open([Entry(t: .base, nextSequence: 1), Entry(t: .drop, gaps: [gap])] + items, damaging: 1)
+        #expect(damage?.entries == 1 && damage?.lostItems == 0)
+        #expect(queue.items.map(Self.n) == [1, 2, 3, 4])
+        #expect(queue.gaps == [])
         // A base: the next sequence number is the greatest seen plus one.
         (damage, queue) = try open([Entry(t: .base, nextSequence: 1)] + items, damaging: 0)
         #expect(damage?.entries == 1 && damage?.lostItems == 0)

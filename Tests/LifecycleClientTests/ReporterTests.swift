@@ -37,6 +37,7 @@ import Testing
         let all = Mutex<[LifecycleReporter.Event]>([])
         func record(_ event: LifecycleReporter.Event) { all.withLock { $0.append(event) } }
         var damagedTail: [Int] { all.withLock { $0.compactMap { if case .damagedTail(let bytes) = $0 { bytes } else { nil } } } }
+        var damage: [LifecycleReporter.Damage] { all.withLock { $0.compactMap { if case .damaged(let damage) = $0 { damage } else { nil } } } }
         var dropped: [String: Int] {
             all.withLock { $0.reduce(into: [:]) { if case .dropped(let instance, let count) = $1 { $0[instance, default: 0] += count } } }
         }
@@ -170,25 +171,6 @@ import Testing
         #expect(events.damagedTail == [])
         #expect(try await reporter.flush() == 5)
         #expect(try Self.history(server, "torn").map { $0["event"] as? String } == Self.launch + ["willResignActive"])
-    }
-
-    @Test func aCorruptEntryEndsTheJournalThere() throws {
-        let temporary = TemporaryDirectory()
-        let folder = URL(fileURLWithPath: temporary.path)
-        let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:1")!))
-        let configuration = LifecycleReporter.Configuration(directory: folder, deliversAutomatically: false)
-        do {
-            let reporter = try LifecycleReporter(client: client, configuration: configuration)
-            try report(reporter, "corrupt", events: ["didFinishLaunching", "willConnectToWindow"])
-        }
-        var bytes = try Data(contentsOf: folder.appendingPathComponent("journal"))
-        let first = Int(UInt32(bytes[0]) << 24 | UInt32(bytes[1]) << 16 | UInt32(bytes[2]) << 8 | UInt32(bytes[3])) + 8
-        bytes[first + 20] ^= 0x01  // one bit of the second entry's payload
-        try bytes.write(to: folder.appendingPathComponent("journal"))
-        let events = Events()
-        let reporter = try LifecycleReporter(client: client, configuration: configuration, onEvent: events.record)
-        #expect(events.damagedTail == [bytes.count - first])
-        #expect(reporter.status.pendingItems == 1)
     }
 
     @Test func a429sRetryAfterIsHonouredEvenByRetryNow() async throws {

@@ -1,19 +1,31 @@
 import Foundation
 import LifecycleKit
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-/// The reporter's journal: one append-only file, `journal`, in the folder the app names.
+/// The reporter's journal: one append-only file, `journal`, in the folder the app names, and
+/// `journal.lock`, the lock its writers take.
 ///
-/// **Format.** A sequence of entries, each framed as
-/// `[payload length: UInt32 big-endian][CRC-32 of the payload: UInt32 big-endian][payload]`,
-/// the payload one JSON object (`JournalEntry`): `item` (a queued input with its sequence number
-/// and idempotency key), `ack` (every item up to `through`, and the gaps named, were answered),
-/// `drop` (the items numbered `from...through` were dropped past the bound; the gaps to send,
-/// by key, with their counts) or `base` (written first by a compaction: the next sequence number).
+/// **Format.** A sequence of entries, each framed as a 34-byte header and a payload:
+/// `0xFF` (the marker), the kind (`i` item, `a` ack, `d` drop, `b` base), then four fields of 8
+/// lowercase hex digits: the payload's length, the entry's ordinal in the file (0, 1, …), the
+/// number of `item` entries before it in the file, and the CRC-32 of the header after the marker
+/// (25 bytes) and the payload. The payload is one JSON object (`JournalEntry`): `item` (a queued
+/// input with its sequence number and idempotency key), `ack` (every item up to `through`, and
+/// the gaps named, were answered), `drop` (the items numbered `from...through` were dropped past
+/// the bound; the gaps to send, by key, with their counts) or `base` (written first by a
+/// compaction: the next sequence number). The payload is UTF-8 and the header ASCII, so the byte
+/// 0xFF appears only where an entry starts: reading finds the next entry after damage by looking
+/// for it. A journal of the earlier format (`[length][CRC-32][payload]`, binary) still opens: it
+/// is read to its first damaged frame (which has no marker to find the next by; a whole frame
+/// with crafted values is skipped) and rewritten in this format.
 ///
 /// **Invariants** (what makes delivery exactly once across a kill at any point):
-/// 1. An entry counts only once it is whole: a frame whose length runs past the end of the file,
-///    whose checksum differs or whose payload does not decode ends the journal; it and everything
-///    after it is cut off (truncated and fsynced) when the journal opens, and reported.
+/// 1. An entry counts only once it is whole: its header parses, its checksum matches, its
+///    payload decodes and its values are possible (see *Crafted values*).
 /// 2. `report` returns only after its `item` entry is written and fsynced, so a queued item is
 ///    never lost; an item whose write was torn by a kill was never acknowledged to the caller.
 /// 3. Keys are random UUIDs made when an item is queued and stored in its entry: a resend after a
@@ -22,10 +34,49 @@ import LifecycleKit
 /// 4. When a batch is answered, its `ack` entry is written and fsynced before anything else is
 ///    sent, so an answered item is never sent again; one sent but not acknowledged is resent.
 /// 5. A gap's key and count may change only while it has never been handed to a batch in this
-///    process (a gap replayed from the file may have been sent: it is never changed).
+///    process (a gap replayed from the file, or appended by another process, may have been
+///    sent: it is never changed).
 /// 6. Compaction writes the live state (a `base`, the pending gaps, the pending items, keys
 ///    unchanged) to `journal.new`, fsyncs it, renames it over `journal` and fsyncs the folder
 ///    before anything is appended: either file, whole, replays to the same pending queue.
+/// 7. One writer at a time: every append and rewrite holds an exclusive `flock` on
+///    `journal.lock`, taken just before and released just after, never across a wait (an iOS
+///    app suspended holding a lock in a shared container is ended, 0xdead10cc). Under the lock
+///    the writer first reads what other processes appended (or, when one rewrote the file,
+///    the whole new file), so two reporters on one folder (an app and its extension) share one
+///    queue: sequence numbers stay increasing, keys unique, and no bytes interleave.
+///
+/// **Recovery rules** (what each failure costs and how it shows):
+/// - *A torn write* (a kill in the middle of an append: a last entry whose length runs past the
+///   end of the file, or a tail without a header) was never acknowledged: it is cut off when the
+///   journal opens, or by the next writer, and reported as ``LifecycleReporter/Event/damagedTail(bytes:)``
+///   and ``LifecycleReporter/Status/damagedTailBytes``. A power loss can leave a torn entry that
+///   looks whole and damaged: it then costs as damage (below).
+/// - *A failed write* (ENOSPC, EIO): the file is cut back to its last whole entry (ftruncate,
+///   fsync) before anything else is appended, and `report` throws
+///   ``LifecycleReporter/ReportError/journalWriteFailed(_:)`` naming the error: the report was
+///   not queued. If even the cut fails, every later write throws until the journal is opened
+///   again (a new reporter), which cuts the torn bytes as a torn write.
+/// - *A damaged entry* (bytes changed after they were written; a crafted value) is skipped and
+///   reading goes on at the next entry. What it costs, by kind: an `item`, that item (lost,
+///   unless a later `ack` shows it was answered or a later `drop` dropped it); an `ack`, a resend of what it acknowledged,
+///   which the keys make harmless; a `drop`, nothing is lost: the items it dropped stay queued and
+///   are delivered (its gaps, or the growth of a gap it carried, are not sent); a compaction's
+///   `drop` (gaps only), the counts of the gaps it carried; a `base`, nothing: the next sequence
+///   number is the greatest one seen plus one. The entries of a damaged run are counted from the
+///   ordinals of the whole entries around it (or, at the end of the file, from the markers and
+///   kinds in it, an entry whose kind cannot be read counting as an item). The loss is reported
+///   once: the damaged bytes are removed when the journal opens (it is rewritten without them),
+///   handed to `onEvent` as ``LifecycleReporter/Event/damaged(_:)``, kept in
+///   ``LifecycleReporter/Status/damage``, and the lost items are queued as a gap on their instance
+///   when the file names one instance only (an app's queue). Damage in what another process
+///   appended is added to `status.damage` when a write reads it, and counted again at the next open.
+/// - *Crafted values*: an entry whose values cannot have been written by a reporter (a sequence
+///   number not above the previous item's or above 2⁴⁰, an `ack` or `drop` past the last
+///   sequence number, a drop's range reversed, a gap's count not in 1...2³¹−1, an empty key) is
+///   a damaged entry.
+///   Reading is linear in the file's size: each candidate entry is checked once, and a check
+///   stops at the first 0xFF, where the next candidate starts.
 struct Journal {
     /// One framed entry's payload.
     struct Entry: Codable, Equatable {
@@ -42,118 +93,332 @@ struct Journal {
     /// What opening a journal found.
     struct Opened {
         var entries: [Entry]
-        /// Bytes of a damaged tail cut off (0 when the journal was whole).
-        var cutBytes: Int
         /// The frame sizes of `entries`, in order.
         var sizes: [Int]
+        /// Bytes of a torn tail cut off (0 when there was none).
+        var tornBytes: Int
+        /// Damaged entries skipped (nil when there were none).
+        var damage: LifecycleReporter.Damage?
     }
 
-    let url: URL
-    private let handle: FileHandle
-    /// Bytes in the file.
+    /// The file operations a test replaces to fail as a full disk would; each returns what the
+    /// system call returns, setting `errno`.
+    struct IO: Sendable {
+        /// `pwrite(2)`.
+        var write: @Sendable (_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, _ offset: Int) -> Int
+        /// `ftruncate(2)`.
+        var truncate: @Sendable (_ descriptor: Int32, _ length: Int) -> Int32
+
+        static let system = IO(
+            write: { descriptor, bytes, offset in pwrite(descriptor, bytes.baseAddress, bytes.count, off_t(offset)) },
+            truncate: { descriptor, length in ftruncate(descriptor, off_t(length)) }
+        )
+    }
+
+    /// The greatest sequence number an entry may hold: far beyond any queue, and far from overflow.
+    static let maxSequence: UInt64 = 1 << 40
+    static let headerSize = 34
+    private static let marker: UInt8 = 0xFF
+    private static let kindBytes: [Entry.Kind: UInt8] = [.item: 0x69, .ack: 0x61, .drop: 0x64, .base: 0x62]
+
+    let directory: URL
+    private var file: Descriptor
+    private let lockFile: Descriptor
+    private let io: IO
+    /// Bytes in the file as this process last saw it.
     private(set) var size: Int
+    /// The file's identity, to tell a rewrite by another process.
+    private var inode: UInt64
+    private var cursor: Cursor
+    /// Why the file cannot be written (a failed write could not be cut back), if so.
+    private var unusable: String?
 
-    /// Opens (or creates) `directory/journal`, cutting off a damaged tail.
-    static func open(in directory: URL) throws -> (Journal, Opened) {
+    private var url: URL { directory.appendingPathComponent("journal") }
+
+    /// Opens (or creates) `directory/journal` under its lock: cuts off a torn tail, and rewrites
+    /// the file without damaged entries (queuing a gap for lost items where it can tell the
+    /// instance) or in the current format.
+    static func open(in directory: URL, io: IO = .system) throws -> (Journal, Opened) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let url = directory.appendingPathComponent("journal")
-        if !FileManager.default.fileExists(atPath: url.path) {
-            guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
-                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+        let lockFile = try Descriptor(opening: directory.appendingPathComponent("journal.lock").path, O_RDWR | O_CREAT)
+        try lockFile.lock()
+        defer { lockFile.unlock() }
+        let file = try Descriptor(opening: directory.appendingPathComponent("journal").path, O_RDWR | O_CREAT)
+        let bytes = try file.read(from: 0)
+        let parsed = Self.parse(bytes)
+        var journal = Journal(directory: directory, file: file, lockFile: lockFile, io: io, size: bytes.count, inode: try file.inode(), cursor: parsed.cursor)
+        var opened = Opened(entries: parsed.entries, sizes: parsed.sizes, tornBytes: parsed.tornBytes, damage: parsed.damage)
+        if var damage = parsed.damage {
+            if damage.lostItems > 0, let instance = Self.soleInstance(parsed.entries) {
+                opened.entries.append(Entry(t: .drop, gaps: [PendingGap(key: LifecycleClient.makeIdempotencyKey(), instance: instance, dropped: damage.lostItems)]))
+                damage.gapInstance = instance
             }
+            opened.damage = damage
         }
-        let handle = try FileHandle(forUpdating: url)
-        let data = try handle.readToEnd() ?? Data()
-        let opened = Self.parse(data)
-        let whole = data.count - opened.cutBytes
-        if opened.cutBytes > 0 {
-            try handle.truncate(atOffset: UInt64(whole))
-            try handle.synchronize()
+        if parsed.damage != nil || parsed.earlierFormat {
+            opened.sizes = try journal.rewrite(opened.entries)
+        } else if parsed.tornBytes > 0 {
+            try journal.cut(to: parsed.end)
         }
-        try handle.seekToEnd()
-        return (Journal(url: url, handle: handle, size: whole), opened)
+        return (journal, opened)
     }
 
-    /// Reads whole entries from the start of `data`; the first damaged frame ends them.
-    static func parse(_ data: Data) -> Opened {
-        let bytes = [UInt8](data)
-        var entries: [Entry] = []
-        var sizes: [Int] = []
-        var at = 0
-        let decoder = JSONDecoder()
-        while at + 8 <= bytes.count {
-            let length = Int(bigEndian32(bytes, at))
-            let checksum = bigEndian32(bytes, at + 4)
-            guard length > 0, at + 8 + length <= bytes.count else { break }
-            let payload = bytes[(at + 8)..<(at + 8 + length)]
-            guard CRC32.checksum(payload) == checksum,
-                  let entry = try? decoder.decode(Entry.self, from: Data(payload))  // a payload that does not decode is damage, as a bad checksum
-            else { break }
-            entries.append(entry)
-            sizes.append(8 + length)
-            at += 8 + length
+    /// The one instance `entries` name, if they name exactly one.
+    private static func soleInstance(_ entries: [Entry]) -> String? {
+        var instances = Set<String>()
+        for entry in entries {
+            if let item = entry.item { instances.insert(item.instance) }
+            for gap in entry.gaps ?? [] { instances.insert(gap.instance) }
         }
-        return Opened(entries: entries, cutBytes: bytes.count - at, sizes: sizes)
+        return instances.count == 1 ? instances.first : nil
     }
 
-    /// The framed bytes of `entry`.
-    static func frame(_ entry: Entry) throws -> [UInt8] {
+    /// Takes the folder's lock; blocks while another writer holds it.
+    func lock() throws { try lockFile.lock() }
+
+    /// Releases the folder's lock.
+    func unlock() { lockFile.unlock() }
+
+    /// What other processes wrote since this one last looked (under the lock).
+    enum Change {
+        /// Entries appended after this process's last one (a torn tail among them cut off).
+        case appended(Parsed)
+        /// The file was rewritten (a compaction): all of it, as open finds it.
+        case replaced(Parsed)
+    }
+
+    /// Reads what other writers changed; call with the lock held, before writing. Throws while
+    /// the file cannot be written (see the recovery rules).
+    mutating func catchUp() throws -> Change? {
+        if let unusable { throw LifecycleReporter.ReportError.journalWriteFailed("the journal cannot be written until it is opened again (\(unusable))") }
+        var status = stat()
+        guard lstat(url.path, &status) == 0 else { throw Self.failure("cannot read \(url.path)", errno) }
+        // Shorter than this process wrote: only a rewrite makes it so.
+        if UInt64(status.st_ino) != inode || Int(status.st_size) < size {
+            file = try Descriptor(opening: url.path, O_RDWR | O_CREAT)
+            inode = try file.inode()
+            let bytes = try file.read(from: 0)
+            let parsed = Self.parse(bytes)
+            size = bytes.count
+            cursor = parsed.cursor
+            if parsed.tornBytes > 0 { try cut(to: parsed.end) }
+            return .replaced(parsed)
+        }
+        guard Int(status.st_size) != size else { return nil }
+        let bytes = try file.read(from: size)
+        var parsed = Self.parse(bytes, from: cursor, format: .current)
+        parsed.end += size
+        size += bytes.count
+        cursor = parsed.cursor
+        if parsed.tornBytes > 0 { try cut(to: parsed.end) }
+        return .appended(parsed)
+    }
+
+    /// The size `entry` takes framed.
+    static func frameSize(_ entry: Entry) throws -> Int { headerSize + (try payload(entry)).count }
+
+    private static func payload(_ entry: Entry) throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        let payload = [UInt8](try encoder.encode(entry))
+        return [UInt8](try encoder.encode(entry))
+    }
+
+    /// The framed bytes of `entries` written from `cursor` on, and their sizes.
+    private static func frames(_ entries: [Entry], _ cursor: inout Cursor) throws -> ([UInt8], [Int]) {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(8 + payload.count)
-        appendBigEndian32(&bytes, UInt32(payload.count))
-        appendBigEndian32(&bytes, CRC32.checksum(payload[...]))
-        bytes += payload
-        return bytes
-    }
-
-    /// Appends framed entries in one write and fsyncs before returning.
-    mutating func append(_ frames: [UInt8]) throws {
-        try handle.write(contentsOf: frames)
-        try handle.synchronize()
-        size += frames.count
-    }
-
-    /// Replaces the file by `frames` (the live state), durably; see invariant 6.
-    mutating func rewrite(_ frames: [UInt8]) throws {
-        let next = url.deletingLastPathComponent().appendingPathComponent("journal.new")
-        if FileManager.default.fileExists(atPath: next.path) { try FileManager.default.removeItem(at: next) }
-        guard FileManager.default.createFile(atPath: next.path, contents: nil) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: next.path])
+        var sizes: [Int] = []
+        for entry in entries {
+            let payload = try payload(entry)
+            var header = [kindBytes[entry.t]!]
+            for field in [UInt32(payload.count), cursor.ordinal, cursor.itemsBefore] { header += hex(field) }
+            let checksum = CRC32.finish(CRC32.update(CRC32.update(CRC32.start, header[...]), payload[...]))
+            bytes += [marker] + header + hex(checksum) + payload
+            sizes.append(headerSize + payload.count)
+            cursor.advance(past: entry.t)
         }
-        let fresh = try FileHandle(forWritingTo: next)
-        try fresh.write(contentsOf: frames)
-        try fresh.synchronize()
-        try fresh.close()
-        // rename(2) replaces the file atomically (FileManager.replaceItemAt fails on Linux's
-        // Foundation); the folder is fsynced so that the rename, and the appends to the new
-        // file after it, survive a crash.
-        guard rename(next.path, url.path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        let folder = try FileHandle(forReadingFrom: url.deletingLastPathComponent())
-        try folder.synchronize()
-        try folder.close()
-        try handle.close()
-        self = Journal(url: url, handle: try FileHandle(forUpdating: url), size: frames.count)
-        try handle.seekToEnd()
+        return (bytes, sizes)
     }
 
-    /// Closes the file.
-    func close() throws { try handle.close() }
+    /// Appends `entries` in one write and fsyncs before returning their frame sizes. A failure
+    /// cuts the file back to where it was (recovery rules) and throws ``LifecycleReporter/ReportError/journalWriteFailed(_:)``.
+    mutating func append(_ entries: [Entry]) throws -> [Int] {
+        var next = cursor
+        let (bytes, sizes) = try Self.frames(entries, &next)
+        do {
+            try file.write(bytes, at: size, io)
+            try file.sync()
+        } catch let failure as Failure {
+            if io.truncate(file.descriptor, size) != 0 || fsync(file.descriptor) != 0 {
+                unusable = "\(failure.message); cutting it back failed: \(Self.describe(errno))"
+            }
+            throw LifecycleReporter.ReportError.journalWriteFailed(failure.message)
+        }
+        size += bytes.count
+        cursor = next
+        return sizes
+    }
 
-    private init(url: URL, handle: FileHandle, size: Int) {
-        self.url = url
-        self.handle = handle
+    /// Replaces the file by `entries` (the live state), durably (invariant 6); their frame sizes.
+    mutating func rewrite(_ entries: [Entry]) throws -> [Int] {
+        var next = Cursor()
+        let (bytes, sizes) = try Self.frames(entries, &next)
+        let path = directory.appendingPathComponent("journal.new").path
+        let fresh = try Descriptor(opening: path, O_RDWR | O_CREAT | O_TRUNC)
+        try fresh.write(bytes, at: 0, io)
+        try fresh.sync()
+        // rename(2) replaces the file atomically; the folder is fsynced so that the rename, and
+        // the appends to the new file after it, survive a crash.
+        guard rename(path, url.path) == 0 else { throw Self.failure("cannot rename \(path)", errno) }
+        let folder = try Descriptor(opening: directory.path, O_RDONLY)
+        try folder.sync()
+        file = fresh
+        inode = try fresh.inode()
+        size = bytes.count
+        cursor = next
+        unusable = nil
+        return sizes
+    }
+
+    /// Cuts the file to `length` bytes, durably.
+    private mutating func cut(to length: Int) throws {
+        guard io.truncate(file.descriptor, length) == 0 else { throw Self.failure("cannot cut \(url.path) back", errno) }
+        try file.sync()
+        size = length
+    }
+
+    private init(directory: URL, file: Descriptor, lockFile: Descriptor, io: IO, size: Int, inode: UInt64, cursor: Cursor) {
+        self.directory = directory
+        self.file = file
+        self.lockFile = lockFile
+        self.io = io
         self.size = size
+        self.inode = inode
+        self.cursor = cursor
     }
 
-    private static func bigEndian32(_ bytes: [UInt8], _ at: Int) -> UInt32 {
-        UInt32(bytes[at]) << 24 | UInt32(bytes[at + 1]) << 16 | UInt32(bytes[at + 2]) << 8 | UInt32(bytes[at + 3])
+    /// A failed system call, with its errno named.
+    struct Failure: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
     }
 
-    private static func appendBigEndian32(_ bytes: inout [UInt8], _ value: UInt32) {
-        bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    static func failure(_ what: String, _ code: Int32) -> Failure { Failure(message: "\(what): \(describe(code))") }
+
+    /// `errno` as "No space left on device (ENOSPC)".
+    static func describe(_ code: Int32) -> String {
+        let name = POSIXErrorCode(rawValue: code).map { String(describing: $0) } ?? "errno \(code)"
+        return "\(String(cString: strerror(code))) (\(name))"
+    }
+
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    private static func hex(_ value: UInt32) -> [UInt8] {
+        (0..<8).map { shift in digits[Int(value >> (28 - UInt32(shift) * 4) & 0xF)] }
+    }
+}
+
+extension Journal {
+    /// Where reading is: the next entry's ordinal, the items before it, and what the entries read
+    /// so far allow the next one to hold.
+    struct Cursor {
+        var ordinal: UInt32 = 0
+        var itemsBefore: UInt32 = 0
+        /// The greatest item sequence number read (0: none).
+        var lastItem: UInt64 = 0
+        /// The next sequence number as the entries read so far set it.
+        var nextSequence: UInt64 = 1
+
+        mutating func advance(past kind: Entry.Kind) {
+            ordinal &+= 1
+            if kind == .item { itemsBefore &+= 1 }
+        }
+
+        /// Whether a reporter could have written `entry` here (crafted values are damage).
+        func allows(_ entry: Entry) -> Bool {
+            func validGap(_ gap: PendingGap) -> Bool { !gap.key.isEmpty && !gap.instance.isEmpty && (1...Int(Int32.max)).contains(gap.dropped) }
+            switch entry.t {
+            case .item:
+                guard let item = entry.item else { return false }
+                return item.sequence > lastItem && item.sequence <= Journal.maxSequence && !item.key.isEmpty && !item.instance.isEmpty
+            case .ack:
+                // An ack may follow a compaction (another process's) that removed its items.
+                guard let through = entry.through else { return false }
+                return through < nextSequence
+            case .drop:
+                if entry.from != nil || entry.through != nil {
+                    guard let from = entry.from, let through = entry.through, 1 <= from, from <= through, through < nextSequence else { return false }
+                }
+                return (entry.gaps ?? []).allSatisfy(validGap)
+            case .base:
+                guard let next = entry.nextSequence else { return false }
+                return (1...Journal.maxSequence).contains(next)
+            }
+        }
+
+        mutating func note(_ entry: Entry) {
+            if let item = entry.item, entry.t == .item {
+                lastItem = item.sequence
+                nextSequence = max(nextSequence, item.sequence + 1)
+            }
+            if entry.t == .base, let next = entry.nextSequence { nextSequence = max(nextSequence, next) }
+        }
+    }
+}
+
+/// An open file descriptor, closed with its last reference.
+final class Descriptor {
+    let descriptor: Int32
+
+    init(opening path: String, _ flags: Int32) throws {
+        descriptor = open(path, flags | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw Journal.failure("cannot open \(path)", errno) }
+    }
+
+    deinit { close(descriptor) }
+
+    func lock() throws {
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw Journal.failure("cannot lock the journal", errno) }
+        }
+    }
+
+    func unlock() { flock(descriptor, LOCK_UN) }
+
+    func inode() throws -> UInt64 {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw Journal.failure("cannot read the journal", errno) }
+        return UInt64(status.st_ino)
+    }
+
+    /// The file's bytes from `offset` to its end.
+    func read(from offset: Int) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset + bytes.count)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Journal.failure("cannot read the journal", errno)
+            }
+            if count == 0 { return bytes }
+            bytes += chunk[0..<count]
+        }
+    }
+
+    func write(_ bytes: [UInt8], at offset: Int, _ io: Journal.IO) throws {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { io.write(descriptor, UnsafeRawBufferPointer(rebasing: $0[written...]), offset + written) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Journal.failure("cannot write the journal", errno)
+            }
+            written += count
+        }
+    }
+
+    func sync() throws {
+        guard fsync(descriptor) == 0 else { throw Journal.failure("cannot sync the journal", errno) }
     }
 }
 
@@ -165,9 +430,13 @@ enum CRC32 {
         return c
     }
 
-    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-        var c: UInt32 = 0xFFFF_FFFF
-        for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
-        return c ^ 0xFFFF_FFFF
-    }
+    static let start: UInt32 = 0xFFFF_FFFF
+
+    static func update(_ crc: UInt32, _ byte: UInt8) -> UInt32 { table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+
+    static func update(_ crc: UInt32, _ bytes: ArraySlice<UInt8>) -> UInt32 { bytes.reduce(crc, update) }
+
+    static func finish(_ crc: UInt32) -> UInt32 { crc ^ 0xFFFF_FFFF }
+
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 { finish(update(start, bytes)) }
 }

@@ -20,14 +20,22 @@ import Synchronization
 /// Past the bound (``Configuration/maxItems``, ``Configuration/maxBytes``) the oldest items not
 /// in flight are dropped, counted per instance, and the next batch starts with a `gap` item
 /// (`{"dropped": N}`) for each instance, before its next items, so the gap is in its history.
-/// The journal's format and the invariants that make delivery exactly once across kills are
-/// described on `Journal` (Sources/LifecycleClient/Reporter/Journal.swift).
+/// Recovery: a write torn by a kill is cut off when the journal opens (``Event/damagedTail(bytes:)``);
+/// a failed write (a full disk) is cut back at once and `report` throws
+/// ``ReportError/journalWriteFailed(_:)``; a damaged entry is skipped and reading goes on, a
+/// damaged item counted as lost (``Event/damaged(_:)``, ``Status/damage``) and queued as a gap
+/// on its instance when the journal names one only; an answer that could not be journaled is
+/// sent again with its keys. Reporters in several processes may share one folder: each write
+/// holds the folder's lock, taken and released around it alone. The journal's format, the
+/// invariants that make delivery exactly once across kills, and what damage to each entry kind
+/// costs are described on `Journal` (Sources/LifecycleClient/Reporter/Journal.swift).
 public final class LifecycleReporter: Sendable {
     private let core: ReporterCore
     private let sender: Task<Void, Never>?
 
-    /// Opens the journal in `configuration.directory` (cutting off a damaged tail, reported to
-    /// `onEvent` as ``Event/damagedTail(bytes:)``) and starts delivering what it holds.
+    /// Opens the journal in `configuration.directory` (cutting off a torn tail, reported to
+    /// `onEvent` as ``Event/damagedTail(bytes:)``, and removing damaged entries, reported as
+    /// ``Event/damaged(_:)``) and starts delivering what it holds.
     public init(client: LifecycleClient, configuration: Configuration, onEvent: (@Sendable (Event) -> Void)? = nil) throws {
         core = try ReporterCore(client: client, configuration: configuration, onEvent: onEvent ?? { _ in })
         let core = core
@@ -39,7 +47,8 @@ public final class LifecycleReporter: Sendable {
         core.wake()
     }
 
-    /// Queues an event: returns once it is durable in the journal, never waiting on the network.
+    /// Queues an event: returns once it is durable in the journal, never waiting on the network;
+    /// throws ``ReportError/journalWriteFailed(_:)`` when the journal cannot be written (not queued).
     /// `occurredAt` defaults to now on the device's clock, in its offset.
     public func report(
         event: String, parameters: [String: Value] = [:], instance: String, believedState: String? = nil, ranHooks: [String]? = nil,

@@ -138,6 +138,9 @@ struct ReportQueue {
         return entries
     }
 
+    /// No gap may grow any more: another process appended to the journal, and may have sent any.
+    mutating func forgetMergeable() { mergeable = [] }
+
     /// Forgets the state before a compaction's entries are applied anew.
     mutating func reset() {
         let keep = mergeable

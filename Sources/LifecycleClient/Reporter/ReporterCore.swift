@@ -17,6 +17,7 @@ final class ReporterCore: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
         var wakePending = false
         let damagedTailBytes: Int
+        var damage: LifecycleReporter.Damage?
         var compactionError: String?
     }
 
@@ -43,11 +44,12 @@ final class ReporterCore: Sendable {
         self.client = client
         self.configuration = configuration
         self.onEvent = onEvent
-        let (journal, opened) = try Journal.open(in: configuration.directory)
+        let (journal, opened) = try Journal.open(in: configuration.directory, io: configuration.journalIO)
         let queue = ReportQueue(bound: .init(items: configuration.maxItems, bytes: configuration.maxBytes),
                                 replaying: opened.entries, sizes: opened.sizes)
-        state = Mutex(State(queue: queue, journal: journal, batchLimit: configuration.batchSize, damagedTailBytes: opened.cutBytes))
-        if opened.cutBytes > 0 { onEvent(.damagedTail(bytes: opened.cutBytes)) }
+        state = Mutex(State(queue: queue, journal: journal, batchLimit: configuration.batchSize, damagedTailBytes: opened.tornBytes, damage: opened.damage))
+        if opened.tornBytes > 0 { onEvent(.damagedTail(bytes: opened.tornBytes)) }
+        if let damage = opened.damage { onEvent(.damaged(damage)) }
     }
 
     var status: LifecycleReporter.Status {
@@ -55,7 +57,7 @@ final class ReporterCore: Sendable {
             var drops: [String: Int] = [:]
             for gap in s.queue.gaps { drops[gap.instance, default: 0] += gap.dropped }
             return .init(pendingItems: s.queue.items.count, pendingBytes: s.queue.liveBytes, unreportedDrops: drops, damagedTailBytes: s.damagedTailBytes,
-                         compactionError: s.compactionError)
+                         damage: s.damage, compactionError: s.compactionError)
         }
     }
 
@@ -65,23 +67,22 @@ final class ReporterCore: Sendable {
     ) throws {
         let time = occurredAt ?? (kind == .create ? nil : DeviceTime.now())
         let key = LifecycleClient.makeIdempotencyKey()
-        let drops: [(String, Int)] = try state.withLock { s in
+        let drops: [(String, Int)] = try state.withLock { s in try journaled(&s) { s in
             let item = QueuedItem(sequence: s.queue.nextSequence, key: key, instance: instance, kind: kind, name: name, parameters: parameters,
                                   model: model, believedState: believedState, ranHooks: ranHooks, occurredAt: time)
-            let itemFrame = try Journal.frame(Journal.Entry(t: .item, item: item))
-            guard itemFrame.count <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: itemFrame.count) }
-            let entries = s.queue.entries(queueing: item, size: itemFrame.count, makeKey: LifecycleClient.makeIdempotencyKey)
-            let frames = try entries.map(Journal.frame)
+            let itemSize = try Journal.frameSize(Journal.Entry(t: .item, item: item))
+            guard itemSize <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: itemSize) }
+            let entries = s.queue.entries(queueing: item, size: itemSize, makeKey: LifecycleClient.makeIdempotencyKey)
             var dropped: [String: Int] = [:]
             if let drop = entries.first(where: { $0.t == .drop }), let from = drop.from, let through = drop.through {
                 for queued in s.queue.items where (from...through).contains(queued.sequence) { dropped[queued.instance, default: 0] += 1 }
             }
-            try s.journal.append(frames.flatMap { $0 })
-            for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }
+            let sizes = try s.journal.append(entries)
+            for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
             s.queue.noteMergeable(entries)
             compactIfDue(&s)
             return dropped.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        }
+        } }
         for (instance, count) in drops { onEvent(.dropped(instance: instance, count: count)) }
         wake()
     }
@@ -212,10 +213,11 @@ final class ReporterCore: Sendable {
             case .answered(let count, let retryLater, let retryAfter):
                 if let entry = s.queue.acknowledgement(of: batch, answered: count) {
                     do {
-                        let frame = try Journal.frame(entry)
-                        try s.journal.append(frame)
-                        s.queue.apply(entry, size: frame.count)
-                        compactIfDue(&s)
+                        try journaled(&s) { s in
+                            let sizes = try s.journal.append([entry])
+                            s.queue.apply(entry, size: sizes[0])
+                            compactIfDue(&s)
+                        }
                     } catch {
                         // Not durable: the batch goes again with its keys, and the service replays it.
                         return backoff(&s, retryAfter: nil, error: "journal: \(error)")
@@ -257,14 +259,32 @@ final class ReporterCore: Sendable {
     private func compactIfDue(_ s: inout State) {
         guard let entries = s.queue.compacted(fileSize: s.journal.size, threshold: configuration.compactionThreshold) else { return }
         do {
-            let frames = try entries.map(Journal.frame)
-            try s.journal.rewrite(frames.flatMap { $0 })
+            let sizes = try s.journal.rewrite(entries)
             s.queue.reset()
-            for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }
+            for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
             s.compactionError = nil
         } catch {
             s.compactionError = String(describing: error)
         }
+    }
+
+    /// Runs `body` under the folder's lock, once the queue holds what other processes wrote
+    /// (invariant 7); the lock is released before this returns, so never held across a wait.
+    private func journaled<T>(_ s: inout State, _ body: (inout State) throws -> T) throws -> T {
+        try s.journal.lock()
+        defer { s.journal.unlock() }
+        guard let change = try s.journal.catchUp() else { return try body(&s) }
+        let parsed: Journal.Parsed
+        switch change {
+        case .appended(let appended): parsed = appended
+        case .replaced(let whole):
+            s.queue.reset()
+            parsed = whole
+        }
+        for (entry, size) in zip(parsed.entries, parsed.sizes) { s.queue.apply(entry, size: size) }
+        s.queue.forgetMergeable()
+        s.damage = s.damage.map { $0.adding(parsed.damage) } ?? parsed.damage
+        return try body(&s)
     }
 
     private func report(_ batch: ReportQueue.Batch, _ results: ArraySlice<BatchResult>) {

@@ -4,7 +4,9 @@ import LifecycleKit
 extension LifecycleReporter {
     /// How a reporter queues and delivers.
     public struct Configuration: Sendable {
-        /// The folder of the journal (made if absent). One reporter at a time per folder.
+        /// The folder of the journal (made if absent). Reporters in several processes may share
+        /// it (an app and its extension): each write is made under an exclusive lock on the
+        /// folder's `journal.lock`, after reading what the others wrote.
         public var directory: URL
         /// The most items one `POST /v1/batch` holds.
         public var batchSize: Int
@@ -20,6 +22,8 @@ extension LifecycleReporter {
         public var compactionThreshold: Int
         /// Whether a sender task delivers by itself (`false`: only ``LifecycleReporter/flush()`` does).
         public var deliversAutomatically: Bool
+        /// The journal's writes and cuts: a test's fail as a full disk would.
+        var journalIO = Journal.IO.system
 
         /// The defaults: batches of 100, at most 10,000 items or 8 MiB, backoff from 0.5 s up to 60 s.
         public init(
@@ -40,8 +44,12 @@ extension LifecycleReporter {
 
     /// What a reporter tells the app (its `onEvent` callback), one value per notable event.
     public enum Event: Sendable {
-        /// The journal's tail was damaged (a write torn by a kill): `bytes` were cut off when it opened.
+        /// The journal's tail was a write torn by a kill (never acknowledged to the caller):
+        /// `bytes` were cut off when it opened.
         case damagedTail(bytes: Int)
+        /// The journal held damaged entries when it opened: they were skipped and removed, what
+        /// they cost is in the value (see ``Damage``).
+        case damaged(Damage)
         /// The bound was passed: the oldest `count` undelivered items of `instance` were dropped;
         /// a `gap` item will tell the service.
         case dropped(instance: String, count: Int)
@@ -65,6 +73,8 @@ extension LifecycleReporter {
         public var unreportedDrops: [String: Int]
         /// Bytes of a damaged tail cut off when the journal opened (0: none).
         public var damagedTailBytes: Int
+        /// The damaged entries found since the reporter opened (nil: none).
+        public var damage: Damage?
         /// Why the journal's last compaction failed, if it did: the journal stays as it was,
         /// whole, and grows until a later one succeeds.
         public var compactionError: String?
@@ -76,5 +86,38 @@ extension LifecycleReporter {
         case closed
         /// One item's entry is larger than the whole byte bound.
         case tooLarge(bytes: Int)
+        /// The journal could not be written (a full disk, an I/O error), named in the reason:
+        /// the item was not queued, and the journal was cut back to its last whole entry.
+        case journalWriteFailed(String)
+    }
+
+    /// Damaged journal entries skipped: bytes changed after they were written, or values no
+    /// reporter writes. The journal's documentation (`Journal`) says what each kind costs.
+    public struct Damage: Sendable, Equatable {
+        /// Entries skipped.
+        public var entries: Int
+        /// Of them, items never answered by the service: lost (an entry whose kind could not be
+        /// read counts as an item).
+        public var lostItems: Int
+        /// Bytes skipped.
+        public var bytes: Int
+        /// The instance a gap of `lostItems` was queued for: the instance the journal names when
+        /// it names only one (nil: none could be told, or nothing was lost).
+        public var gapInstance: String?
+
+        /// A count of damage.
+        public init(entries: Int, lostItems: Int, bytes: Int, gapInstance: String? = nil) {
+            self.entries = entries
+            self.lostItems = lostItems
+            self.bytes = bytes
+            self.gapInstance = gapInstance
+        }
+
+        /// This damage and `other`'s, summed (the instance the later one's, if any).
+        func adding(_ other: Damage?) -> Damage {
+            guard let other else { return self }
+            return Damage(entries: entries + other.entries, lostItems: lostItems + other.lostItems, bytes: bytes + other.bytes,
+                          gapInstance: other.gapInstance ?? gapInstance)
+        }
     }
 }

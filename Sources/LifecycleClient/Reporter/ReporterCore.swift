@@ -73,7 +73,8 @@ final class ReporterCore: Sendable {
             let entries = s.queue.entries(queueing: item, size: itemFrame.count, makeKey: LifecycleClient.makeIdempotencyKey)
             let frames = try entries.map(Journal.frame)
             var dropped: [String: Int] = [:]
-            if let drop = entries.first(where: { $0.t == .drop }), let from = drop.from, let through = drop.through {
+            for drop in entries where drop.t == .drop {
+                guard let from = drop.from, let through = drop.through else { continue }
                 for queued in s.queue.items where (from...through).contains(queued.sequence) { dropped[queued.instance, default: 0] += 1 }
             }
             try s.journal.append(frames.flatMap { $0 })
@@ -172,7 +173,12 @@ final class ReporterCore: Sendable {
 
     /// Sends `batch` once.
     private func attempt(_ batch: ReportQueue.Batch) async -> Attempt {
-        let items = batch.gaps.map { BatchItem.gap($0.instance, dropped: $0.dropped, idempotencyKey: $0.key) } + batch.items.map(\.batchItem)
+        let items = batch.members.map { member in
+            switch member {
+            case .gap(let gap): BatchItem.gap(gap.instance, dropped: gap.dropped, idempotencyKey: gap.key)
+            case .item(let item): item.batchItem
+            }
+        }
         do {
             let results = try await client.batch(items)
             // The first item answered 5xx or 429 and everything after it wait for the next attempt.
@@ -267,13 +273,10 @@ final class ReporterCore: Sendable {
     }
 
     private func report(_ batch: ReportQueue.Batch, _ results: ArraySlice<BatchResult>) {
-        for (index, result) in zip(results.indices, results) {
-            let at = index - results.startIndex
-            if at < batch.gaps.count {
-                let gap = batch.gaps[at]
-                onEvent(.gapDelivered(instance: gap.instance, dropped: gap.dropped, result))
-            } else {
-                onEvent(.delivered(batch.items[at - batch.gaps.count], result))
+        for (member, result) in zip(batch.members, results) {
+            switch member {
+            case .gap(let gap): onEvent(.gapDelivered(instance: gap.instance, dropped: gap.dropped, result))
+            case .item(let item): onEvent(.delivered(item, result))
             }
         }
     }

@@ -18,8 +18,15 @@ import Synchronization
 /// split in halves until the item the service refuses is alone, and that item is delivered as refused.
 ///
 /// Past the bound (``Configuration/maxItems``, ``Configuration/maxBytes``) the oldest items not
-/// in flight are dropped, counted per instance, and the next batch starts with a `gap` item
-/// (`{"dropped": N}`) for each instance, before its next items, so the gap is in its history.
+/// in flight are dropped, counted per instance, and a `gap` item (`{"dropped": N}`) goes before
+/// each instance's first kept item, so the gap is in its history where they were. An instance's
+/// `create` is kept while items of its instance remain (without it they would be answered 404),
+/// and its gap goes after it: create, gap, kept items.
+///
+/// A batch answered whose answer cannot be journaled (a full disk, an I/O error) is not
+/// delivered: the sender backs off as for any failure (``Event/retrying(error:retryIn:)``
+/// naming the folder and the reason), ``flush()`` throws ``ReportError/journalUnwritable(directory:reason:)``,
+/// and the batch goes again with its keys, so the service stores each item once.
 /// The journal's format and the invariants that make delivery exactly once across kills are
 /// described on `Journal` (Sources/LifecycleClient/Reporter/Journal.swift).
 public final class LifecycleReporter: Sendable {
@@ -74,7 +81,8 @@ public final class LifecycleReporter: Sendable {
     public func retryNow() { core.retryNow() }
 
     /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
-    /// Throws (items kept) when the service cannot be reached or asks to retry later. Meant for
+    /// Throws (items kept) when the service cannot be reached or asks to retry later, and
+    /// ``ReportError/journalUnwritable(directory:reason:)`` when an answer cannot be journaled. Meant for
     /// reporters made with `deliversAutomatically: false` (a command line's `flush`).
     @discardableResult
     public func flush() async throws -> Int { try await core.flush() }

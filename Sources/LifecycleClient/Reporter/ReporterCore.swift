@@ -129,7 +129,8 @@ final class ReporterCore: Sendable {
                 continue
             }
             let outcome = await attempt(batch)
-            settle(batch, outcome)
+            // Sending the batch again at once would find the disk as full: the caller hears of it.
+            if let unwritable = settle(batch, outcome) { throw unwritable }
             switch outcome {
             case .answered(let count, let retryLater, _):
                 delivered += count
@@ -210,8 +211,10 @@ final class ReporterCore: Sendable {
     }
 
     /// Records what `attempt` found: the answered prefix made durable before anything else is
-    /// sent (invariant 4), then the next wait.
-    private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) {
+    /// sent (invariant 4), then the next wait. Returns why the answer could not be journaled.
+    @discardableResult
+    private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) -> LifecycleReporter.ReportError? {
+        var unwritable: LifecycleReporter.ReportError?
         let retry: (String, TimeInterval)? = state.withLock { s in
             switch outcome {
             case .answered(let count, let retryLater, let retryAfter):
@@ -222,8 +225,11 @@ final class ReporterCore: Sendable {
                         s.queue.apply(entry, size: frame.count)
                         compactIfDue(&s)
                     } catch {
-                        // Not durable: the batch goes again with its keys, and the service replays it.
-                        return backoff(&s, retryAfter: nil, error: "journal: \(error)")
+                        // Not durable: the batch goes again with its keys, and the service replays
+                        // it; after a backoff, as any failure, since a full disk stays full a while.
+                        let failure = LifecycleReporter.ReportError.journalUnwritable(configuration.directory, error)
+                        unwritable = failure
+                        return backoff(&s, retryAfter: nil, error: failure.description)
                     }
                 }
                 if count == batch.count { s.batchLimit = min(configuration.batchSize, s.batchLimit * 2) }
@@ -244,6 +250,7 @@ final class ReporterCore: Sendable {
             }
         }
         if let (error, delay) = retry { onEvent(.retrying(error: error, retryIn: delay)) }
+        return unwritable
     }
 
     private func backoff(_ s: inout State, retryAfter: TimeInterval?, error: String) -> (String, TimeInterval) {

@@ -8,7 +8,10 @@ extension LifecycleReporter {
         public var directory: URL
         /// The most items one `POST /v1/batch` holds.
         public var batchSize: Int
-        /// The most undelivered items kept; past it the oldest are dropped (and reported as a gap).
+        /// The most undelivered items kept; past it the oldest are dropped (and reported as a
+        /// gap), except an instance's `create` while items of the instance remain: it still
+        /// counts, so another item is dropped in its place, and only creates kept so are held
+        /// past the bound.
         public var maxItems: Int
         /// The most bytes of undelivered items kept (their journal entries); past it, as `maxItems`.
         public var maxBytes: Int
@@ -70,11 +73,32 @@ extension LifecycleReporter {
         public var compactionError: String?
     }
 
-    /// Why `report` could not queue an item.
-    public enum ReportError: Error, Sendable {
+    /// Why `report` could not queue an item, or `flush` stopped.
+    public enum ReportError: Error, Sendable, CustomStringConvertible {
         /// The reporter was closed.
         case closed
         /// One item's entry is larger than the whole byte bound.
         case tooLarge(bytes: Int)
+        /// The journal in `directory` could not be written (`reason`: the system's words, such
+        /// as "No space left on device"); what it would have recorded is not durable.
+        case journalUnwritable(directory: String, reason: String)
+
+        /// The error in one line.
+        public var description: String {
+            switch self {
+            case .closed: "the reporter was closed"
+            case .tooLarge(let bytes): "an item's journal entry of \(bytes) bytes is larger than the queue's byte bound"
+            case .journalUnwritable(let directory, let reason): "cannot write the queue's journal in \(directory): \(reason)"
+            }
+        }
+
+        /// `error`, thrown writing the journal in `directory`, with the system's reason when it
+        /// carries one: Foundation wraps the errno (ENOSPC, EIO) in errors of its own.
+        static func journalUnwritable(_ directory: URL, _ error: any Error) -> ReportError {
+            var current = error as NSError
+            while current.domain != NSPOSIXErrorDomain, let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError { current = underlying }
+            let reason = current.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(current.code))) : String(describing: error)
+            return .journalUnwritable(directory: directory.path, reason: reason)
+        }
     }
 }

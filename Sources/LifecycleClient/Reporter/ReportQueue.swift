@@ -74,10 +74,10 @@ struct ReportQueue {
     }
 
     /// The entries that queue `item` (framed as `size` bytes): `drop` entries first when the
-    /// bound would be passed (the oldest items not in flight), then the item. A `create` that the
-    /// kept items of its instance need stays (`keptCreates`) and still counts, so
-    /// the bound drops more in its place; when only such creates are left to drop, the queue holds
-    /// them past the bound. `makeKey` makes a new gap's key.
+    /// bound would be passed (the oldest items not in flight), then the item. A `create` that
+    /// the kept items of its instance need stays (`keptCreates`) and still counts, so the bound
+    /// drops more in its place; when only such creates are left to drop, the queue holds them
+    /// past the bound. `makeKey` makes a new gap's key.
     func entries(queueing item: QueuedItem, size: Int, makeKey: () -> String) -> [Journal.Entry] {
         let start = inFlight?.items ?? 0
         var end = start
@@ -129,6 +129,7 @@ struct ReportQueue {
     private func keptCreates(_ range: Range<Int>, queueing item: QueuedItem) -> [Int] {
         var last: [String: Int] = [:]
         for at in range where items[at].kind == .create { last[items[at].instance] = at }
+        guard !last.isEmpty else { return [] }
         let sending = Set(items[..<range.lowerBound].lazy.filter { $0.kind == .create }.map(\.instance))
         return last.filter { instance, _ in
             guard !sending.contains(instance) else { return false }

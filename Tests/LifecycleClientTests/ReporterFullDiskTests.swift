@@ -75,6 +75,7 @@ import Testing
         #expect(try await reporter.flush() == Self.events.count + 1)
         #expect(try ReporterTests.history(server, "flushed").map { $0["event"] as? String } == Self.events, "each stored once, in order")
         #expect(reporter.status.pendingItems == 0)
+        withExtendedLifetime(disk) {}  // mounted to the end
     }
 
     @Test func theSenderBacksOffNamingTheDiskAndDeliversOnceThereIsRoom() async throws {
@@ -108,5 +109,6 @@ import Testing
         #expect(await ReporterTests.soon(within: 20) { reporter.status.pendingItems == 0 })
         let sent = try ReporterTests.history(server, "sent").map { $0["event"] as? String }
         #expect(sent == Self.events, "each stored once, in order")
+        withExtendedLifetime(disk) {}  // mounted to the end
     }
 }

@@ -45,7 +45,7 @@ struct FullDiskCommandTests {
         run = try lifecycledCommand(["flush", "--queue", queue], port: port)
         #expect(run.status == 0 && run.stdout == "\(events.count)\n", "\(run.stdout) \(run.stderr)")
         #expect(try c.fullHistory("full-1").compactMap { $0["event"] as? String } == events, "sent again with its keys: each stored once")
-        _ = server
+        withExtendedLifetime((server, disk)) {}  // the folder stays mounted, the service up, to the end
     }
 
     @Test("post --queue and flush with the queue's disk full at a seeded random distance from the journal's end, 20 runs; with room again, every acknowledged post is stored exactly once, in order")
@@ -116,6 +116,6 @@ struct FullDiskCommandTests {
         }
         print("full disk: \(refused.writes) commands refused writing an item, \(refused.answers) writing an answer")
         #expect(refused.writes > 0 && refused.answers > 0, "the disk filled under both kinds of write: \(refused)")
-        _ = server
+        withExtendedLifetime((server, disk)) {}  // the folder stays mounted, the service up, to the end
     }
 }

@@ -20,8 +20,9 @@ import Synchronization
 /// Past the bound (``Configuration/maxItems``, ``Configuration/maxBytes``) the oldest items not
 /// in flight are dropped, counted per instance, and a `gap` item (`{"dropped": N}`) goes before
 /// each instance's first kept item, so the gap is in its history where they were. An instance's
-/// `create` is kept while items of its instance remain (without it they would be answered 404),
-/// and its gap goes after it: create, gap, kept items.
+/// last `create` is never dropped (without it the items kept, or queued later, would be
+/// answered 404; it still counts toward the bound), and its gap goes after it: create, gap,
+/// kept items.
 ///
 /// A batch answered whose answer cannot be journaled (a full disk, an I/O error) is not
 /// delivered: the sender backs off as for any failure (``Event/retrying(error:retryIn:)``

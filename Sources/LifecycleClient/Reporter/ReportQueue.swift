@@ -74,10 +74,10 @@ struct ReportQueue {
     }
 
     /// The entries that queue `item` (framed as `size` bytes): `drop` entries first when the
-    /// bound would be passed (the oldest items not in flight), then the item. A `create` that
-    /// the kept items of its instance need stays (`keptCreates`) and still counts, so the bound
-    /// drops more in its place; when only such creates are left to drop, the queue holds them
-    /// past the bound. `makeKey` makes a new gap's key.
+    /// bound would be passed (the oldest items not in flight), then the item. An
+    /// instance's last `create`, which its items kept or queued later need, stays (`keptCreates`)
+    /// and still counts, so the bound drops more in its place; when only such creates are left
+    /// to drop, the queue holds them past the bound (one an instance at most). `makeKey` makes a new gap's key.
     func entries(queueing item: QueuedItem, size: Int, makeKey: () -> String) -> [Journal.Entry] {
         let start = inFlight?.items ?? 0
         var end = start
@@ -101,7 +101,8 @@ struct ReportQueue {
         guard !dropped.isEmpty else { return [itemEntry] }
         var counts: [String: Int] = [:]
         var order: [String] = []
-        for at in dropped {
+        // A create dropped is one a later create of its instance stands for: not an input lost.
+        for at in dropped where items[at].kind != .create {
             if counts[items[at].instance] == nil { order.append(items[at].instance) }
             counts[items[at].instance, default: 0] += 1
         }
@@ -123,9 +124,9 @@ struct ReportQueue {
     }
 
     /// The indices in `range` (the items about to be dropped) of the creates to keep: for each
-    /// instance whose first item after the range (or `item`, queued after it) is not a create,
-    /// its last create in the range, unless a create of it is in flight. Without it every kept
-    /// item of the instance, and its gap, would be answered 404.
+    /// instance, its last create in the range, unless a create of it is in flight or its first
+    /// item after the range (or `item`, queued after it) is a create. Without it every item of
+    /// the instance kept or queued later, and its gap, would be answered 404.
     private func keptCreates(_ range: Range<Int>, queueing item: QueuedItem) -> [Int] {
         var last: [String: Int] = [:]
         for at in range where items[at].kind == .create { last[items[at].instance] = at }
@@ -134,7 +135,7 @@ struct ReportQueue {
         return last.filter { instance, _ in
             guard !sending.contains(instance) else { return false }
             let next = items[range.upperBound...].first { $0.instance == instance } ?? (item.instance == instance ? item : nil)
-            return next.map { $0.kind != .create } ?? false
+            return next?.kind != .create
         }.values.sorted()
     }
 

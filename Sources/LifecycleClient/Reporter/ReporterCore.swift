@@ -75,7 +75,9 @@ final class ReporterCore: Sendable {
             var dropped: [String: Int] = [:]
             for drop in entries where drop.t == .drop {
                 guard let from = drop.from, let through = drop.through else { continue }
-                for queued in s.queue.items where (from...through).contains(queued.sequence) { dropped[queued.instance, default: 0] += 1 }
+                for queued in s.queue.items where (from...through).contains(queued.sequence) && queued.kind != .create {
+                    dropped[queued.instance, default: 0] += 1
+                }
             }
             try s.journal.append(frames.flatMap { $0 })
             for (entry, frame) in zip(entries, frames) { s.queue.apply(entry, size: frame.count) }

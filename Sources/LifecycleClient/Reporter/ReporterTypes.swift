@@ -9,9 +9,10 @@ extension LifecycleReporter {
         /// The most items one `POST /v1/batch` holds.
         public var batchSize: Int
         /// The most undelivered items kept; past it the oldest are dropped (and reported as a
-        /// gap), except an instance's `create` while items of the instance remain: it still
-        /// counts, so another item is dropped in its place, and only creates kept so are held
-        /// past the bound.
+        /// gap), except an instance's last `create` (its items, kept or queued later, need it;
+        /// one followed by a later create of its instance is dropped, uncounted): it still counts,
+        /// so another item is dropped in its place, and only creates kept so are held past the
+        /// bound, one an instance at most.
         public var maxItems: Int
         /// The most bytes of undelivered items kept (their journal entries); past it, as `maxItems`.
         public var maxBytes: Int

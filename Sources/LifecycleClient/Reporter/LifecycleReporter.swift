@@ -26,8 +26,9 @@ import Synchronization
 ///
 /// A batch answered whose answer cannot be journaled (a full disk, an I/O error) is not
 /// delivered: the sender backs off as for any failure (``Event/retrying(error:retryIn:)``
-/// naming the folder and the reason), ``flush()`` throws ``ReportError/journalUnwritable(directory:reason:)``,
-/// and the batch goes again with its keys, so the service stores each item once.
+/// naming the folder and the reason), ``flush()`` throws
+/// ``ReportError/journalUnwritable(directory:reason:)``, and the batch goes again with its
+/// keys, so the service stores each item once.
 /// The journal's format and the invariants that make delivery exactly once across kills are
 /// described on `Journal` (Sources/LifecycleClient/Reporter/Journal.swift).
 public final class LifecycleReporter: Sendable {
@@ -83,7 +84,8 @@ public final class LifecycleReporter: Sendable {
 
     /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
     /// Throws (items kept) when the service cannot be reached or asks to retry later, and
-    /// ``ReportError/journalUnwritable(directory:reason:)`` when an answer cannot be journaled. Meant for
+    /// ``ReportError/journalUnwritable(directory:reason:)`` when an answer cannot be
+    /// journaled. Meant for
     /// reporters made with `deliversAutomatically: false` (a command line's `flush`).
     @discardableResult
     public func flush() async throws -> Int { try await core.flush() }

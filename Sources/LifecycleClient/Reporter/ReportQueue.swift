@@ -74,10 +74,11 @@ struct ReportQueue {
     }
 
     /// The entries that queue `item` (framed as `size` bytes): `drop` entries first when the
-    /// bound would be passed (the oldest items not in flight), then the item. An
-    /// instance's last `create`, which its items kept or queued later need, stays (`keptCreates`)
-    /// and still counts, so the bound drops more in its place; when only such creates are left
-    /// to drop, the queue holds them past the bound (one an instance at most). `makeKey` makes a new gap's key.
+    /// bound would be passed (the oldest items not in flight), then the item. An instance's
+    /// last `create`, which its items kept or queued later need, stays (`keptCreates`) and still
+    /// counts, so the bound drops more in its place; when only such creates are left to drop,
+    /// the queue holds them past the bound (one an instance at most). `makeKey` makes a new
+    /// gap's key.
     func entries(queueing item: QueuedItem, size: Int, makeKey: () -> String) -> [Journal.Entry] {
         let start = inFlight?.items ?? 0
         var end = start

@@ -115,10 +115,11 @@ import Testing
     }
 
     /// The bound's rule as a property, on the queue itself, over 300 seeded runs: three
-    /// instances, each created first, then events, with a bound of 1 to 6 and batches of 1 to
-    /// 3 taken and answered (or not) at random points, reports landing while one is in flight. Answered
-    /// as the service would (an item or gap of an instance not created is lost), nothing is
-    /// lost: every event is stored, in order, or counted by a gap stored before the next kept.
+    /// instances, each created first, then events, with bounds of 1 to 6 items and 1 to 8
+    /// items' bytes, and batches of 1 to 3 taken and answered (or not) at random points,
+    /// reports landing while one is in flight. Answered as the service would (an item or gap
+    /// of an instance not created is lost), nothing is lost: every event is stored, in order,
+    /// or counted by a gap stored before it.
     @Test func noItemIsLostUncountedWhateverTheBoundAndTheBatches() throws {
         for run in 0..<300 {
             var state = UInt64(run) &+ 1
@@ -126,7 +127,9 @@ import Testing
                 state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
                 return Int(state >> 33) % n
             }
-            var queue = ReportQueue(bound: .init(items: 1 + next(6), bytes: 1 << 30), replaying: [], sizes: [])
+            // Items of 100 bytes: the byte bound binds as often as the item bound.
+            let bound = ReportQueue.Bound(items: 1 + next(6), bytes: 100 * (1 + next(8)))
+            var queue = ReportQueue(bound: bound, replaying: [], sizes: [])
             var reported: [String: [String]] = [:]
             var exists: Set<String> = []
             var stored: [String: [String]] = [:]
@@ -139,6 +142,9 @@ import Testing
                 let entries = queue.entries(queueing: item, size: 100, makeKey: { UUID().uuidString })
                 for entry in entries { queue.apply(entry, size: 100) }
                 queue.noteMergeable(entries)
+                // Past the bound by kept creates only, one an instance (and what is in flight).
+                let limit = min(bound.items, bound.bytes / 100) + 3 + (inFlight?.count ?? 0)
+                #expect(queue.items.count <= limit, "run \(run): \(queue.items.count) items queued, bound \(bound)")
             }
             func answer(_ batch: ReportQueue.Batch) {
                 for member in batch.members {

@@ -19,7 +19,6 @@ import Testing
     /// sized by the growth of the one before.
     static func queueToAPageEnd(_ reporter: LifecycleReporter, _ id: String, journal: String) throws {
         try reporter.create(instance: id)
-        let page = SmallDisk.pageSize
         var growth = 0
         for (index, event) in events.enumerated() {
             let before = try SmallDisk.size(of: journal)
@@ -27,7 +26,7 @@ import Testing
             if index == events.count - 1 {
                 // The entry before, but for the name's length and the hooks'.
                 let plain = growth + event.utf8.count - events[index - 1].utf8.count
-                hooks = SmallDisk.hooks(jsonBytes: 5 + (page - (before + plain) % page) % page)
+                hooks = SmallDisk.hooks(endingAPage: before + plain)
             }
             let parameters: [String: Value] = event == "willConnectToWindow" ? ["window": .string("main")] : [:]
             try reporter.report(event: event, parameters: parameters, instance: id, ranHooks: hooks, occurredAt: ReporterTests.time(index))

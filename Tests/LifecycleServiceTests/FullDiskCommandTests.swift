@@ -24,7 +24,7 @@ struct FullDiskCommandTests {
             var hooks = ["p"]
             if index == events.count - 1 {
                 let plain = growth + event.utf8.count - events[index - 1].utf8.count
-                hooks = SmallDisk.hooks(jsonBytes: 5 + (SmallDisk.pageSize - (before + plain) % SmallDisk.pageSize) % SmallDisk.pageSize)
+                hooks = SmallDisk.hooks(endingAPage: before + plain)
             }
             let run = try lifecycledCommand(["post", "--queue", queue, "--ran", hooks.joined(separator: ","), "full-1", event], port: port)
             #expect(run.status == 0 && run.stdout == "queued\n", "\(run.stdout) \(run.stderr)")
@@ -65,9 +65,9 @@ struct FullDiskCommandTests {
             try c.makeInstance(id, events: coldStart)
             /// Tags (`ranHooks`) in the order posted, and whether the post was acknowledged (exit 0 or 3).
             var posted: [(tag: String, acknowledged: Bool)] = []
-            func post(_ port: UInt16, pad: Int) throws {
+            func post(_ port: UInt16, hooks pad: [String]) throws {
                 let tag = "run\(run)-item\(posted.count)"
-                let hooks = [tag] + SmallDisk.hooks(jsonBytes: pad)
+                let hooks = [tag] + pad
                 let result = try lifecycledCommand(["post", "--queue", queue, "--ran", hooks.joined(separator: ","), id, "willResignActive"], port: port)
                 #expect([0, 1, 3].contains(result.status), "run \(run): post \(tag) exited \(result.status): \(result.stdout) \(result.stderr)")
                 noteDisk(result, "post \(tag)")
@@ -81,23 +81,23 @@ struct FullDiskCommandTests {
             }
 
             for _ in 0..<Int.random(in: 1...3, using: &random) {
-                try post(Bool.random(using: &random) ? server.port : nobody, pad: Int.random(in: 5...3000, using: &random))
+                try post(Bool.random(using: &random) ? server.port : nobody, hooks: SmallDisk.hooks(jsonBytes: Int.random(in: 5...3000, using: &random)))
             }
             // Two posts kept queued (nothing else written between them): the first measures an
             // entry, the second ends the journal a random few bytes short of a page's end, where
             // an item does not fit and an answer (some 44 bytes) may or may not.
             var before = try SmallDisk.size(of: journal)
-            try post(nobody, pad: 5)
+            try post(nobody, hooks: ["p"])
             let growth = try SmallDisk.size(of: journal) - before
             before += growth
             let short = Int.random(in: 0..<120, using: &random)
-            try post(nobody, pad: 5 + (SmallDisk.pageSize - short - (before + growth) % SmallDisk.pageSize + SmallDisk.pageSize) % SmallDisk.pageSize)
+            try post(nobody, hooks: SmallDisk.hooks(endingAPage: before + growth, short: short))
             let end = try SmallDisk.size(of: journal)
             try #require((SmallDisk.pageSize - end % SmallDisk.pageSize) % SmallDisk.pageSize == short, "run \(run): ends at \(end)")
 
             try disk.fill()
             for _ in 0..<Int.random(in: 0...2, using: &random) {
-                try post(Bool.random(using: &random) ? server.port : nobody, pad: Int.random(in: 5...3000, using: &random))
+                try post(Bool.random(using: &random) ? server.port : nobody, hooks: SmallDisk.hooks(jsonBytes: Int.random(in: 5...3000, using: &random)))
             }
             let full = try lifecycledCommand(["flush", "--queue", queue], port: server.port, within: 10)
             #expect([0, 1].contains(full.status), "run \(run): flush on the full disk exited \(full.status): \(full.stderr)")

@@ -60,6 +60,13 @@ public final class SmallDisk {
         return (0..<count).map { String(repeating: "p", count: characters / count + ($0 < characters % count ? 1 : 0)) }
     }
 
+    /// Hook names that, in place of `["p"]` in an entry that would end a file at `end`, end it
+    /// `short` bytes before a page's end: how a test makes a write need a page the full disk
+    /// has not got (or may have, `short` bytes of it).
+    public static func hooks(endingAPage end: Int, short: Int = 0) -> [String] {
+        hooks(jsonBytes: 5 + ((pageSize - short - end % pageSize) % pageSize + pageSize) % pageSize)
+    }
+
     /// The size of the file at `path`, in bytes.
     public static func size(of path: String) throws -> Int {
         try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1

@@ -64,7 +64,8 @@ let package = Package(
         ),
 
         // Test support: the tests' one HTTP client (raw bytes out; responses, chunked bodies and
-        // event streams in), their one `eventually`, and a real PostgreSQL (Tests/postgres/cluster.sh).
+        // event streams in), their one `eventually`, a real PostgreSQL (Tests/postgres/cluster.sh),
+        // and a small real disk that fills (a tmpfs).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
 
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),

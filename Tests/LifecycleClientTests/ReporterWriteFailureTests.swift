@@ -63,7 +63,7 @@ import Testing
             #expect {
                 try Self.report(reporter, "full", 2)
             } throws: { error in
-                guard case LifecycleReporter.ReportError.journalWriteFailed(let reason) = error else { return false }
+                guard case LifecycleReporter.ReportError.journalUnwritable(_, let reason) = error else { return false }
                 return reason.contains("ENOSPC") && reason.contains("No space left on device")
             }
             try Self.report(reporter, "full", 3)
@@ -91,7 +91,7 @@ import Testing
             #expect {
                 try Self.report(reporter, "stuck", 3)
             } throws: { error in
-                guard case LifecycleReporter.ReportError.journalWriteFailed(let reason) = error else { return false }
+                guard case LifecycleReporter.ReportError.journalUnwritable(_, let reason) = error else { return false }
                 return reason.contains("opened again")
             }
         }
@@ -125,7 +125,7 @@ import Testing
                 do {
                     try Self.report(reporter, instance, n)
                     acknowledged.append(n)
-                } catch LifecycleReporter.ReportError.journalWriteFailed {
+                } catch LifecycleReporter.ReportError.journalUnwritable {
                     continue
                 }
                 if n % 9 == 0 {

@@ -54,7 +54,7 @@ import Darwin
 ///   looks whole and damaged: it then costs as damage (below).
 /// - *A failed write* (ENOSPC, EIO): the file is cut back to its last whole entry (ftruncate,
 ///   fsync) before anything else is appended, and `report` throws
-///   ``LifecycleReporter/ReportError/journalWriteFailed(_:)`` naming the error: the report was
+///   ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)`` naming the error: the report was
 ///   not queued. If even the cut fails, every later write throws until the journal is opened
 ///   again (a new reporter), which cuts the torn bytes as a torn write.
 /// - *A damaged entry* (bytes changed after they were written; a crafted value) is skipped and
@@ -190,7 +190,7 @@ struct Journal {
     /// Reads what other writers changed; call with the lock held, before writing. Throws while
     /// the file cannot be written (see the recovery rules).
     mutating func catchUp() throws -> Change? {
-        if let unusable { throw LifecycleReporter.ReportError.journalWriteFailed("the journal cannot be written until it is opened again (\(unusable))") }
+        if let unusable { throw LifecycleReporter.ReportError.journalUnwritable(directory: directory.path, reason: "it cannot be written until it is opened again (\(unusable))") }
         var status = stat()
         guard lstat(url.path, &status) == 0 else { throw Self.failure("cannot read \(url.path)", errno) }
         // Shorter than this process wrote: only a rewrite makes it so.
@@ -240,7 +240,7 @@ struct Journal {
     }
 
     /// Appends `entries` in one write and fsyncs before returning their frame sizes. A failure
-    /// cuts the file back to where it was (recovery rules) and throws ``LifecycleReporter/ReportError/journalWriteFailed(_:)``.
+    /// cuts the file back to where it was (recovery rules) and throws ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)``.
     mutating func append(_ entries: [Entry]) throws -> [Int] {
         var next = cursor
         let (bytes, sizes) = try Self.frames(entries, &next)
@@ -251,7 +251,7 @@ struct Journal {
             if io.truncate(file.descriptor, size) != 0 || fsync(file.descriptor) != 0 {
                 unusable = "\(failure.message); cutting it back failed: \(Self.describe(errno))"
             }
-            throw LifecycleReporter.ReportError.journalWriteFailed(failure.message)
+            throw LifecycleReporter.ReportError.journalUnwritable(directory: directory.path, reason: failure.message)
         }
         size += bytes.count
         cursor = next

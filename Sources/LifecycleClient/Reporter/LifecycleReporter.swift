@@ -18,17 +18,24 @@ import Synchronization
 /// split in halves until the item the service refuses is alone, and that item is delivered as refused.
 ///
 /// Past the bound (``Configuration/maxItems``, ``Configuration/maxBytes``) the oldest items not
-/// in flight are dropped, counted per instance, and the next batch starts with a `gap` item
-/// (`{"dropped": N}`) for each instance, before its next items, so the gap is in its history.
+/// in flight are dropped, counted per instance, and a `gap` item (`{"dropped": N}`) goes before
+/// each instance's first kept item, so the gap is in its history where they were. An instance's
+/// last `create` is never dropped (without it the items kept, or queued later, would be
+/// answered 404; it still counts toward the bound), and its gap goes after it: create, gap,
+/// kept items.
+///
 /// Recovery: a write torn by a kill is cut off when the journal opens (``Event/damagedTail(bytes:)``);
 /// a failed write (a full disk) is cut back at once and `report` throws
-/// ``ReportError/journalWriteFailed(_:)``; a damaged entry is skipped and reading goes on, a
-/// damaged item counted as lost (``Event/damaged(_:)``, ``Status/damage``) and queued as a gap
-/// on its instance when the journal names one only; an answer that could not be journaled is
-/// sent again with its keys. Reporters in several processes may share one folder: each write
-/// holds the folder's lock, taken and released around it alone. The journal's format, the
-/// invariants that make delivery exactly once across kills, and what damage to each entry kind
-/// costs are described on `Journal` (Sources/LifecycleClient/Reporter/Journal.swift).
+/// ``ReportError/journalUnwritable(directory:reason:)``; a damaged entry is skipped and reading
+/// goes on, a damaged item counted as lost (``Event/damaged(_:)``, ``Status/damage``) and queued
+/// as a gap on its instance when the journal names one only. A batch answered whose answer
+/// cannot be journaled is not delivered: the sender backs off as for any failure
+/// (``Event/retrying(error:retryIn:)`` naming the folder and the reason), ``flush()`` throws
+/// ``ReportError/journalUnwritable(directory:reason:)``, and the batch goes again with its keys,
+/// so the service stores each item once. Reporters in several processes may share one folder:
+/// each write holds the folder's lock, taken and released around it alone. The journal's format,
+/// the invariants that make delivery exactly once across kills, and what damage to each entry
+/// kind costs are described on `Journal` (Sources/LifecycleClient/Reporter/Journal.swift).
 public final class LifecycleReporter: Sendable {
     private let core: ReporterCore
     private let sender: Task<Void, Never>?
@@ -48,7 +55,7 @@ public final class LifecycleReporter: Sendable {
     }
 
     /// Queues an event: returns once it is durable in the journal, never waiting on the network;
-    /// throws ``ReportError/journalWriteFailed(_:)`` when the journal cannot be written (not queued).
+    /// throws ``ReportError/journalUnwritable(directory:reason:)`` when the journal cannot be written (not queued).
     /// `occurredAt` defaults to now on the device's clock, in its offset.
     public func report(
         event: String, parameters: [String: Value] = [:], instance: String, believedState: String? = nil, ranHooks: [String]? = nil,
@@ -85,7 +92,8 @@ public final class LifecycleReporter: Sendable {
     /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
     /// Throws (items kept) when the service cannot be reached, refuses the batch whole (its
     /// ``LifecycleClientError/problem(_:)``, such as a wrong token's 401), or asks to retry
-    /// later. Meant for reporters made with `deliversAutomatically: false` (a command line's `flush`).
+    /// later, and ``ReportError/journalUnwritable(directory:reason:)`` when an answer cannot be
+    /// journaled. Meant for reporters made with `deliversAutomatically: false` (a command line's `flush`).
     @discardableResult
     public func flush() async throws -> Int { try await core.flush() }
 

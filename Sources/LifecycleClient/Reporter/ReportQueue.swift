@@ -10,12 +10,17 @@ struct ReportQueue {
         var bytes: Int
     }
 
-    /// What one batch holds: the pending gaps first (each before its instance's next items),
-    /// then the oldest items, in order.
+    /// What one batch holds, in the order sent: the oldest items, each pending gap just before
+    /// its instance's first item that is not a `create` (so the instance exists when the gap
+    /// arrives and the gap precedes what was kept), or first when its instance has none queued.
     struct Batch {
-        var gaps: [PendingGap]
-        var items: [QueuedItem]
-        var count: Int { gaps.count + items.count }
+        enum Member {
+            case gap(PendingGap)
+            case item(QueuedItem)
+        }
+
+        var members: [Member]
+        var count: Int { members.count }
     }
 
     private(set) var items: [QueuedItem] = []
@@ -68,34 +73,71 @@ struct ReportQueue {
         }
     }
 
-    /// The entries that queue `item` (framed as `size` bytes): a `drop` first when the bound would
-    /// be passed (the oldest items not in flight), then the item. `makeKey` makes a new gap's key.
+    /// The entries that queue `item` (framed as `size` bytes): `drop` entries first when the
+    /// bound would be passed (the oldest items not in flight), then the item. An instance's
+    /// last `create`, which its items kept or queued later need, stays (`keptCreates`) and still
+    /// counts, so the bound drops more in its place; when only such creates are left to drop,
+    /// the queue holds them past the bound (one an instance at most). `makeKey` makes a new
+    /// gap's key.
     func entries(queueing item: QueuedItem, size: Int, makeKey: () -> String) -> [Journal.Entry] {
         let start = inFlight?.items ?? 0
         var end = start
-        var count = items.count + 1
-        var bytes = liveBytes + size
-        while count > bound.items || bytes > bound.bytes, end < items.count {
-            count -= 1
-            bytes -= sizes[end]
-            end += 1
+        var kept: [Int] = []
+        // Kept creates make room for fewer drops, and a longer range may keep other creates:
+        // widen until the bound holds with the creates the range keeps (end only grows).
+        while true {
+            var count = items.count + 1 - (end - start) + kept.count
+            var bytes = liveBytes + size - sizes[start..<end].reduce(0, +) + kept.reduce(0) { $0 + sizes[$1] }
+            while count > bound.items || bytes > bound.bytes, end < items.count {
+                count -= 1
+                bytes -= sizes[end]
+                end += 1
+            }
+            let next = keptCreates(start..<end, queueing: item)
+            if next == kept { break }
+            kept = next
         }
         let itemEntry = Journal.Entry(t: .item, item: item)
-        guard end > start else { return [itemEntry] }
-        var dropped: [String: Int] = [:]
+        let dropped = (start..<end).filter { !kept.contains($0) }
+        guard !dropped.isEmpty else { return [itemEntry] }
+        var counts: [String: Int] = [:]
         var order: [String] = []
-        for item in items[start..<end] {
-            if dropped[item.instance] == nil { order.append(item.instance) }
-            dropped[item.instance, default: 0] += 1
+        // A create dropped is one a later create of its instance stands for: not an input lost.
+        for at in dropped where items[at].kind != .create {
+            if counts[items[at].instance] == nil { order.append(items[at].instance) }
+            counts[items[at].instance, default: 0] += 1
         }
         let changed = order.map { instance -> PendingGap in
             if let gap = gaps.first(where: { $0.instance == instance && mergeable.contains($0.key) }) {
-                return PendingGap(key: gap.key, instance: instance, dropped: gap.dropped + dropped[instance]!)
+                return PendingGap(key: gap.key, instance: instance, dropped: gap.dropped + counts[instance]!)
             }
-            return PendingGap(key: makeKey(), instance: instance, dropped: dropped[instance]!)
+            return PendingGap(key: makeKey(), instance: instance, dropped: counts[instance]!)
         }
-        let drop = Journal.Entry(t: .drop, through: items[end - 1].sequence, from: items[start].sequence, gaps: changed)
-        return [drop, itemEntry]
+        // One `drop` per run of dropped items between kept creates: each is a range of sequences.
+        var drops: [Journal.Entry] = []
+        var runStart = dropped[0]
+        for (at, next) in zip(dropped, dropped.dropFirst() + [-1]) where next != at + 1 {
+            drops.append(Journal.Entry(t: .drop, through: items[at].sequence, from: items[runStart].sequence))
+            runStart = next
+        }
+        drops[drops.count - 1].gaps = changed
+        return drops + [itemEntry]
+    }
+
+    /// The indices in `range` (the items about to be dropped) of the creates to keep: for each
+    /// instance, its last create in the range, unless a create of it is in flight or its first
+    /// item after the range (or `item`, queued after it) is a create. Without it every item of
+    /// the instance kept or queued later, and its gap, would be answered 404.
+    private func keptCreates(_ range: Range<Int>, queueing item: QueuedItem) -> [Int] {
+        var last: [String: Int] = [:]
+        for at in range where items[at].kind == .create { last[items[at].instance] = at }
+        guard !last.isEmpty else { return [] }
+        let sending = Set(items[..<range.lowerBound].lazy.filter { $0.kind == .create }.map(\.instance))
+        return last.filter { instance, _ in
+            guard !sending.contains(instance) else { return false }
+            let next = items[range.upperBound...].first { $0.instance == instance } ?? (item.instance == instance ? item : nil)
+            return next?.kind != .create
+        }.values.sorted()
     }
 
     /// Notes that gaps made by `entries(queueing:)` in this process may still grow.
@@ -106,11 +148,29 @@ struct ReportQueue {
     /// The next batch to send, of at most `limit`; nil when one is in flight or nothing waits.
     mutating func takeBatch(limit: Int) -> Batch? {
         guard inFlight == nil, !(items.isEmpty && gaps.isEmpty) else { return nil }
-        let batchGaps = Array(gaps.prefix(limit))
-        let batchItems = Array(items.prefix(limit - batchGaps.count))
-        for gap in batchGaps { mergeable.remove(gap.key) }
-        inFlight = (batchGaps.count, batchItems.count)
-        return Batch(gaps: batchGaps, items: batchItems)
+        // A gap of an instance with a create queued waits for the instance's first other item:
+        // sent before the create, it would be answered 404 and lost.
+        let creating = Set(items.lazy.filter { $0.kind == .create }.map(\.instance))
+        var held = gaps.filter { creating.contains($0.instance) }
+        var members = gaps.filter { !creating.contains($0.instance) }.prefix(limit).map(Batch.Member.gap)
+        var itemCount = 0
+        for item in items where members.count < limit {
+            if item.kind != .create, let at = held.firstIndex(where: { $0.instance == item.instance }) {
+                members.append(.gap(held.remove(at: at)))
+                guard members.count < limit else { break }
+            }
+            members.append(.item(item))
+            itemCount += 1
+        }
+        // Gaps of instances whose only queued items are creates, all in this batch: after them.
+        if itemCount == items.count { members += held.prefix(limit - members.count).map(Batch.Member.gap) }
+        var gapCount = 0
+        for case .gap(let gap) in members {
+            mergeable.remove(gap.key)
+            gapCount += 1
+        }
+        inFlight = (gapCount, itemCount)
+        return Batch(members: members)
     }
 
     /// The batch in flight was not answered: it will be sent again, keys unchanged.
@@ -121,9 +181,14 @@ struct ReportQueue {
     mutating func acknowledgement(of batch: Batch, answered: Int) -> Journal.Entry? {
         inFlight = nil
         guard answered > 0 else { return nil }
-        let gapKeys = batch.gaps.prefix(answered).map(\.key)
-        let itemCount = max(0, answered - batch.gaps.count)
-        let through = itemCount > 0 ? batch.items[itemCount - 1].sequence : 0
+        var gapKeys: [String] = []
+        var through: UInt64 = 0
+        for member in batch.members.prefix(answered) {
+            switch member {
+            case .gap(let gap): gapKeys.append(gap.key)
+            case .item(let item): through = item.sequence
+            }
+        }
         return Journal.Entry(t: .ack, through: through, gapKeys: gapKeys)
     }
 

@@ -74,8 +74,11 @@ final class ReporterCore: Sendable {
             guard itemSize <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: itemSize) }
             let entries = s.queue.entries(queueing: item, size: itemSize, makeKey: LifecycleClient.makeIdempotencyKey)
             var dropped: [String: Int] = [:]
-            if let drop = entries.first(where: { $0.t == .drop }), let from = drop.from, let through = drop.through {
-                for queued in s.queue.items where (from...through).contains(queued.sequence) { dropped[queued.instance, default: 0] += 1 }
+            for drop in entries where drop.t == .drop {
+                guard let from = drop.from, let through = drop.through else { continue }
+                for queued in s.queue.items where (from...through).contains(queued.sequence) && queued.kind != .create {
+                    dropped[queued.instance, default: 0] += 1
+                }
             }
             let sizes = try s.journal.append(entries)
             for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
@@ -129,7 +132,8 @@ final class ReporterCore: Sendable {
                 continue
             }
             let outcome = await attempt(batch)
-            settle(batch, outcome)
+            // Sending the batch again at once would find the disk as full: the caller hears of it.
+            if let unwritable = settle(batch, outcome) { throw unwritable }
             switch outcome {
             case .answered(let count, let retryLater, _):
                 delivered += count
@@ -174,7 +178,12 @@ final class ReporterCore: Sendable {
 
     /// Sends `batch` once.
     private func attempt(_ batch: ReportQueue.Batch) async -> Attempt {
-        let items = batch.gaps.map { BatchItem.gap($0.instance, dropped: $0.dropped, idempotencyKey: $0.key) } + batch.items.map(\.batchItem)
+        let items = batch.members.map { member in
+            switch member {
+            case .gap(let gap): BatchItem.gap(gap.instance, dropped: gap.dropped, idempotencyKey: gap.key)
+            case .item(let item): item.batchItem
+            }
+        }
         do {
             let results = try await client.batch(items)
             // The first item answered 5xx or 429 and everything after it wait for the next attempt.
@@ -206,8 +215,10 @@ final class ReporterCore: Sendable {
     }
 
     /// Records what `attempt` found: the answered prefix made durable before anything else is
-    /// sent (invariant 4), then the next wait.
-    private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) {
+    /// sent (invariant 4), then the next wait. Returns why the answer could not be journaled.
+    @discardableResult
+    private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) -> LifecycleReporter.ReportError? {
+        var unwritable: LifecycleReporter.ReportError?
         let retry: (String, TimeInterval)? = state.withLock { s in
             switch outcome {
             case .answered(let count, let retryLater, let retryAfter):
@@ -219,8 +230,11 @@ final class ReporterCore: Sendable {
                             compactIfDue(&s)
                         }
                     } catch {
-                        // Not durable: the batch goes again with its keys, and the service replays it.
-                        return backoff(&s, retryAfter: nil, error: "journal: \(error)")
+                        // Not durable: the batch goes again with its keys, and the service replays
+                        // it; after a backoff, as any failure, since a full disk stays full a while.
+                        let failure = LifecycleReporter.ReportError.journalUnwritable(configuration.directory, error)
+                        unwritable = failure
+                        return backoff(&s, retryAfter: nil, error: failure.description)
                     }
                 }
                 if count == batch.count { s.batchLimit = min(configuration.batchSize, s.batchLimit * 2) }
@@ -241,6 +255,7 @@ final class ReporterCore: Sendable {
             }
         }
         if let (error, delay) = retry { onEvent(.retrying(error: error, retryIn: delay)) }
+        return unwritable
     }
 
     private func backoff(_ s: inout State, retryAfter: TimeInterval?, error: String) -> (String, TimeInterval) {
@@ -288,13 +303,10 @@ final class ReporterCore: Sendable {
     }
 
     private func report(_ batch: ReportQueue.Batch, _ results: ArraySlice<BatchResult>) {
-        for (index, result) in zip(results.indices, results) {
-            let at = index - results.startIndex
-            if at < batch.gaps.count {
-                let gap = batch.gaps[at]
-                onEvent(.gapDelivered(instance: gap.instance, dropped: gap.dropped, result))
-            } else {
-                onEvent(.delivered(batch.items[at - batch.gaps.count], result))
+        for (member, result) in zip(batch.members, results) {
+            switch member {
+            case .gap(let gap): onEvent(.gapDelivered(instance: gap.instance, dropped: gap.dropped, result))
+            case .item(let item): onEvent(.delivered(item, result))
             }
         }
     }

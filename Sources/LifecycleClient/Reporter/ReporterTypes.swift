@@ -10,7 +10,11 @@ extension LifecycleReporter {
         public var directory: URL
         /// The most items one `POST /v1/batch` holds.
         public var batchSize: Int
-        /// The most undelivered items kept; past it the oldest are dropped (and reported as a gap).
+        /// The most undelivered items kept; past it the oldest are dropped (and reported as a
+        /// gap), except an instance's last `create` (its items, kept or queued later, need it;
+        /// one followed by a later create of its instance is dropped, uncounted): it still counts,
+        /// so another item is dropped in its place, and only creates kept so are held past the
+        /// bound, one an instance at most.
         public var maxItems: Int
         /// The most bytes of undelivered items kept (their journal entries); past it, as `maxItems`.
         public var maxBytes: Int
@@ -80,15 +84,35 @@ extension LifecycleReporter {
         public var compactionError: String?
     }
 
-    /// Why `report` could not queue an item.
-    public enum ReportError: Error, Sendable {
+    /// Why `report` could not queue an item, or `flush` stopped.
+    public enum ReportError: Error, Sendable, CustomStringConvertible {
         /// The reporter was closed.
         case closed
         /// One item's entry is larger than the whole byte bound.
         case tooLarge(bytes: Int)
-        /// The journal could not be written (a full disk, an I/O error), named in the reason:
-        /// the item was not queued, and the journal was cut back to its last whole entry.
-        case journalWriteFailed(String)
+        /// The journal in `directory` could not be written (`reason`: the system's words, such
+        /// as "No space left on device"); what it would have recorded is not durable.
+        case journalUnwritable(directory: String, reason: String)
+
+        /// The error in one line.
+        public var description: String {
+            switch self {
+            case .closed: "the reporter was closed"
+            case .tooLarge(let bytes): "an item's journal entry of \(bytes) bytes is larger than the queue's byte bound"
+            case .journalUnwritable(let directory, let reason): "cannot write the queue's journal in \(directory): \(reason)"
+            }
+        }
+
+        /// `error`, thrown writing the journal in `directory`, with the system's reason when it
+        /// carries one: Foundation wraps the errno (ENOSPC, EIO) in errors of its own.
+        static func journalUnwritable(_ directory: URL, _ error: any Error) -> ReportError {
+            if let error = error as? ReportError { return error }
+            if let failure = error as? Journal.Failure { return .journalUnwritable(directory: directory.path, reason: failure.message) }
+            var current = error as NSError
+            while current.domain != NSPOSIXErrorDomain, let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError { current = underlying }
+            let reason = current.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(current.code))) : String(describing: error)
+            return .journalUnwritable(directory: directory.path, reason: reason)
+        }
     }
 
     /// Damaged journal entries skipped: bytes changed after they were written, or values no

@@ -12,8 +12,9 @@ struct FlushCommand {
         key it was given when queued, so an item whose answer was lost (a kill, a dropped
         connection) is replayed, never stored twice.
 
-        exit status: 0 the queue is empty; 1 the service cannot be reached (or answers 5xx/429)
-        and the rest stays queued; 2 a bad command line.
+        exit status: 0 the queue is empty; 1 the service cannot be reached (or answers 5xx/429),
+        or a batch's answer cannot be written to the journal (a full disk: said at once, the
+        batch sent again with its keys next time), and the rest stays queued; 2 a bad command line.
 
         options:
           --queue DIR         the reporter journal's folder (as given to post --queue)

@@ -302,7 +302,11 @@ struct Journal {
         var description: String { message }
     }
 
-    static func failure(_ what: String, _ code: Int32) -> Failure { Failure(message: "\(what): \(describe(code))") }
+    /// `what` failed with `code`; a failed write is its errno alone, since the error that carries
+    /// it already says the journal could not be written.
+    static func failure(_ what: String?, _ code: Int32) -> Failure {
+        Failure(message: what.map { "\($0): \(describe(code))" } ?? describe(code))
+    }
 
     /// `errno` as "No space left on device (ENOSPC)".
     static func describe(_ code: Int32) -> String {
@@ -411,7 +415,7 @@ final class Descriptor {
             let count = bytes.withUnsafeBytes { io.write(descriptor, UnsafeRawBufferPointer(rebasing: $0[written...]), offset + written) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw Journal.failure("cannot write the journal", errno)
+                throw Journal.failure(nil, errno)
             }
             written += count
         }

@@ -31,18 +31,9 @@ struct QueuedPost {
     /// Queues `item` and delivers the queue; prints the item's answer (or `queued`); the exit status.
     func post(_ item: BatchItem, command: String) async throws -> Int32 {
         let delivery = try await deliver { reporter in
-            switch item.kind {
-            case .event:
-                try reporter.report(
-                    event: item.name ?? "", parameters: item.parameters, instance: item.instance, believedState: item.believedState, ranHooks: item.ranHooks
-                )
-            case .action:
-                try reporter.report(
-                    action: item.name ?? "", parameters: item.parameters, instance: item.instance, believedState: item.believedState, ranHooks: item.ranHooks
-                )
-            case .launch: try reporter.reportRelaunch(instance: item.instance)
-            case .create: try reporter.create(instance: item.instance, model: item.model)
-            case .gap: throw CommandFailure("no command queues a gap")
+            do { try Self.queue(item, reporter) } catch let error as LifecycleReporter.ReportError {
+                // Said apart from an answer that could not be journaled: this item is not in the queue.
+                throw CommandFailure("not queued: \(error)")
             }
         }
         for earlier in delivery.answered.dropLast(delivery.failure == nil ? 1 : 0) { Self.noteRefusal(earlier.result) }
@@ -56,6 +47,23 @@ struct QueuedPost {
         }
         guard let mine = delivery.answered.last else { throw CommandFailure("the queue was delivered without the item") }
         return try PostCommand.report(mine.result, command: command)
+    }
+
+    /// Queues `item` in `reporter`'s journal.
+    private static func queue(_ item: BatchItem, _ reporter: LifecycleReporter) throws {
+        switch item.kind {
+        case .event:
+            try reporter.report(
+                event: item.name ?? "", parameters: item.parameters, instance: item.instance, believedState: item.believedState, ranHooks: item.ranHooks
+            )
+        case .action:
+            try reporter.report(
+                action: item.name ?? "", parameters: item.parameters, instance: item.instance, believedState: item.believedState, ranHooks: item.ranHooks
+            )
+        case .launch: try reporter.reportRelaunch(instance: item.instance)
+        case .create: try reporter.create(instance: item.instance, model: item.model)
+        case .gap: throw CommandFailure("no command queues a gap")
+        }
     }
 
     /// Delivers everything queued.

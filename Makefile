@@ -92,7 +92,7 @@ test: test-deps
 
 # The service tests again, each server on a fresh database of a real PostgreSQL that the
 # tests start themselves (Tests/postgres/cluster.sh) instead of SQLite: every suite but those
-# marked `.sqliteOnly` (Tests/TestSupport/TestStore.swift says when a suite may be).
+# marked `.sqliteOnly` (Tests/LifecycleTestSupport/TestStore.swift says when a suite may be).
 postgres-test: test-deps
 	$(SWIFT) build --build-tests
 	LIFECYCLED_TEST_STORE=postgres timeout 900 $(SWIFT) test --filter LifecycleServiceTests

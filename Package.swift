@@ -12,22 +12,22 @@ let package = Package(
     targets: [
         // C modules: the only places that see libmicrohttpd, SQLite, libpq and Graphviz.
         .systemLibrary(
-            name: "CMicroHTTPD",
+            name: "CLifecycleMicroHTTPD",
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .systemLibrary(
-            name: "CSQLite",
+            name: "CLifecycleSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
         .systemLibrary(
-            name: "CLibPQ",
+            name: "CLifecycleLibPQ",
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
         .systemLibrary(
-            name: "CGraphviz",
+            name: "CLifecycleGraphviz",
             pkgConfig: "libgvc",
             providers: [.apt(["libgraphviz-dev"])]
         ),
@@ -35,16 +35,16 @@ let package = Package(
         // The engine: models, machine, records, scenarios, conformance. No I/O.
         .target(name: "LifecycleKit"),
         // Structured log lines, for the whole service. No dependencies.
-        .target(name: "Logging"),
+        .target(name: "LifecycleLog"),
         // Swift over libmicrohttpd: server, request, response, router, JSON.
-        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "Logging"]),
+        .target(name: "LifecycleHTTP", dependencies: ["CLifecycleMicroHTTPD", "LifecycleLog"]),
         // Durable storage.
-        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "Logging", "CSQLite", "CLibPQ"]),
+        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "LifecycleLog", "CLifecycleSQLite", "CLifecycleLibPQ"]),
         // Graphviz over its C library: DOT to SVG.
-        .target(name: "LifecycleGraph", dependencies: ["CGraphviz"]),
+        .target(name: "LifecycleGraph", dependencies: ["CLifecycleGraphviz"]),
         // The API: handlers, instance registry, metrics.
-        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "Logging", "MicroHTTP", "LifecycleStore", "LifecycleGraph"]),
-        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "Logging", "LifecycleClient"]),
+        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleHTTP", "LifecycleStore", "LifecycleGraph"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleClient"]),
         // The Swift client an app or a script uses: the API, history, streams. Foundation only
         // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike.
         .target(name: "LifecycleClient", dependencies: ["LifecycleKit"]),
@@ -66,19 +66,19 @@ let package = Package(
         // Test support: the tests' one HTTP client (raw bytes out; responses, chunked bodies and
         // event streams in), their one `eventually`, a real PostgreSQL (Tests/postgres/cluster.sh),
         // and a small real disk that fills (a tmpfs).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "LifecycleTestSupport", path: "Tests/LifecycleTestSupport"),
 
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
-        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "Logging"]),
-        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "Logging", "TestSupport"]),
+        .testTarget(name: "LifecycleHTTPTests", dependencies: ["LifecycleHTTP", "LifecycleLog"]),
+        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleTestSupport"]),
         .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
         .testTarget(
             name: "LifecycleServiceTests",
-            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "Logging", "MicroHTTP", "TestSupport"]
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleHTTP", "LifecycleTestSupport"]
         ),
         .testTarget(
             name: "LifecycleClientTests",
-            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "TestSupport"]
+            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "LifecycleTestSupport"]
         ),
     ]
 )

@@ -1,4 +1,4 @@
-import CGraphviz
+import CLifecycleGraphviz
 import Foundation
 import Synchronization
 

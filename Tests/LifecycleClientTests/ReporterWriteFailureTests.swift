@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import LifecycleKit
 import Synchronization
-import TestSupport
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 

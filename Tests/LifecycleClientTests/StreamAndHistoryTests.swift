@@ -2,7 +2,7 @@ import Foundation
 @testable import LifecycleClient
 import LifecycleKit
 import Synchronization
-import TestSupport
+import LifecycleTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc

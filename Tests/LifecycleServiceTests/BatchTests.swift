@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import TestSupport
+import LifecycleTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import LifecycleKit
 import Synchronization
 import Testing

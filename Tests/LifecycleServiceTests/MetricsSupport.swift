@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,9 +1,9 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Synchronization
 import Testing
 @testable import LifecycleService
-import MicroHTTP
+import LifecycleHTTP
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {

@@ -1,8 +1,8 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import LifecycleStore
-import Logging
-import MicroHTTP
+import LifecycleLog
+import LifecycleHTTP
 import Synchronization
 import Testing
 @testable import LifecycleService
@@ -43,7 +43,7 @@ struct StreamHubTests {
         #expect(last == 4)
         // A hub that has published up to 1 of the 4 committed records, as a replica that has
         // not caught up yet; its client has 3 from a replica that had.
-        let hub = StreamHub(store: store, lastSequence: 1, settings: StreamSettings(), logger: Logger(level: .error))
+        let hub = StreamHub(store: store, lastSequence: 1, settings: StreamSettings(), logger: LineLogger(level: .error))
         defer { hub.stop() }
         let resumed = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: 3))
         let beyond = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: last + 10))

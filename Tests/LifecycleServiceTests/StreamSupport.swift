@@ -1,7 +1,7 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 import Synchronization
 @testable import LifecycleService
 

@@ -1,7 +1,7 @@
 import Foundation
-import Logging
-import TestSupport
-import MicroHTTP
+import LifecycleLog
+import LifecycleTestSupport
+import LifecycleHTTP
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -151,7 +151,7 @@ final class StreamServer: Sendable {
 
     init(
         threads: Int = 2, connectionTimeout: Int = 60, requestTimeout: Int = 30, maxConnectionsPerClient: Int = 4096,
-        logLevel: Logger.Level = .error
+        logLevel: LineLogger.Level = .error
     ) throws {
         var router = Router()
         let streams = streams
@@ -182,7 +182,7 @@ final class StreamServer: Sendable {
                 port: 0, threads: threads, connectionTimeout: connectionTimeout, requestTimeout: requestTimeout,
                 maxConnectionsPerClient: maxConnectionsPerClient
             ),
-            logger: Logger(level: logLevel),
+            logger: LineLogger(level: logLevel),
             pipeline: Pipeline(router: routes)
         )
         try server.start()

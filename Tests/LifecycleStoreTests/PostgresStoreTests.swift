@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleKit
-import TestSupport
+import LifecycleTestSupport
 import Synchronization
 import Testing
 @testable import LifecycleStore

@@ -1,6 +1,6 @@
 import LifecycleKit
 import LifecycleStore
-import Logging
+import LifecycleLog
 import Synchronization
 
 /// Where an instance stands after a commit (or within the transaction being built).
@@ -20,10 +20,10 @@ enum StagedInstance {
 final class InstanceCache: Sendable {
     private let state: Mutex<CacheState>
     /// Where a failed render is logged.
-    private let report: @Sendable (LogEvent) -> Void
+    private let report: @Sendable (ServiceEvent) -> Void
 
     /// A cache holding `instances` (sorted by id, each with its machine) and `coverage`.
-    init(sortedByID instances: [(StoredInstance, Machine)], coverage: CoverageCounts, report: @escaping @Sendable (LogEvent) -> Void) {
+    init(sortedByID instances: [(StoredInstance, Machine)], coverage: CoverageCounts, report: @escaping @Sendable (ServiceEvent) -> Void) {
         var entries: [String: CachedInstance] = [:]
         entries.reserveCapacity(instances.count)
         for (instance, machine) in instances { entries[instance.id] = CachedInstance(instance: instance, machine: machine) }
@@ -127,7 +127,7 @@ final class InstanceCache: Sendable {
         do {
             return try instance.jsonBytes()
         } catch {
-            report(LogEvent(.error, "cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"]))
+            report(ServiceEvent(.error, "cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"]))
             throw .unrenderable(id: instance.id)
         }
     }

@@ -1,5 +1,5 @@
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 import Synchronization
 
 // `POST /v1/batch`: inputs queued on a device, sent in one request. Each item is the single

@@ -1,8 +1,8 @@
 import Foundation
 import LifecycleGraph
 import LifecycleKit
-import Logging
-import MicroHTTP
+import LifecycleLog
+import LifecycleHTTP
 import Synchronization
 
 /// `GET /v1/models/{model}/graph.dot` and `graph.svg`: each model's transition graph.
@@ -65,9 +65,9 @@ final class ModelGraphs: Sendable {
     private let state: Mutex<State>
     /// The drawing thread: Graphviz draws one graph at a time in a process anyway.
     private let queue = DispatchQueue(label: "lifecycled.graphs", qos: .utility)
-    private let logger: Logger
+    private let logger: LineLogger
 
-    init(models: [String: Model], limits: Limits = Limits(), logger: Logger) {
+    init(models: [String: Model], limits: Limits = Limits(), logger: LineLogger) {
         dots = models.mapValues { Document(Array($0.dot.utf8)) }
         self.limits = limits
         self.logger = logger

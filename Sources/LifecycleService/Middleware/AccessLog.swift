@@ -1,6 +1,6 @@
 import Foundation
-import Logging
-import MicroHTTP
+import LifecycleLog
+import LifecycleHTTP
 import Synchronization
 
 /// One line per request at info, when its answer is complete: method (a method of
@@ -8,7 +8,7 @@ import Synchronization
 /// template (not the path, which may carry ids or a token), status, duration, body bytes,
 /// request id and client. A streamed answer is logged when the stream ends, with what it sent.
 struct AccessLog: Middleware {
-    let logger: Logger
+    let logger: LineLogger
 
     func reply(to request: Request, next: Responder) -> Reply {
         guard logger.isLogging(.info) else { return next(request) }
@@ -39,7 +39,7 @@ struct AccessLog: Middleware {
         let id: String
         let client: String
         let started: UInt64
-        let logger: Logger
+        let logger: LineLogger
 
         func write(status: Int, bytes: Int) {
             let micros = (DispatchTime.now().uptimeNanoseconds - started) / 1000

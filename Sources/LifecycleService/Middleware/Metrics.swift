@@ -1,5 +1,5 @@
 import Dispatch
-import MicroHTTP
+import LifecycleHTTP
 import Synchronization
 #if canImport(Glibc)
 import Glibc

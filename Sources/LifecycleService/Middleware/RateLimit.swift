@@ -1,5 +1,5 @@
 import Foundation
-import MicroHTTP
+import LifecycleHTTP
 import Synchronization
 
 /// How fast each client may send requests: `rate` per second on average, `burst` at once.

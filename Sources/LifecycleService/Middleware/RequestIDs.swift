@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 import Synchronization
 
 /// Gives every request an id, for its log lines and its answer's `X-Request-ID`: the

@@ -2,8 +2,8 @@ import Dispatch
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import Logging
-import MicroHTTP
+import LifecycleLog
+import LifecycleHTTP
 import Synchronization
 
 extension RecordKind {
@@ -77,7 +77,7 @@ final class StreamHub: Sendable {
     /// Where replays read records the ring no longer holds.
     let store: any InstanceStore
     /// Where subscriptions log what goes wrong.
-    let logger: Logger
+    let logger: LineLogger
     private let state: Mutex<HubState>
     // A Mutex cannot be waited on: the hub's thread sleeps on this semaphore until records
     // are published, it must stop, or a heartbeat is due.
@@ -86,7 +86,7 @@ final class StreamHub: Sendable {
     private let stopped = DispatchSemaphore(value: 0)
 
     /// A hub whose first record will follow `lastSequence`, the store's last.
-    init(store: any InstanceStore, lastSequence: Int64, settings: StreamSettings, logger: Logger) {
+    init(store: any InstanceStore, lastSequence: Int64, settings: StreamSettings, logger: LineLogger) {
         self.settings = settings
         self.store = store
         self.logger = logger

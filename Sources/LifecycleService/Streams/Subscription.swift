@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 import Synchronization
 
 /// One client's stream of records, as `text/event-stream` bytes: the body of a streaming

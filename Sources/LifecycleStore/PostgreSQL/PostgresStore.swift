@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleKit
-import Logging
+import LifecycleLog
 import Synchronization
 
 /// The store for several replicas on one PostgreSQL, which learn of each other's commits through `LISTEN`/`NOTIFY` and
@@ -53,7 +53,7 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     public let options: Options
     private let url: String
-    private let report: @Sendable (LogEvent) -> Void
+    private let report: @Sendable (ServiceEvent) -> Void
     private let writer: Mutex<Line>
     /// Reads of committed data: never on the write connection, so as not to wait for a batch.
     let reader: Mutex<Line>
@@ -65,7 +65,7 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     /// Connects to `url` and creates or migrates the schema; throws if PostgreSQL cannot be reached now.
     public init(
-        url: String, options: Options = Options(), report: @escaping @Sendable (LogEvent) -> Void = LogEvent.logToStandardError
+        url: String, options: Options = Options(), report: @escaping @Sendable (ServiceEvent) -> Void = ServiceEvent.logToStandardError
     ) throws(StoreError) {
         self.url = url
         self.options = options

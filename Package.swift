@@ -3,7 +3,12 @@ import PackageDescription
 
 let package = Package(
     name: "lifecycled",
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    // What the client library (LifecycleClient, LifecycleKit, LifecycleLocks) supports: an app
+    // that supports iOS 15 can link it. The platforms apply to every target, but the server
+    // targets (LifecycleLog, LifecycleHTTP, LifecycleStore, LifecycleGraph, LifecycleService,
+    // lifecycled and their C modules) are Linux-only: they link Debian's C libraries and are
+    // neither built nor supported on Apple platforms. Linux has no version to declare.
+    platforms: [.macOS(.v12), .iOS(.v15)],
     products: [
         .library(name: "LifecycleKit", targets: ["LifecycleKit"]),
         .library(name: "LifecycleClient", targets: ["LifecycleClient"]),
@@ -32,22 +37,26 @@ let package = Package(
             providers: [.apt(["libgraphviz-dev"])]
         ),
 
+        // The codebase's one lock, LockedValue: a pthread mutex, which iOS 15 and macOS 12 have
+        // (Synchronization's Mutex needs iOS 18). No dependencies.
+        .target(name: "LifecycleLocks"),
         // The engine: models, machine, records, scenarios, conformance. No I/O.
         .target(name: "LifecycleKit"),
-        // Structured log lines, for the whole service. No dependencies.
-        .target(name: "LifecycleLog"),
+        // Structured log lines, for the whole service.
+        .target(name: "LifecycleLog", dependencies: ["LifecycleLocks"]),
         // Swift over libmicrohttpd: server, request, response, router, JSON.
-        .target(name: "LifecycleHTTP", dependencies: ["CLifecycleMicroHTTPD", "LifecycleLog"]),
+        .target(name: "LifecycleHTTP", dependencies: ["CLifecycleMicroHTTPD", "LifecycleLog", "LifecycleLocks"]),
         // Durable storage.
-        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "LifecycleLog", "CLifecycleSQLite", "CLifecycleLibPQ"]),
+        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "CLifecycleSQLite", "CLifecycleLibPQ"]),
         // Graphviz over its C library: DOT to SVG.
-        .target(name: "LifecycleGraph", dependencies: ["CLifecycleGraphviz"]),
+        .target(name: "LifecycleGraph", dependencies: ["CLifecycleGraphviz", "LifecycleLocks"]),
         // The API: handlers, instance registry, metrics.
-        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleHTTP", "LifecycleStore", "LifecycleGraph"]),
-        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleClient"]),
+        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleStore", "LifecycleGraph"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleLocks", "LifecycleClient"]),
         // The Swift client an app or a script uses: the API, history, streams. Foundation only
-        // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike.
-        .target(name: "LifecycleClient", dependencies: ["LifecycleKit"]),
+        // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike; it
+        // depends on nothing server-side (Tests/package/run.sh builds it inside an app's package).
+        .target(name: "LifecycleClient", dependencies: ["LifecycleKit", "LifecycleLocks"]),
 
         // Benchmarks (make bench), never run by make test.
         .executableTarget(
@@ -59,26 +68,27 @@ let package = Package(
         // The reporter's benchmark (Benchmarks/reporter-bench.sh), never run by make test.
         .executableTarget(
             name: "reporter-bench",
-            dependencies: ["LifecycleClient", "LifecycleKit"],
+            dependencies: ["LifecycleClient", "LifecycleKit", "LifecycleLocks"],
             path: "Benchmarks/reporter-bench"
         ),
 
         // Test support: the tests' one HTTP client (raw bytes out; responses, chunked bodies and
         // event streams in), their one `eventually`, a real PostgreSQL (Tests/postgres/cluster.sh),
         // and a small real disk that fills (a tmpfs).
-        .target(name: "LifecycleTestSupport", path: "Tests/LifecycleTestSupport"),
+        .target(name: "LifecycleTestSupport", dependencies: ["LifecycleLocks"], path: "Tests/LifecycleTestSupport"),
 
+        .testTarget(name: "LifecycleLocksTests", dependencies: ["LifecycleLocks"]),
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
         .testTarget(name: "LifecycleHTTPTests", dependencies: ["LifecycleHTTP", "LifecycleLog"]),
-        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleTestSupport"]),
-        .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
+        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleTestSupport"]),
+        .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit", "LifecycleLocks"]),
         .testTarget(
             name: "LifecycleServiceTests",
-            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleHTTP", "LifecycleTestSupport"]
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleTestSupport"]
         ),
         .testTarget(
             name: "LifecycleClientTests",
-            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "LifecycleTestSupport"]
+            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "LifecycleLocks", "LifecycleTestSupport"]
         ),
     ]
 )

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LifecycleLocks
 
 /// Where log lines go: a buffer in memory that one writer thread empties into a file
 /// descriptor every ``interval``, so that the thread that logs a line (a request's) makes no
@@ -26,10 +26,10 @@ public final class LogSink: Sendable {
     public let capacity: Int
     /// How long a line waits for the writer at most.
     public let interval: Duration
-    private let pending: Mutex<Pending>
+    private let pending: LockedValue<Pending>
     /// Held while a chunk is written, from taking it to the end of the write, so chunks
     /// go out in the order they were taken.
-    private let output: Mutex<Output>
+    private let output: LockedValue<Output>
 
     /// Lines not yet written.
     private struct Pending {
@@ -52,8 +52,8 @@ public final class LogSink: Sendable {
         self.interval = interval
         var pending = Pending()
         pending.bytes.reserveCapacity(64 << 10)
-        self.pending = Mutex(pending)
-        output = Mutex(Output(descriptor: descriptor))
+        self.pending = LockedValue(pending)
+        output = LockedValue(Output(descriptor: descriptor))
         let writer = Thread { [self] in run() }
         writer.name = "log writer"
         writer.start()

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient

@@ -2,7 +2,7 @@ import Foundation
 import LifecycleLog
 import LifecycleTestSupport
 import LifecycleHTTP
-import Synchronization
+import LifecycleLocks
 import Testing
 
 /// Stopping the server while a deferred reply is pending (the registry's committer answers
@@ -12,7 +12,7 @@ import Testing
 @Suite("stop with deferred replies pending", .serialized, .sqliteOnly("the HTTP server alone; opens no store"))
 struct DeferredStopTests {
     final class Replies: Sendable {
-        let pending = Mutex<[@Sendable (Response) -> Void]>([])
+        let pending = LockedValue<[@Sendable (Response) -> Void]>([])
         var count: Int { pending.withLock { $0.count } }
     }
 

@@ -3,7 +3,7 @@ import LifecycleTestSupport
 import LifecycleStore
 import LifecycleLog
 import LifecycleHTTP
-import Synchronization
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -68,11 +68,11 @@ struct StreamHubTests {
         for poster in 0..<8 { try setup.makeInstance("poster-\(poster)", events: coldStart) }
 
         // Four reading threads of 25 subscriptions each, reading as the server would.
-        let goal = Atomic<Int64>(.max)
+        let goal = LockedValue<Int64>(.max)
         let subscribed = DispatchGroup()
         let reading = DispatchGroup()
-        let streams = Mutex<[[StreamEvent]]>([])
-        let refusals = Mutex<[String]>([])
+        let streams = LockedValue<[[StreamEvent]]>([])
+        let refusals = LockedValue<[String]>([])
         for _ in 0..<4 {
             subscribed.enter()
             reading.enter()
@@ -89,7 +89,7 @@ struct StreamHubTests {
                 let deadline = Date().addingTimeInterval(90)
                 while Date() < deadline {
                     for reader in readers { reader.readAvailable() }
-                    let target = goal.load(ordering: .acquiring)
+                    let target = goal.withLock { $0 }
                     if readers.allSatisfy({ ($0.lastRecordID ?? 0) >= target }) { break }
                     _ = woken.wait(timeout: .now() + 0.2)
                 }
@@ -102,7 +102,7 @@ struct StreamHubTests {
             try postCycle(c, "poster-\(client)", count: 40).map { Acknowledged(instance: "poster-\(client)", version: 0, sequence: Int($0)) }
         }.flatMap { $0 }
         let end = hub.lastSequence
-        goal.store(end, ordering: .releasing)
+        goal.withLock { $0 = end }
         #expect(reading.wait(timeout: .now() + 120) == .success)
         #expect(refusals.withLock { $0 } == [])
         #expect(acknowledged.count == 320)

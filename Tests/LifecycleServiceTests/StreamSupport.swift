@@ -2,7 +2,7 @@ import Foundation
 import LifecycleTestSupport
 import LifecycleStore
 import LifecycleHTTP
-import Synchronization
+import LifecycleLocks
 @testable import LifecycleService
 
 /// Reads a subscription the way the server does, without a socket: `read(into:)` until it

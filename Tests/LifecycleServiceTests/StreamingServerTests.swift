@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleTestSupport
 import LifecycleHTTP
-import Synchronization
+import LifecycleLocks
 import Testing
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleTestSupport
-import Synchronization
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 

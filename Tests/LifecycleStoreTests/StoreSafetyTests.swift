@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 import Testing
 @testable import LifecycleStore
 
@@ -32,7 +32,7 @@ struct InstanceWriter {
 
 /// Collects what a store reports.
 final class Reports: Sendable {
-    private let events = Mutex<[ServiceEvent]>([])
+    private let events = LockedValue<[ServiceEvent]>([])
 
     var handler: @Sendable (ServiceEvent) -> Void { { [self] event in events.withLock { $0.append(event) } } }
 

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LifecycleLocks
 
 /// A real PostgreSQL for the tests: a throwaway cluster (Tests/postgres/cluster.sh) on a Unix
 /// socket in a temporary folder, or the server `LIFECYCLED_TEST_DATABASE_URL` names.
@@ -38,7 +38,7 @@ public final class PostgresCluster: Sendable {
         }
     }
 
-    private static let sharedCluster = Mutex<Result<PostgresCluster, any Error>?>(nil)
+    private static let sharedCluster = LockedValue<Result<PostgresCluster, any Error>?>(nil)
 
     /// At exit: the tests' own cluster goes with its folder; on a server the environment
     /// names, the databases the tests made are dropped.
@@ -55,7 +55,7 @@ public final class PostgresCluster: Sendable {
     }
 
     /// The databases ``makeDatabase()`` made.
-    private let made = Mutex<[String]>([])
+    private let made = LockedValue<[String]>([])
 
     private init(url: String, directory: String?) {
         self.url = url
@@ -90,19 +90,19 @@ public final class PostgresCluster: Sendable {
     /// ``remove()`` lets a frozen server go on first, so a test that fails while the server is
     /// frozen needs no cleanup of its own.
     public func freeze() throws {
-        frozen.store(true, ordering: .relaxed)
+        frozen.withLock { $0 = true }
         for pid in try processes() { kill(pid, SIGSTOP) }
     }
 
     /// Lets the processes ``freeze()`` stopped go on (SIGCONT).
     public func thaw() throws {
         for pid in try processes() { kill(pid, SIGCONT) }
-        frozen.store(false, ordering: .relaxed)
+        frozen.withLock { $0 = false }
     }
 
     /// Whether ``freeze()`` stopped the server and ``thaw()`` has not yet let it go on.
-    public var isFrozen: Bool { frozen.load(ordering: .relaxed) }
-    private let frozen = Atomic<Bool>(false)
+    public var isFrozen: Bool { frozen.withLock { $0 } }
+    private let frozen = LockedValue<Bool>(false)
 
     /// The postmaster (the first line of its `postmaster.pid`) and every process it started.
     private func processes() throws -> [pid_t] {
@@ -164,11 +164,11 @@ public final class PostgresCluster: Sendable {
         }
     }
 
-    private static let databases = Atomic<Int>(0)
+    private static let databases = LockedValue<Int>(0)
 
     /// A new empty database on this server; returns its URL.
     public func makeDatabase() throws -> String {
-        let name = "test_\(getpid())_\(Self.databases.add(1, ordering: .relaxed).newValue)"
+        let name = "test_\(getpid())_\(Self.databases.withLock { $0 += 1; return $0 })"
         try Self.execute("CREATE DATABASE \(name)", on: url)
         made.withLock { $0.append(name) }
         return try Self.url(url, database: name)

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LifecycleLocks
 import Testing
 
 /// Which store the service (and client) tests run on: SQLite in each server's data folder, or, with
@@ -11,7 +11,7 @@ import Testing
 public enum TestStore {
     public static let isPostgres = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_STORE"] == "postgres"
 
-    private static let databases = Mutex<[String: String]>([:])
+    private static let databases = LockedValue<[String: String]>([:])
 
     /// The database URL for a server on `dataDirectory`: the same one each time, so a restart
     /// finds what was committed; `nil` on SQLite.

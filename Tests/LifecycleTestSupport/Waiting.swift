@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -91,7 +91,7 @@ public func freePort() -> UInt16 {
 
 private let portBase: UInt16 = 20_000
 private let portSpan: UInt16 = 12_000
-private let nextPort = Mutex(portBase + UInt16((Int(getpid()) &* 7919) % Int(portSpan)))
+private let nextPort = LockedValue(portBase + UInt16((Int(getpid()) &* 7919) % Int(portSpan)))
 
 private func isFree(_ port: UInt16) -> Bool {
     let fd = boundSocket(INADDR_ANY, port: port)
@@ -104,7 +104,7 @@ private func isFree(_ port: UInt16) -> Bool {
 public final class PipeCollector: Sendable {
     /// The end the child writes to (its stdout or stderr).
     public let writeEnd: FileHandle
-    private let data = Mutex(Data())
+    private let data = LockedValue(Data())
     private let done = DispatchSemaphore(value: 0)
 
     public init() {

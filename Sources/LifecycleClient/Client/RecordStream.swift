@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 
 /// An instance's creation or deletion, as streams carry it (openapi `InstanceChange`).
 public struct InstanceChange: Sendable, Equatable, Decodable {
@@ -357,7 +357,7 @@ final class StreamConnection {
 /// Hands a streaming task's answer to its ``StreamConnection`` as messages.
 private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private let continuation: AsyncStream<StreamMessage>.Continuation
-    private let isOpened = Mutex(false)
+    private let isOpened = LockedValue(false)
 
     init(_ continuation: AsyncStream<StreamMessage>.Continuation) {
         self.continuation = continuation

@@ -5,7 +5,7 @@ import FoundationNetworking
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
+import LifecycleLocks
 
 /// A streaming `http://` request over a plain socket, read by a thread of its own that blocks
 /// in `read` between events: an idle stream costs nothing.
@@ -23,7 +23,7 @@ final class StreamSocket: Sendable {
         var cancelled = false
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Starts the request on a thread; `continuation` gets its messages and is finished at its end.
     init(url: URL, request: URLRequest, timeout: TimeInterval, continuation: AsyncStream<StreamMessage>.Continuation) {

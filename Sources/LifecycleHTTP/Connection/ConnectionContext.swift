@@ -1,6 +1,6 @@
 import CLifecycleMicroHTTPD
 import Foundation
-import Synchronization
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,14 +16,14 @@ final class ConnectionContext: Sendable {
     let owner: pthread_t
     /// The peer's address, which the per-client limit counts.
     let clientAddress: String
-    let machine: Mutex<ConnectionMachine>
+    let machine: LockedValue<ConnectionMachine>
 
     init(connection: OpaquePointer, clientAddress: String, limits: RequestLimits, proxies: TrustedProxies, now: UInt64) {
         handle = LibraryHandle(pointer: connection)
         descriptor = lc_connection_fd(connection)
         owner = pthread_self()
         self.clientAddress = clientAddress
-        machine = Mutex(ConnectionMachine(clientAddress: clientAddress, limits: limits, proxies: proxies, now: now))
+        machine = LockedValue(ConnectionMachine(clientAddress: clientAddress, limits: limits, proxies: proxies, now: now))
     }
 
     /// The context of a connection, from its socket context.

@@ -1,6 +1,6 @@
 import CLifecycleMicroHTTPD
 import Foundation
-import Synchronization
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,7 +14,7 @@ final class ConnectionTable: Sendable {
         var perClient: [String: Int] = [:]
     }
 
-    private let open = Mutex(Open())
+    private let open = LockedValue(Open())
 
     var count: Int { open.withLock { $0.contexts.count } }
 

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LifecycleLocks
 
 /// A request handler: a plain function, testable without a socket.
 public typealias Handler = @Sendable (Request) -> Response
@@ -33,10 +33,10 @@ public enum Reply: Sendable {
     }
 }
 
-/// Carries a later response to the thread that waits for it (a class: a `Mutex` cannot be
+/// Carries a later response to the thread that waits for it (a class: a `LockedValue` cannot be
 /// captured by the escaping `respond`).
 private final class LaterAnswer: Sendable {
-    let response = Mutex(Response(status: 500))
+    let response = LockedValue(Response(status: 500))
 }
 
 extension Reply {

@@ -1,7 +1,7 @@
 import CLifecycleMicroHTTPD
 import Foundation
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,7 +33,7 @@ public final class HTTPServer: Sendable {
     /// What the server runs for each request; internal so that tests can run it without a socket.
     let pipeline: Pipeline
     private let limits: RequestLimits
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     private struct State {
         var running: Running?

@@ -1,12 +1,12 @@
 import Foundation
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 
 /// Refused and cut connections, logged at info without flooding: the first at once, then
 /// at most one line per reason every 10 seconds with the count since the last line.
 final class RefusalLog: Sendable {
     private let logger: LineLogger
-    private let tally = Mutex(RefusalTally(interval: 10_000_000_000))
+    private let tally = LockedValue(RefusalTally(interval: 10_000_000_000))
 
     init(logger: LineLogger) { self.logger = logger }
 

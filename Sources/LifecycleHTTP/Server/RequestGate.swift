@@ -1,9 +1,9 @@
 import Foundation
-import Synchronization
+import LifecycleLocks
 
 /// Counts requests in flight, streams included, so `stop()` can wait for them.
 final class RequestGate: Sendable {
-    private let isClosedNow = Mutex(false)
+    private let isClosedNow = LockedValue(false)
     /// A group, not a count under the mutex: `drain(until:)` waits for it to empty, with a deadline.
     private let group = DispatchGroup()
 

@@ -1,4 +1,4 @@
-import Synchronization
+import LifecycleLocks
 
 /// A response body written over time, such as an event stream: the server asks it for bytes
 /// whenever the connection can take more, and holds no thread for it in between.
@@ -46,16 +46,16 @@ public enum StreamRead: Sendable, Equatable {
 ///
 /// `init` is the server's; streams only call `wake()`.
 public final class StreamWaker: Sendable {
-    private let action: Mutex<(@Sendable () -> Void)?>
+    private let action: LockedValue<(@Sendable () -> Void)?>
 
     /// `action` tells the server the stream has bytes; ``disconnect()`` drops it.
     public init(_ action: @escaping @Sendable () -> Void) {
-        self.action = Mutex(action)
+        self.action = LockedValue(action)
     }
 
     /// A waker that does nothing until ``connect(_:)``.
     init() {
-        action = Mutex(nil)
+        action = LockedValue(nil)
     }
 
     /// Sets what a wake does.

@@ -1,6 +1,6 @@
 import CLifecycleMicroHTTPD
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,9 +33,9 @@ final class StreamBody: Sendable {
     /// Its key in `writer`.
     let key: UInt64
     /// How far the body is, as the writer sends it.
-    let output = Mutex(StreamOutput())
+    let output = LockedValue(StreamOutput())
     /// On the writer's list of bodies to service (so a burst of wakes puts it there once).
-    let isDue = Atomic(false)
+    let isDue = LockedValue(false)
     var descriptor: Int32 { context.descriptor }
 
     /// Bytes before a read in the writer's buffer: room for the longest chunk head (`8000\r\n`).
@@ -58,7 +58,7 @@ final class StreamBody: Sendable {
     }
 
     /// Keys of bodies, never reused: a writer's report about a body gone finds nothing.
-    private static let keys = Atomic<UInt64>(0)
+    private static let keys = LockedValue<UInt64>(0)
 
     /// Starts `stream` and makes the libmicrohttpd response that hands it to one of `writers`, for
     /// the caller to queue on `context`'s connection and then destroy (libmicrohttpd keeps its
@@ -72,7 +72,7 @@ final class StreamBody: Sendable {
             var milliseconds = UInt32(clamping: unacknowledgedSeconds * 1000)
             setsockopt(context.descriptor, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, &milliseconds, socklen_t(MemoryLayout<UInt32>.size))
         }
-        let key = keys.add(1, ordering: .relaxed).newValue
+        let key = keys.withLock { $0 += 1; return $0 }
         // Streams are spread over the writers in turn.
         let writer = writers[Int(key % UInt64(writers.count))]
         let body = StreamBody(stream: stream, context: context, key: key, writer: writer, logger: logger)

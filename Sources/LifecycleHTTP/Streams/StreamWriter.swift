@@ -1,7 +1,7 @@
 import CLifecycleMicroHTTPD
 import Foundation
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,7 +26,7 @@ import Glibc
 final class StreamWriter: Sendable {
     private let epoll: Int32
     private let signal: Int32
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     /// Signalled as the thread ends, which `stop()` waits for.
     private let finished = DispatchSemaphore(value: 0)
     private let logger: LineLogger
@@ -97,7 +97,7 @@ final class StreamWriter: Sendable {
 
     /// `body` has work: put on the thread's list (once), and the thread woken if the list was empty.
     func wake(_ body: StreamBody) {
-        guard !body.isDue.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard !body.isDue.withLock({ value in defer { value = true }; return value }) else { return }
         let wasEmpty = state.withLock { state in
             state.due.append(body)
             return state.due.count == 1
@@ -180,7 +180,7 @@ final class StreamWriter: Sendable {
                 turn.append(body)
             }
             for body in due {
-                body.isDue.store(false, ordering: .releasing)
+                body.isDue.withLock { $0 = false }
                 body.output.withLock { $0.woken() }
                 turn.append(body)
             }

@@ -1,7 +1,7 @@
 import LifecycleKit
 import LifecycleStore
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 
 /// Where an instance stands after a commit (or within the transaction being built).
 enum StagedInstance {
@@ -18,7 +18,7 @@ enum StagedInstance {
 /// of one (a page, the counters and the index agree). Only the committer changes it
 /// (``publish(_:adding:replacing:)``), after the store has committed the change.
 final class InstanceCache: Sendable {
-    private let state: Mutex<CacheState>
+    private let state: LockedValue<CacheState>
     /// Where a failed render is logged.
     private let report: @Sendable (ServiceEvent) -> Void
 
@@ -28,7 +28,7 @@ final class InstanceCache: Sendable {
         entries.reserveCapacity(instances.count)
         for (instance, machine) in instances { entries[instance.id] = CachedInstance(instance: instance, machine: machine) }
         let index = InstanceIndex(sortedByID: instances.map { (id: $0.0.id, facts: $0.0.indexFacts) })
-        state = Mutex(CacheState(entries: entries, index: index, coverage: coverage))
+        state = LockedValue(CacheState(entries: entries, index: index, coverage: coverage))
         self.report = report
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleStore
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 
 /// Why the store could not commit, while it cannot.
 struct StorageFailure: Sendable, Equatable {
@@ -77,7 +77,7 @@ struct StorageHealth: Equatable {
 
 /// The storage health the committer keeps and `/healthz` reads, and the log lines its changes make.
 final class StorageStatus: Sendable {
-    private let health = Mutex(StorageHealth())
+    private let health = LockedValue(StorageHealth())
     private let report: @Sendable (ServiceEvent) -> Void
 
     /// A status that logs its changes to `report`.

@@ -3,7 +3,7 @@ import LifecycleGraph
 import LifecycleKit
 import LifecycleLog
 import LifecycleHTTP
-import Synchronization
+import LifecycleLocks
 
 /// `GET /v1/models/{model}/graph.dot` and `graph.svg`: each model's transition graph.
 ///
@@ -62,7 +62,7 @@ final class ModelGraphs: Sendable {
 
     private let dots: [String: Document]
     private let limits: Limits
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     /// The drawing thread: Graphviz draws one graph at a time in a process anyway.
     private let queue = DispatchQueue(label: "lifecycled.graphs", qos: .utility)
     private let logger: LineLogger
@@ -89,7 +89,7 @@ final class ModelGraphs: Sendable {
                 drawings[name] = .unrequested
             }
         }
-        state = Mutex(State(drawings: drawings))
+        state = LockedValue(State(drawings: drawings))
         for name in drawnAtStart.sorted() { queue.async { self.draw(name) } }
     }
 

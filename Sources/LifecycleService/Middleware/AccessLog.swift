@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleLog
 import LifecycleHTTP
-import Synchronization
+import LifecycleLocks
 
 /// One line per request at info, when its answer is complete: method (a method of
 /// ``RequestMetrics``'s list, else `other`, so a client cannot write its own text), route
@@ -61,7 +61,7 @@ private final class LoggedStream: ResponseStream {
     private let inner: any ResponseStream
     private let line: AccessLog.Line
     private let status: Int
-    private let sent = Atomic<Int>(0)
+    private let sent = LockedValue<Int>(0)
 
     init(_ inner: any ResponseStream, line: AccessLog.Line, status: Int) {
         self.inner = inner
@@ -73,13 +73,13 @@ private final class LoggedStream: ResponseStream {
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
         let read = inner.read(into: buffer)
-        if case .wrote(let count) = read { sent.add(count, ordering: .relaxed) }
-        if case .wroteAll(let count) = read { sent.add(count, ordering: .relaxed) }
+        if case .wrote(let count) = read { sent.withLock { $0 += count } }
+        if case .wroteAll(let count) = read { sent.withLock { $0 += count } }
         return read
     }
 
     func finish() {
         inner.finish()
-        line.write(status: status, bytes: sent.load(ordering: .relaxed))
+        line.write(status: status, bytes: sent.withLock { $0 })
     }
 }

@@ -4,7 +4,7 @@ import LifecycleKit
 import LifecycleStore
 import LifecycleLog
 import LifecycleHTTP
-import Synchronization
+import LifecycleLocks
 
 extension RecordKind {
     /// The event type a stream gives the record (`event:`): the record's `kind`, except
@@ -78,8 +78,8 @@ final class StreamHub: Sendable {
     let store: any InstanceStore
     /// Where subscriptions log what goes wrong.
     let logger: LineLogger
-    private let state: Mutex<HubState>
-    // A Mutex cannot be waited on: the hub's thread sleeps on this semaphore until records
+    private let state: LockedValue<HubState>
+    // A LockedValue cannot be waited on: the hub's thread sleeps on this semaphore until records
     // are published, it must stop, or a heartbeat is due.
     private let signal = DispatchSemaphore(value: 0)
     // Signalled once, as the thread ends: `stop()` returns only once no waker will be called.
@@ -93,7 +93,7 @@ final class StreamHub: Sendable {
         // At least a subscriber's budget: an unfiltered subscriber whose next record left the
         // ring is further behind than its budget allows.
         let capacity = max(settings.ringBytes, settings.subscriberBuffer)
-        state = Mutex(HubState(ring: RecordRing(capacity: capacity, lastSequence: lastSequence)))
+        state = LockedValue(HubState(ring: RecordRing(capacity: capacity, lastSequence: lastSequence)))
         // The thread holds the hub until `stop()` ends it.
         let thread = Thread { [self] in runDispatcher() }
         thread.name = "lifecycled-stream-hub"

@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 
 /// A connection made again when lost, with a backoff (100 ms doubling to 2 s) in which asking fails at once.
 struct Link {
@@ -96,7 +96,7 @@ struct Link {
 
 /// `LISTEN` on a connection and thread of its own: `wake` after each notification and (re)connection.
 final class CommitListener: Sendable {
-    private let stopped = Atomic<Bool>(false)
+    private let stopped = LockedValue<Bool>(false)
 
     /// `timeout`: the bound on connecting and on `LISTEN`.
     init(url: String, timeout: Duration, report: @escaping @Sendable (ServiceEvent) -> Void, wake: @escaping @Sendable () -> Void) {
@@ -107,10 +107,10 @@ final class CommitListener: Sendable {
 
     /// Ends the thread within a tenth of a second or so.
     func stop() {
-        stopped.store(true, ordering: .relaxed)
+        stopped.withLock { $0 = true }
     }
 
-    private var isStopped: Bool { stopped.load(ordering: .relaxed) }
+    private var isStopped: Bool { stopped.withLock { $0 } }
     /// How long one wait on the socket lasts at most, in milliseconds, so that ``stop()`` takes effect soon.
     private static let slice: Int32 = 100
 

@@ -1,10 +1,10 @@
 import Foundation
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 
 /// `PRAGMA quick_check` on its own thread, beside the rest of start-up (0.4 to 0.7 s for 1,000,000 records).
 final class IntegrityCheck: Sendable {
-    private let outcome = Mutex<Result<Void, StoreError>?>(nil)
+    private let outcome = LockedValue<Result<Void, StoreError>?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     init(path: String, report: @escaping @Sendable (ServiceEvent) -> Void) {

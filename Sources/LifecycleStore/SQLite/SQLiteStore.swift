@@ -2,7 +2,7 @@ import CLifecycleSQLite
 import Foundation
 import LifecycleKit
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 
 /// The embedded default store: one SQLite file in WAL mode.
 public final class SQLiteStore: InstanceStore, Sendable {
@@ -56,9 +56,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
     let report: @Sendable (ServiceEvent) -> Void
     /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
     let unscopedKeysThrough: Date?
-    let writer: Mutex<Writer>
+    let writer: LockedValue<Writer>
     /// Reads of committed data, on a connection of their own (WAL lets them run beside a write).
-    let reader: Mutex<Database>
+    let reader: LockedValue<Database>
     let checkpointer: BackgroundCheckpointer
     let pageSize: Int
     /// The start-up check of the database, running beside the rest of start-up.
@@ -133,14 +133,14 @@ public final class SQLiteStore: InstanceStore, Sendable {
             let reading = try Database(path: path)
             // Its files opened now, as the writer's were: no later read opens one by name.
             try reading.execute("SELECT 1 FROM meta LIMIT 0")
-            reader = Mutex(reading)
+            reader = LockedValue(reading)
             checkpointer = try BackgroundCheckpointer(path: path, synchronous: synchronous, report: report)
             try writer.purgeExpired(options)
         } catch {
             throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
         try lock.mark(sequence)
-        self.writer = Mutex(writer)
+        self.writer = LockedValue(writer)
         checkpointer.start()
     }
 

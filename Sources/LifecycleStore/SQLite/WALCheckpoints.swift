@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleLog
-import Synchronization
+import LifecycleLocks
 
 /// When the committer checkpoints the WAL, which keeps it bounded: SQLite starts the WAL over
 /// only after a checkpoint that copied every frame, which under steady commits only the one
@@ -48,7 +48,7 @@ final class BackgroundCheckpointer: Sendable {
         var failure: String?
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     private let wake = DispatchSemaphore(value: 0)
     private let path: String
     private let report: @Sendable (ServiceEvent) -> Void
@@ -56,7 +56,7 @@ final class BackgroundCheckpointer: Sendable {
     init(path: String, synchronous: String, report: @escaping @Sendable (ServiceEvent) -> Void) throws(SQLiteError) {
         let connection = try Database(path: path)
         try connection.execute("PRAGMA synchronous = \(synchronous)")
-        state = Mutex(State(connection: connection))
+        state = LockedValue(State(connection: connection))
         self.path = path
         self.report = report
     }

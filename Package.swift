@@ -78,6 +78,9 @@ let package = Package(
         .target(name: "LifecycleTestSupport", dependencies: ["LifecycleLocks"], path: "Tests/LifecycleTestSupport"),
 
         .testTarget(name: "LifecycleLocksTests", dependencies: ["LifecycleLocks"]),
+        // Audits LifecycleClient's and LifecycleKit's sources for APIs newer than iOS 15 and
+        // macOS 12 (the list, NewerAPIs.txt, beside it): no Apple SDK builds them here.
+        .testTarget(name: "LifecyclePlatformTests", exclude: ["NewerAPIs.txt"]),
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
         .testTarget(name: "LifecycleHTTPTests", dependencies: ["LifecycleHTTP", "LifecycleLog"]),
         .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleTestSupport"]),

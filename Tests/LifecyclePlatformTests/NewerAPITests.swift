@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 
-/// The client library's sources against the APIs newer than its oldest systems (iOS 15, macOS 12).
+/// The client library's sources (LifecycleClient and the modules it depends on) against the APIs
+/// newer than its oldest systems (iOS 15, macOS 12).
 ///
 /// No Apple SDK exists on the Linux machines that build and test this package, so nothing here
-/// compiles LifecycleClient or LifecycleKit for iOS; this audit is what stands between them and an
+/// compiles them for iOS; this audit is what stands between them and an
 /// API an app that supports iOS 15 cannot link. The list is `NewerAPIs.txt`, beside this file.
-@Suite("APIs newer than iOS 15 in LifecycleClient and LifecycleKit")
+@Suite("APIs newer than iOS 15 in the client library")
 struct NewerAPITests {
     /// One entry of NewerAPIs.txt.
     struct Entry: Sendable {
@@ -26,7 +27,7 @@ struct NewerAPITests {
     }
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static let audited = ["Sources/LifecycleClient", "Sources/LifecycleKit"]
+    static let audited = ["Sources/LifecycleClient", "Sources/LifecycleKit", "Sources/LifecycleLocks"]
     /// What says a use is fine without an `#available` around it: on the line itself, with a reason.
     static let marker = "// available:"
 
@@ -99,7 +100,7 @@ struct NewerAPITests {
         return line
     }
 
-    @Test("no source line of LifecycleClient or LifecycleKit uses a listed API unguarded")
+    @Test("no source line of LifecycleClient, LifecycleKit or LifecycleLocks uses a listed API unguarded")
     func audit() throws {
         let entries = try Self.entries()
         #expect(entries.count >= 20)

@@ -119,6 +119,25 @@ struct NewerAPITests {
         #expect(findings.isEmpty, "APIs newer than iOS 15 / macOS 12:\n\(findings.map(\.description).joined(separator: "\n"))")
     }
 
+    @Test("one lock for the whole codebase: nothing imports Synchronization, and no OSAllocatedUnfairLock")
+    func oneLock() throws {
+        // Server and test code too: LockedValue is the codebase's one lock, so that a state
+        // moved into the client library needs no new lock.
+        let other = try NSRegularExpression(pattern: #"^\s*import\s+Synchronization\b|\bOSAllocatedUnfairLock\b"#)
+        var uses: [String] = []
+        for folder in ["Sources", "Tests", "Benchmarks"] {
+            let root = Self.repository.appendingPathComponent(folder)
+            let enumerator = try #require(FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil))
+            for case let url as URL in enumerator where url.pathExtension == "swift" && url.deletingLastPathComponent().lastPathComponent != "LifecyclePlatformTests" {
+                for (index, line) in try String(contentsOf: url, encoding: .utf8).components(separatedBy: "\n").enumerated() {
+                    let code = Self.withoutComment(line)
+                    if other.firstMatch(in: code, range: NSRange(code.startIndex..., in: code)) != nil { uses.append("\(url.path):\(index + 1): \(line)") }
+                }
+            }
+        }
+        #expect(uses.isEmpty, "use LockedValue (LifecycleLocks):\n\(uses.joined(separator: "\n"))")
+    }
+
     @Test("the audit finds an unguarded use, and spares a guarded or marked one")
     func auditCatches() throws {
         let entries = try Self.entries()

@@ -35,7 +35,7 @@ VENV_PYTHON  = $(VENV)/bin/python
 export LIFECYCLED_TEST_PYTHON = $(abspath $(VENV_PYTHON))
 CONTAINER_APT = podman buildah debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl
 
-.PHONY: run test bench deps test-deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test client-test browser-test container-test clean
+.PHONY: run test bench deps test-deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test client-test browser-test container-test package-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -83,6 +83,7 @@ test: test-deps
 	$(SWIFT) build --build-tests
 	timeout 1500 $(SWIFT) test --skip LifecycleClientTests
 	timeout 600 $(SWIFT) test --filter LifecycleClientTests
+	$(MAKE) --no-print-directory package-test
 	$(MAKE) --no-print-directory postgres-test
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test
@@ -90,9 +91,15 @@ test: test-deps
 	$(MAKE) --no-print-directory browser-test
 	$(MAKE) --no-print-directory container-test
 
+# The client library inside an app's own package (Tests/package/run.sh): beside local packages
+# whose modules are named `Logging` and `CSQLite`, built in Swift 6 language mode with complete
+# strict concurrency and warnings as errors; and no platform newer than iOS 15 / macOS 12.
+package-test: deps
+	SWIFT=$(SWIFT) PYTHON=$(PYTHON) timeout 600 bash Tests/package/run.sh
+
 # The service tests again, each server on a fresh database of a real PostgreSQL that the
 # tests start themselves (Tests/postgres/cluster.sh) instead of SQLite: every suite but those
-# marked `.sqliteOnly` (Tests/TestSupport/TestStore.swift says when a suite may be).
+# marked `.sqliteOnly` (Tests/LifecycleTestSupport/TestStore.swift says when a suite may be).
 postgres-test: test-deps
 	$(SWIFT) build --build-tests
 	LIFECYCLED_TEST_STORE=postgres timeout 900 $(SWIFT) test --filter LifecycleServiceTests

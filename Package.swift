@@ -3,7 +3,12 @@ import PackageDescription
 
 let package = Package(
     name: "lifecycled",
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    // What the client library (LifecycleClient, LifecycleKit, LifecycleLocks) supports: an app
+    // that supports iOS 15 can link it. The platforms apply to every target, but the server
+    // targets (LifecycleLog, LifecycleHTTP, LifecycleStore, LifecycleGraph, LifecycleService,
+    // lifecycled and their C modules) are Linux-only: they link Debian's C libraries and are
+    // neither built nor supported on Apple platforms. Linux has no version to declare.
+    platforms: [.macOS(.v12), .iOS(.v15)],
     products: [
         .library(name: "LifecycleKit", targets: ["LifecycleKit"]),
         .library(name: "LifecycleClient", targets: ["LifecycleClient"]),
@@ -12,42 +17,46 @@ let package = Package(
     targets: [
         // C modules: the only places that see libmicrohttpd, SQLite, libpq and Graphviz.
         .systemLibrary(
-            name: "CMicroHTTPD",
+            name: "CLifecycleMicroHTTPD",
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .systemLibrary(
-            name: "CSQLite",
+            name: "CLifecycleSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
         .systemLibrary(
-            name: "CLibPQ",
+            name: "CLifecycleLibPQ",
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
         .systemLibrary(
-            name: "CGraphviz",
+            name: "CLifecycleGraphviz",
             pkgConfig: "libgvc",
             providers: [.apt(["libgraphviz-dev"])]
         ),
 
+        // The codebase's one lock, LockedValue: a pthread mutex, which iOS 15 and macOS 12 have
+        // (Synchronization's Mutex needs iOS 18). No dependencies.
+        .target(name: "LifecycleLocks"),
         // The engine: models, machine, records, scenarios, conformance. No I/O.
         .target(name: "LifecycleKit"),
-        // Structured log lines, for the whole service. No dependencies.
-        .target(name: "Logging"),
+        // Structured log lines, for the whole service.
+        .target(name: "LifecycleLog", dependencies: ["LifecycleLocks"]),
         // Swift over libmicrohttpd: server, request, response, router, JSON.
-        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "Logging"]),
+        .target(name: "LifecycleHTTP", dependencies: ["CLifecycleMicroHTTPD", "LifecycleLog", "LifecycleLocks"]),
         // Durable storage.
-        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "Logging", "CSQLite", "CLibPQ"]),
+        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "CLifecycleSQLite", "CLifecycleLibPQ"]),
         // Graphviz over its C library: DOT to SVG.
-        .target(name: "LifecycleGraph", dependencies: ["CGraphviz"]),
+        .target(name: "LifecycleGraph", dependencies: ["CLifecycleGraphviz", "LifecycleLocks"]),
         // The API: handlers, instance registry, metrics.
-        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "Logging", "MicroHTTP", "LifecycleStore", "LifecycleGraph"]),
-        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "Logging", "LifecycleClient"]),
+        .target(name: "LifecycleService", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleStore", "LifecycleGraph"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleLocks", "LifecycleClient"]),
         // The Swift client an app or a script uses: the API, history, streams. Foundation only
-        // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike.
-        .target(name: "LifecycleClient", dependencies: ["LifecycleKit"]),
+        // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike; it
+        // depends on nothing server-side (Tests/package/run.sh builds it inside an app's package).
+        .target(name: "LifecycleClient", dependencies: ["LifecycleKit", "LifecycleLocks"]),
 
         // Benchmarks (make bench), never run by make test.
         .executableTarget(
@@ -66,19 +75,23 @@ let package = Package(
         // Test support: the tests' one HTTP client (raw bytes out; responses, chunked bodies and
         // event streams in), their one `eventually`, a real PostgreSQL (Tests/postgres/cluster.sh),
         // and a small real disk that fills (a tmpfs).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "LifecycleTestSupport", dependencies: ["LifecycleLocks"], path: "Tests/LifecycleTestSupport"),
 
+        .testTarget(name: "LifecycleLocksTests", dependencies: ["LifecycleLocks"]),
+        // Audits LifecycleClient's and LifecycleKit's sources for APIs newer than iOS 15 and
+        // macOS 12 (the list, NewerAPIs.txt, beside it): no Apple SDK builds them here.
+        .testTarget(name: "LifecyclePlatformTests", exclude: ["NewerAPIs.txt"]),
         .testTarget(name: "LifecycleKitTests", dependencies: ["LifecycleKit"]),
-        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "Logging"]),
-        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "Logging", "TestSupport"]),
-        .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit"]),
+        .testTarget(name: "LifecycleHTTPTests", dependencies: ["LifecycleHTTP", "LifecycleLog"]),
+        .testTarget(name: "LifecycleStoreTests", dependencies: ["LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleTestSupport"]),
+        .testTarget(name: "LifecycleGraphTests", dependencies: ["LifecycleGraph", "LifecycleKit", "LifecycleLocks"]),
         .testTarget(
             name: "LifecycleServiceTests",
-            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "Logging", "MicroHTTP", "TestSupport"]
+            dependencies: ["LifecycleService", "LifecycleStore", "LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleTestSupport"]
         ),
         .testTarget(
             name: "LifecycleClientTests",
-            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "TestSupport"]
+            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "LifecycleLocks", "LifecycleTestSupport"]
         ),
     ]
 )

@@ -1,6 +1,6 @@
-import CGraphviz
+import CLifecycleGraphviz
 import Foundation
-import Synchronization
+import LifecycleLocks
 
 /// Why Graphviz could not draw a graph.
 public struct GraphvizError: Error, Sendable, CustomStringConvertible {
@@ -31,7 +31,7 @@ public enum Graphviz {
     }
 
     /// Made on first use: loading the plugins takes tens of milliseconds.
-    private static let context = Mutex<Context?>(nil)
+    private static let context = LockedValue<Context?>(nil)
 
     private static func withoutDoctype(_ svg: [UInt8]) -> [UInt8] {
         var text = String(decoding: svg, as: UTF8.self)
@@ -57,7 +57,7 @@ private func check(_ succeeded: Bool, _ operation: String) throws(GraphvizError)
 /// only the thread holding Graphviz's lock draws, so they are that drawing's.
 private enum Messages {
     /// The pieces Graphviz hands over (`Error`, `: `, `syntax error in line 1 near '}'`).
-    private static let pieces = Mutex<[String]>([])
+    private static let pieces = LockedValue<[String]>([])
 
     static func clear() { pieces.withLock { $0.removeAll() } }
 

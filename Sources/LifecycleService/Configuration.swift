@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleStore
-import Logging
-import MicroHTTP
+import LifecycleLog
+import LifecycleHTTP
 
 /// Everything the service can be told, from flags and `LIFECYCLED_*` environment variables.
 /// A flag wins over its variable; the variable wins over the default.
@@ -31,8 +31,8 @@ public struct Configuration: Sendable {
     /// The dashboard's folder; `nil` to look for it (see ``Service/dashboardCandidates(executable:workingDirectory:)``).
     public var publicDirectory: String?
     public var modelsDirectory: String?
-    public var logLevel = Logger.Level.info
-    public var logFormat = Logger.Format.logfmt
+    public var logLevel = LineLogger.Level.info
+    public var logFormat = LineLogger.Format.logfmt
     public var sync = SQLiteStore.SyncMode.normal
     public var historyLimit = 10_000
     public var maxBodySize = 64 * 1024
@@ -232,12 +232,12 @@ public struct Configuration: Sendable {
             return !v.isEmpty
         },
         Option(flag: "--log-level", variable: "LIFECYCLED_LOG_LEVEL", placeholder: "LEVEL", help: "debug, info, warning or error (default info: a line per request and per notable event)") { c, v in
-            guard let level = Logger.Level(name: v) else { return false }
+            guard let level = LineLogger.Level(name: v) else { return false }
             c.logLevel = level
             return true
         },
         Option(flag: "--log-format", variable: "LIFECYCLED_LOG_FORMAT", placeholder: "FORMAT", help: "logfmt (default) or json (one object per line, for log shippers)") { c, v in
-            guard let format = Logger.Format(rawValue: v) else { return false }
+            guard let format = LineLogger.Format(rawValue: v) else { return false }
             c.logFormat = format
             return true
         },

@@ -1,8 +1,8 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import Logging
-import MicroHTTP
+import LifecycleLog
+import LifecycleHTTP
 
 /// Why the service could not start. `lifecycled` prints it and exits 1.
 public struct StartError: Error, CustomStringConvertible {
@@ -19,7 +19,7 @@ public final class Service: Sendable {
     /// What `GET /metrics` reports; `nil` with `--metrics off`.
     let metrics: ServiceMetrics?
     public let store: any InstanceStore
-    public let logger: Logger
+    public let logger: LineLogger
 
     /// The port the server is bound to.
     public var port: UInt16 { server.port }
@@ -27,7 +27,7 @@ public final class Service: Sendable {
     /// Opens the store, restores every instance and starts serving.
     public init(configuration: Configuration) throws(StartError) {
         self.configuration = configuration
-        let logger = Logger(level: configuration.logLevel, format: configuration.logFormat)
+        let logger = LineLogger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
         let started = DispatchTime.now().uptimeNanoseconds
         // Before the store is opened: a service meant to be guarded does not start unguarded.
@@ -40,7 +40,7 @@ public final class Service: Sendable {
                 models[name] = model
             }
         }
-        let report: @Sendable (LogEvent) -> Void = { logger.log($0) }
+        let report: @Sendable (ServiceEvent) -> Void = { logger.log($0) }
         store = try Self.openStore(configuration, report: report)
         hub = StreamHub(store: store, lastSequence: store.lastSequence, settings: configuration.streamSettings, logger: logger)
         do {
@@ -102,7 +102,7 @@ public final class Service: Sendable {
     }
 
     /// The store the configuration names: PostgreSQL shared with other replicas, or SQLite in the data folder.
-    static func openStore(_ configuration: Configuration, report: @escaping @Sendable (LogEvent) -> Void) throws(StartError) -> any InstanceStore {
+    static func openStore(_ configuration: Configuration, report: @escaping @Sendable (ServiceEvent) -> Void) throws(StartError) -> any InstanceStore {
         if let url = configuration.databaseURL {
             do {
                 return try PostgresStore(
@@ -141,7 +141,7 @@ public final class Service: Sendable {
     /// limited too; the body's type is checked last, for a client that may write. Metrics
     /// are outside all of them, so that refusals are counted, and outside the 304s
     /// ``Caching`` makes of 200s, so that those are counted and logged as 304.
-    static func middlewares(_ configuration: Configuration, token: String?, logger: Logger, metrics: RequestMetrics?) -> [any Middleware] {
+    static func middlewares(_ configuration: Configuration, token: String?, logger: LineLogger, metrics: RequestMetrics?) -> [any Middleware] {
         var middlewares: [any Middleware] = [RequestIDs()] + (metrics.map { [$0] } ?? []) + [AccessLog(logger: logger), SecurityHeaders(), Caching()]
         if let names = configuration.allowedHostNames { middlewares.append(AllowedHosts(names: names)) }
         middlewares.append(CrossOrigin(origins: configuration.corsOrigins))
@@ -172,7 +172,7 @@ public final class Service: Sendable {
     /// (``dashboardCandidates(executable:workingDirectory:)``) that holds an `index.html`;
     /// `nil`, and a warning naming where it looked, when there is none (`GET /` then says how
     /// to point at it).
-    static func dashboard(_ directory: String?, logger: Logger) -> StaticFiles? {
+    static func dashboard(_ directory: String?, logger: LineLogger) -> StaticFiles? {
         if let directory {
             let files = StaticFiles(root: directory)
             if files == nil { logger.warning("no dashboard folder", ["path": directory]) }

@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleService
-import Logging
+import LifecycleLog
 
 // Flags and environment, wiring, signals. Exit codes: 0 after a clean stop,
 // 1 when the service cannot start, 2 for a bad command line; for `healthcheck`,

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
-import Synchronization
-import TestSupport
+import LifecycleLocks
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 
@@ -10,7 +10,7 @@ import Testing
 @Suite struct AppObserverTests {
     /// The app's own state object: what its machine believes and the hooks it ran.
     final class AppState: Sendable {
-        let state = Mutex<(believed: String, ran: [String])>(("initializing", []))
+        let state = LockedValue<(believed: String, ran: [String])>(("initializing", []))
         func set(_ believed: String, _ ran: [String]) { state.withLock { $0 = (believed, ran) } }
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 @testable import LifecycleClient
 import LifecycleKit
-import TestSupport
+import LifecycleTestSupport
 import Testing
 
 @Suite("LifecycleClient batch")

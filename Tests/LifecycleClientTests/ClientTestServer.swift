@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleClient
-import TestSupport
+import LifecycleTestSupport
 @testable import LifecycleService
 
 /// The real service on a loopback port with its own data folder (on the store `TestStore`

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleClient
 import LifecycleKit
-import TestSupport
+import LifecycleTestSupport
 import Testing
 
 /// Polls `condition` until it holds or `seconds` pass, without holding a thread of the

@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
 import LifecycleKit
-import Synchronization
-import TestSupport
+import LifecycleLocks
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
-import Synchronization
-import TestSupport
+import LifecycleLocks
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 
@@ -51,7 +51,7 @@ import Testing
         try #require(try SmallDisk.size(of: folder + "/journal") % SmallDisk.pageSize == 0)
         try disk.fill()
 
-        let finished = Mutex(false)
+        let finished = LockedValue(false)
         let flushing = Task { () -> (any Error)? in
             defer { finished.withLock { $0 = true } }
             do {

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
-import Synchronization
-import TestSupport
+import LifecycleLocks
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 
@@ -34,7 +34,7 @@ import Testing
 
     /// What a reporter told the app.
     final class Events: Sendable {
-        let all = Mutex<[LifecycleReporter.Event]>([])
+        let all = LockedValue<[LifecycleReporter.Event]>([])
         func record(_ event: LifecycleReporter.Event) { all.withLock { $0.append(event) } }
         var damagedTail: [Int] { all.withLock { $0.compactMap { if case .damagedTail(let bytes) = $0 { bytes } else { nil } } } }
         var damage: [LifecycleReporter.Damage] { all.withLock { $0.compactMap { if case .damaged(let damage) = $0 { damage } else { nil } } } }

@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
 import LifecycleKit
-import Synchronization
-import TestSupport
+import LifecycleLocks
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 
@@ -12,12 +12,12 @@ import Testing
     /// A disk that fails the writes `failing` picks, after writing a part of them (a torn
     /// write), with ENOSPC; `truncates`: whether cutting back works.
     final class FullDisk: Sendable {
-        private let state: Mutex<(random: SeededRandom, calls: Int)>
+        private let state: LockedValue<(random: SeededRandom, calls: Int)>
         private let failing: @Sendable (_ call: Int, _ random: inout SeededRandom) -> Bool
         private let truncates: Bool
 
         init(seed: UInt64 = 1, truncates: Bool = true, failing: @escaping @Sendable (_ call: Int, _ random: inout SeededRandom) -> Bool) {
-            state = Mutex((SeededRandom(seed: seed), 0))
+            state = LockedValue((SeededRandom(seed: seed), 0))
             self.failing = failing
             self.truncates = truncates
         }

@@ -1,8 +1,8 @@
 import Foundation
 @testable import LifecycleClient
 import LifecycleKit
-import Synchronization
-import TestSupport
+import LifecycleLocks
+import LifecycleTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -25,7 +25,7 @@ private func foreground(_ client: LifecycleClient, _ id: String) async throws {
 
 /// What a stream's reader task has yielded so far.
 private final class Seen: Sendable {
-    let events = Mutex<[RecordStream.Event]>([])
+    let events = LockedValue<[RecordStream.Event]>([])
 }
 
 /// A loopback peer that answers each stream request with the next of `bodies` as the service
@@ -34,8 +34,8 @@ private final class Seen: Sendable {
 private final class ScriptedStreamPeer {
     /// What the peer's thread and the test share: each request's head, the connection kept open.
     final class Shared: Sendable {
-        let requests = Mutex<[String]>([])
-        let open = Mutex<[Int32]>([])
+        let requests = LockedValue<[String]>([])
+        let open = LockedValue<[Int32]>([])
     }
 
     let port: UInt16

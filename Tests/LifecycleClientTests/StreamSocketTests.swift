@@ -1,6 +1,6 @@
 import Foundation
 @testable import LifecycleClient
-import TestSupport
+import LifecycleTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc

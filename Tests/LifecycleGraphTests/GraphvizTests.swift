@@ -1,7 +1,7 @@
 import Dispatch
 import LifecycleGraph
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 import Testing
 
 // One test at a time: each checks what one drawing leaves for the next.
@@ -45,7 +45,7 @@ struct GraphvizTests {
     func concurrentDrawings() throws {
         let dots = [Model.iosApp.dot, Model.androidActivity.dot]
         let expected = try dots.map { try Graphviz.svg(fromDOT: $0) }
-        let results = Mutex<[Int: Result<[UInt8], GraphvizError>]>([:])
+        let results = LockedValue<[Int: Result<[UInt8], GraphvizError>]>([:])
         DispatchQueue.concurrentPerform(iterations: 32) { index in
             let result = Result { () throws(GraphvizError) in try Graphviz.svg(fromDOT: dots[index % 2]) }
             results.withLock { $0[index] = result }

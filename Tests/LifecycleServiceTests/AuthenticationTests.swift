@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import MicroHTTP
+import LifecycleTestSupport
+import LifecycleHTTP
 import Testing
 @testable import LifecycleService
 @testable import LifecycleStore

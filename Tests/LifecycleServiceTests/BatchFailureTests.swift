@@ -1,7 +1,7 @@
 import Foundation
-import TestSupport
-import MicroHTTP
-import Synchronization
+import LifecycleTestSupport
+import LifecycleHTTP
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
@@ -20,7 +20,7 @@ func commitAsOneBatch(_ registry: InstanceRegistry, _ writes: [InstanceRegistry.
         release.wait()
     }
     entered.wait()
-    let answers = Mutex<[Int: Answer]>([:])
+    let answers = LockedValue<[Int: Answer]>([:])
     let group = DispatchGroup()
     for (index, write) in writes.enumerated() {
         group.enter()

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
-import TestSupport
+import LifecycleLocks
+import LifecycleTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -359,7 +359,7 @@ struct BatchCrashTests {
                 return item % 4 == 0 ? [action, event] : [action]
             })
         }
-        let answered = Mutex<[Int: HTTPResponse]>([:])
+        let answered = LockedValue<[Int: HTTPResponse]>([:])
         let port = server.port
         let sender = startClients(1, port: port) { _, c in
             for (index, body) in batches.enumerated() {

@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -28,8 +28,8 @@ func startClients(_ count: Int, port: UInt16, _ body: @escaping @Sendable (Int, 
 
 /// Runs `clients` threads to completion and collects what each acknowledged.
 func runClients(_ clients: Int, port: UInt16, _ body: @escaping @Sendable (Int, WireClient) throws -> [Acknowledged]) -> [[Acknowledged]] {
-    let results = Mutex<[Int: [Acknowledged]]>([:])
-    let errors = Mutex<[String]>([])
+    let results = LockedValue<[Int: [Acknowledged]]>([:])
+    let errors = LockedValue<[String]>([])
     startClients(clients, port: port) { client, connection in
         do {
             let acknowledged = try body(client, connection)

@@ -1,7 +1,7 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -239,7 +239,7 @@ struct CoverageTests {
         let server = try TestServer()
         let setup = try server.connect()
         for client in 0..<6 { try setup.makeInstance("app-\(client)", events: coldStart) }
-        let failures = Mutex<[String]>([])
+        let failures = LockedValue<[String]>([])
         startClients(6, port: server.port) { client, c in
             for i in 0..<150 {
                 // Alternating rows r10 and r9, and now and then an unexpected event in foreground.

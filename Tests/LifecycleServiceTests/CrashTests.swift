@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleStore
 
@@ -17,7 +17,7 @@ struct CrashTests {
         let setup = try WireClient(port: server.port)
         for writer in 0..<writers { try setup.makeInstance("crash-\(writer)", events: coldStart) }
 
-        let acknowledged = Mutex<[Acknowledged]>([])
+        let acknowledged = LockedValue<[Acknowledged]>([])
         let group = startClients(writers, port: server.port) { writer, c in
             var i = 0
             while true {

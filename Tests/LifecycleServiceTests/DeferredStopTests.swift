@@ -1,8 +1,8 @@
 import Foundation
-import Logging
-import TestSupport
-import MicroHTTP
-import Synchronization
+import LifecycleLog
+import LifecycleTestSupport
+import LifecycleHTTP
+import LifecycleLocks
 import Testing
 
 /// Stopping the server while a deferred reply is pending (the registry's committer answers
@@ -12,7 +12,7 @@ import Testing
 @Suite("stop with deferred replies pending", .serialized, .sqliteOnly("the HTTP server alone; opens no store"))
 struct DeferredStopTests {
     final class Replies: Sendable {
-        let pending = Mutex<[@Sendable (Response) -> Void]>([])
+        let pending = LockedValue<[@Sendable (Response) -> Void]>([])
         var count: Int { pending.withLock { $0.count } }
     }
 
@@ -21,7 +21,7 @@ struct DeferredStopTests {
         var router = Router()
         router.addDeferred("GET", "/later") { _, respond in replies.pending.withLock { $0.append(respond) } }
         let routes = router
-        let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: Logger(level: .error), pipeline: Pipeline(router: routes))
+        let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: LineLogger(level: .error), pipeline: Pipeline(router: routes))
         try server.start()
         return server
     }
@@ -82,7 +82,7 @@ struct DeferredStopTests {
         router.get("/plain") { _ in .text("plain") }
         let routes = router
         // One daemon thread: every connection is read by the thread the handler holds.
-        let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 1), logger: Logger(level: .error), pipeline: Pipeline(router: routes))
+        let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 1), logger: LineLogger(level: .error), pipeline: Pipeline(router: routes))
         try server.start()
         // Both open and answered once, so the daemon has them before its thread is held.
         let busy = try WireClient(port: server.port)

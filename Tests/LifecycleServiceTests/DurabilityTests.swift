@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 @testable import LifecycleStore
@@ -192,8 +192,8 @@ struct GracefulStopTests {
         let setup = try server.connect()
         let writers = 4
         for writer in 0..<writers { try setup.makeInstance("stop-\(writer)", events: coldStart) }
-        let acknowledged = Mutex<[Acknowledged]>([])
-        let unexpectedStatuses = Mutex<[Int]>([])
+        let acknowledged = LockedValue<[Acknowledged]>([])
+        let unexpectedStatuses = LockedValue<[Int]>([])
         let group = startClients(writers, port: server.port) { writer, c in
             for i in 0..<100_000 {
                 let event = i % 2 == 0 ? "willResignActive" : "didBecomeActive"

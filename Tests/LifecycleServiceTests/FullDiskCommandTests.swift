@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
 
 /// `flush --queue` on a full disk (issue 31, point 6), on a real tmpfs: when the batch's answer

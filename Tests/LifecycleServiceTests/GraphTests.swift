@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 #if canImport(FoundationXML)
 import FoundationXML
 #endif

@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
 
 /// The tests' own machinery: the router harness answers as the server does over the wire,

@@ -1,7 +1,7 @@
 import Foundation
-import Logging
-import MicroHTTP
-import TestSupport
+import LifecycleLog
+import LifecycleHTTP
+import LifecycleTestSupport
 import Testing
 
 /// libmicrohttpd's per-connection memory pool is sized from the header limit
@@ -25,7 +25,7 @@ struct HeaderPoolTests {
         var router = Router()
         router.get("/probe") { _ in Response(status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok".utf8)) }
         let server = HTTPServer(
-            configuration: ServerConfiguration(port: 0, threads: 1, maxHeaderSize: maxHeaderSize), logger: Logger(level: .error),
+            configuration: ServerConfiguration(port: 0, threads: 1, maxHeaderSize: maxHeaderSize), logger: LineLogger(level: .error),
             pipeline: Pipeline(router: router)
         )
         try server.start()

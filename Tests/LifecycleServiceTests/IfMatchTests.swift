@@ -1,6 +1,6 @@
 import Testing
 @testable import LifecycleService
-@testable import MicroHTTP
+@testable import LifecycleHTTP
 
 @Suite("If-Match", .sqliteOnly("parses headers; opens no store"))
 struct IfMatchTests {

@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -28,7 +28,7 @@ struct InstanceLimitTests {
     @Test("creates arriving together, in one group commit, never pass the limit")
     func concurrentCreates() throws {
         let server = try TestServer { $0.maxInstances = 5 }
-        let statuses = Mutex<[Int]>([])
+        let statuses = LockedValue<[Int]>([])
         let group = startClients(16, port: server.port) { index, c in
             let status = (try? c.request("PUT", "/v1/instances/i\(index)", json: "{}"))?.status ?? 0
             statuses.withLock { $0.append(status) }

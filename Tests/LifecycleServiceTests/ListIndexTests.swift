@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -13,16 +13,16 @@ struct ListIndexTests {
         let count = 20_000
         let ids = (0..<count).map { String(format: "i-%05d", $0) }
         let group = DispatchGroup()
-        let created = Atomic<Int>(0)
+        let created = LockedValue<Int>(0)
         for id in ids {
             group.enter()
             registry.submit(.create(id: id, model: "ios-app", isPut: true, key: nil)) { answer in
-                if case .success(.created) = answer { created.add(1, ordering: .relaxed) }
+                if case .success(.created) = answer { created.withLock { $0 += 1 } }
                 group.leave()
             }
         }
         #expect(group.wait(timeout: .now() + 120) == .success)
-        #expect(created.load(ordering: .relaxed) == count)
+        #expect(created.withLock { $0 } == count)
         let c = server.router()
         #expect(try c.event("i-19999", #"{"event": "didFinishLaunching"}"#).status == 200)
 

@@ -1,7 +1,7 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
-@testable import Logging
+@testable import LifecycleLog
 
 /// The log's buffer (``LogSink``): lines wait in memory for one writer, off the threads that
 /// log them, and come out in order, at once for a warning, within 100 ms otherwise.
@@ -48,7 +48,7 @@ struct LogBufferTests {
         let output = LogPipe()
         let sink = LogSink(descriptor: output.writeEnd, interval: .seconds(60))
         defer { sink.stop() }
-        let logger = Logger(sink: sink)
+        let logger = LineLogger(sink: sink)
         logger.info("first")
         logger.info("second", ["n": "2"])
         #expect(output.drain().isEmpty, "an info line is not written by the thread that logs it")
@@ -62,15 +62,15 @@ struct LogBufferTests {
         #expect(output.drain().last?.hasSuffix(" level=error msg=failed") == true)
     }
 
-    @Test("a LogEvent (what the store and the core report) is one line at its level, its fields in order, below the logger's level none")
+    @Test("a ServiceEvent (what the store and the core report) is one line at its level, its fields in order, below the logger's level none")
     func eventsAreLoggedAsLines() {
         let output = LogPipe()
         let sink = LogSink(descriptor: output.writeEnd, interval: .seconds(60))
         defer { sink.stop() }
-        let logger = Logger(level: .warning, sink: sink)
-        logger.log(LogEvent(.info, "database checked", ["database": "a"]))
-        logger.log(LogEvent(.warning, "PostgreSQL connection lost", fields: [("connection", "read"), ("error", "gone away")]))
-        logger.log(LogEvent(.error, "write failed", ["id": "i1", "write": "event"]))
+        let logger = LineLogger(level: .warning, sink: sink)
+        logger.log(ServiceEvent(.info, "database checked", ["database": "a"]))
+        logger.log(ServiceEvent(.warning, "PostgreSQL connection lost", fields: [("connection", "read"), ("error", "gone away")]))
+        logger.log(ServiceEvent(.error, "write failed", ["id": "i1", "write": "event"]))
         let lines = output.drain()
         #expect(lines.count == 2, "the info event is below the logger's level: \(lines)")
         #expect(lines.first?.hasSuffix(#" level=warning msg="PostgreSQL connection lost" connection=read error="gone away""#) == true, "\(lines)")
@@ -85,7 +85,7 @@ struct LogBufferTests {
         let output = LogPipe()
         let sink = LogSink(descriptor: output.writeEnd)
         defer { sink.stop() }
-        let logger = Logger(sink: sink)
+        let logger = LineLogger(sink: sink)
         for round in 0..<5 {
             logger.info("round", ["n": String(round)])
             #expect(eventually { output.drain().count > round }, "round \(round) was never written")
@@ -100,7 +100,7 @@ struct LogBufferTests {
         _ = fcntl(output.writeEnd, LogPipe.setSize, 1 << 20)
         let sink = LogSink(descriptor: output.writeEnd, interval: .milliseconds(1))
         defer { sink.stop() }
-        let logger = Logger(format: .json, sink: sink)
+        let logger = LineLogger(format: .json, sink: sink)
         let threads = 4, perThread = 500
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
             for n in 0..<perThread { logger.log(.info, "line") { $0.field("thread", thread); $0.field("n", n) } }
@@ -127,7 +127,7 @@ struct LogBufferTests {
         // A small pipe and buffer: the writer blocks once both are full.
         _ = fcntl(output.writeEnd, LogPipe.setSize, 4096)
         let sink = LogSink(descriptor: output.writeEnd, capacity: 8192, interval: .milliseconds(1))
-        let logger = Logger(sink: sink)
+        let logger = LineLogger(sink: sink)
         let total = 5000
         let started = DispatchTime.now().uptimeNanoseconds
         for n in 0..<total { logger.log(.info, "filler") { $0.field("n", n) } }

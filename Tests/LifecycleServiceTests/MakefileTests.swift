@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
 
 /// The Makefile's two commands, read as `make -n` prints them (nothing is installed or run):

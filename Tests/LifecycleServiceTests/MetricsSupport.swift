@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -78,7 +78,7 @@ let testPython: String = {
 final class ExpositionParser: Sendable {
     static let shared = ExpositionParser()
 
-    private let channel = Mutex<Channel?>(nil)
+    private let channel = LockedValue<Channel?>(nil)
 
     /// The process and the two ends of the socket pairs it reads and writes.
     private final class Channel {

@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 import LifecycleStore
@@ -137,8 +137,8 @@ struct MetricsTests {
         let c = try server.connect()
         let before = try c.scrape().series("lifecycled_http_requests_total", by: ["method", "route", "status"])
         let clients = 8, rounds = 150
-        let counted = Mutex<[[String]: Double]>([:])
-        let errors = Mutex<[String]>([])
+        let counted = LockedValue<[[String]: Double]>([:])
+        let errors = LockedValue<[String]>([])
         startClients(clients, port: server.port) { client, connection in
             let c = CountingConnection(connection)
             do {
@@ -370,5 +370,5 @@ struct MetricsTests {
 
 /// What a helper thread failed with, for the test to check once it has finished.
 private final class Failure: Sendable {
-    let message = Mutex<String?>(nil)
+    let message = LockedValue<String?>(nil)
 }

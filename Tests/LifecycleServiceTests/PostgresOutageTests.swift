@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -247,7 +247,7 @@ struct PostgresOutageTests {
 
 /// A request on a connection and a thread of its own, answered (or not) while the test goes on.
 final class PendingRequest: Sendable {
-    private let outcome = Mutex<(answer: Result<HTTPResponse, any Error>, seconds: Double)?>(nil)
+    private let outcome = LockedValue<(answer: Result<HTTPResponse, any Error>, seconds: Double)?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     init(port: UInt16, _ method: String, _ path: String, json: String? = nil, headers: [(String, String)] = []) {

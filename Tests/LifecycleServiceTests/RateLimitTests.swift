@@ -1,15 +1,15 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
-import MicroHTTP
+import LifecycleHTTP
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {
-    private let nanoseconds = Atomic<UInt64>(1_000_000_000)
-    func advance(seconds: Double) { nanoseconds.add(UInt64(seconds * 1e9), ordering: .relaxed) }
-    var read: @Sendable () -> UInt64 { { [self] in nanoseconds.load(ordering: .relaxed) } }
+    private let nanoseconds = LockedValue<UInt64>(1_000_000_000)
+    func advance(seconds: Double) { nanoseconds.withLock { $0 += UInt64(seconds * 1e9) } }
+    var read: @Sendable () -> UInt64 { { [self] in nanoseconds.withLock { $0 } } }
 }
 
 @Suite("rate limits")

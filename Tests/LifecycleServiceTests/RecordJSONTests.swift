@@ -1,9 +1,9 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
 import LifecycleKit
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 @testable import LifecycleService
 
 @Suite("record JSON", .sqliteOnly("encodes records; opens no store"))

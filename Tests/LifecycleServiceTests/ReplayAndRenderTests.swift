@@ -1,8 +1,8 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
 import LifecycleKit
-import MicroHTTP
+import LifecycleHTTP
 @testable import LifecycleService
 @testable import LifecycleStore
 

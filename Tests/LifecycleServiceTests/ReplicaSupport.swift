@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -83,7 +83,7 @@ final class ReplicaSubscriber: Sendable {
         var failure: String?
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     private let finished = DispatchSemaphore(value: 0)
 
     /// Connects to `port` (from after `lastEventID`) and returns once the stream's head has
@@ -198,10 +198,10 @@ func committedRecord(_ response: HTTPResponse) -> (sequence: Int, version: Int)?
 /// replica fails (the connection drops or cannot be made) is sent again, with the same key,
 /// to the next replica, until it is answered.
 final class ReplicaWriters: Sendable {
-    private let answers = Mutex<[WriteAnswer]>([])
-    private let problems = Mutex<[String]>([])
+    private let answers = LockedValue<[WriteAnswer]>([])
+    private let problems = LockedValue<[String]>([])
     /// 5xx answers seen (each retried).
-    private let unavailable = Mutex<[String]>([])
+    private let unavailable = LockedValue<[String]>([])
     private let group = DispatchGroup()
 
     /// The events cycled through, and every fourth write an `openURL` action whose URL names

@@ -1,9 +1,9 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleService
-@testable import Logging
-@testable import MicroHTTP
+@testable import LifecycleLog
+@testable import LifecycleHTTP
 
 /// Request ids and the one log line per request, on the real executable.
 @Suite("request ids and access logs")
@@ -90,22 +90,22 @@ struct RequestLogTests {
         ("para\u{2029}", "\"para\\u2029\""), ("tag\u{E0041}", "\"tag\\udb40\\udc41\""), ("naïve✓日本", "naïve✓日本"),
     ])
     func logfmtValues(value: String, written: String) {
-        #expect(Logger.logfmtValue(value) == written)
-        let line = Logger(format: .logfmt).line(.info, "m", [("k", value)], time: Date(timeIntervalSince1970: 0))
+        #expect(LineLogger.logfmtValue(value) == written)
+        let line = LineLogger(format: .logfmt).line(.info, "m", [("k", value)], time: Date(timeIntervalSince1970: 0))
         #expect(line == "time=1970-01-01T00:00:00.000Z level=info msg=m k=\(written)\n")
-        let json = Logger(format: .json).line(.info, "m", [("k", value)], time: Date(timeIntervalSince1970: 0))
+        let json = LineLogger(format: .json).line(.info, "m", [("k", value)], time: Date(timeIntervalSince1970: 0))
         let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: String]
         #expect(object?["k"] == value)
     }
 
     @Test("a value a client sent is clipped to 256 bytes of whole characters, with a marker giving its length")
     func clippedValues() {
-        #expect(Logger.clipped("short") == "short")
-        let exact = String(repeating: "a", count: Logger.maxClientValueBytes)
-        #expect(Logger.clipped(exact) == exact)
-        #expect(Logger.clipped(exact + "b") == exact + "…[257 bytes]")
+        #expect(LineLogger.clipped("short") == "short")
+        let exact = String(repeating: "a", count: LineLogger.maxClientValueBytes)
+        #expect(LineLogger.clipped(exact) == exact)
+        #expect(LineLogger.clipped(exact + "b") == exact + "…[257 bytes]")
         // A character is never cut in two: 85 three-byte characters fit in 256 bytes, not 86.
-        #expect(Logger.clipped(String(repeating: "日", count: 100)) == String(repeating: "日", count: 85) + "…[300 bytes]")
+        #expect(LineLogger.clipped(String(repeating: "日", count: 100)) == String(repeating: "日", count: 85) + "…[300 bytes]")
     }
 
     @Test("a client's method is logged as the metrics name it (other past the usual ones), however long or odd, a 431's too")

@@ -1,7 +1,7 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 @testable import LifecycleService
-@testable import MicroHTTP
+@testable import LifecycleHTTP
 
 /// Requests put straight through a running service's own ``Pipeline`` (its middlewares and
 /// router, the very value its server answers with), without a socket: for the API tests

@@ -1,6 +1,6 @@
 import Foundation
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -90,7 +90,7 @@ struct StreamEndpointTests {
         for poster in 0..<8 { try setup.makeInstance("p\(poster)", events: coldStart) }
         let streams = try (0..<100).map { _ in try EventStream(port: server.port, path: "/v1/stream") }
         let perPoster = 40
-        let answered = Mutex<[Int64]>([])
+        let answered = LockedValue<[Int64]>([])
         startClients(8, port: server.port) { poster, c in
             guard let records = try? Self.cycle(c, "p\(poster)", perPoster) else { return }
             answered.withLock { $0 += records.compactMap { ($0["sequence"] as? Int).map(Int64.init) } }
@@ -108,12 +108,12 @@ struct StreamEndpointTests {
         let server = try TestServer { $0.streamRing = 64 * 1024 }  // small: most resumes read the store
         let setup = try server.connect()
         try setup.makeInstance("r", events: coldStart)
-        let isPosting = Atomic<Bool>(true)
-        let posted = Mutex<[Int64]>([])
+        let isPosting = LockedValue<Bool>(true)
+        let posted = LockedValue<[Int64]>([])
         let port = server.port
         let poster = Thread {
             guard let c = try? WireClient(port: port) else { return }
-            while isPosting.load(ordering: .relaxed) {
+            while isPosting.withLock({ $0 }) {
                 guard let records = try? Self.cycle(c, "r", 2) else { return }
                 posted.withLock { $0 += records.compactMap { ($0["sequence"] as? Int).map(Int64.init) } }
             }
@@ -133,7 +133,7 @@ struct StreamEndpointTests {
             lastID = events.last?.id ?? lastID
             stream.disconnect()
         }
-        isPosting.store(false, ordering: .relaxed)
+        isPosting.withLock { $0 = false }
         while poster.isExecuting { usleep(1000) }
         // Everything up to the last id seen arrived exactly once and in order.
         let all = posted.withLock { $0 }.sorted()

@@ -1,9 +1,9 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import LifecycleStore
-import Logging
-import MicroHTTP
-import Synchronization
+import LifecycleLog
+import LifecycleHTTP
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
@@ -43,7 +43,7 @@ struct StreamHubTests {
         #expect(last == 4)
         // A hub that has published up to 1 of the 4 committed records, as a replica that has
         // not caught up yet; its client has 3 from a replica that had.
-        let hub = StreamHub(store: store, lastSequence: 1, settings: StreamSettings(), logger: Logger(level: .error))
+        let hub = StreamHub(store: store, lastSequence: 1, settings: StreamSettings(), logger: LineLogger(level: .error))
         defer { hub.stop() }
         let resumed = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: 3))
         let beyond = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: last + 10))
@@ -68,11 +68,11 @@ struct StreamHubTests {
         for poster in 0..<8 { try setup.makeInstance("poster-\(poster)", events: coldStart) }
 
         // Four reading threads of 25 subscriptions each, reading as the server would.
-        let goal = Atomic<Int64>(.max)
+        let goal = LockedValue<Int64>(.max)
         let subscribed = DispatchGroup()
         let reading = DispatchGroup()
-        let streams = Mutex<[[StreamEvent]]>([])
-        let refusals = Mutex<[String]>([])
+        let streams = LockedValue<[[StreamEvent]]>([])
+        let refusals = LockedValue<[String]>([])
         for _ in 0..<4 {
             subscribed.enter()
             reading.enter()
@@ -89,7 +89,7 @@ struct StreamHubTests {
                 let deadline = Date().addingTimeInterval(90)
                 while Date() < deadline {
                     for reader in readers { reader.readAvailable() }
-                    let target = goal.load(ordering: .acquiring)
+                    let target = goal.withLock { $0 }
                     if readers.allSatisfy({ ($0.lastRecordID ?? 0) >= target }) { break }
                     _ = woken.wait(timeout: .now() + 0.2)
                 }
@@ -102,7 +102,7 @@ struct StreamHubTests {
             try postCycle(c, "poster-\(client)", count: 40).map { Acknowledged(instance: "poster-\(client)", version: 0, sequence: Int($0)) }
         }.flatMap { $0 }
         let end = hub.lastSequence
-        goal.store(end, ordering: .releasing)
+        goal.withLock { $0 = end }
         #expect(reading.wait(timeout: .now() + 120) == .success)
         #expect(refusals.withLock { $0 } == [])
         #expect(acknowledged.count == 320)

@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc

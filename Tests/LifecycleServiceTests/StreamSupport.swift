@@ -1,8 +1,8 @@
 import Foundation
-import TestSupport
+import LifecycleTestSupport
 import LifecycleStore
-import MicroHTTP
-import Synchronization
+import LifecycleHTTP
+import LifecycleLocks
 @testable import LifecycleService
 
 /// Reads a subscription the way the server does, without a socket: `read(into:)` until it

@@ -1,8 +1,8 @@
 import Foundation
-import Logging
-import TestSupport
-import MicroHTTP
-import Synchronization
+import LifecycleLog
+import LifecycleTestSupport
+import LifecycleHTTP
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,7 +24,7 @@ final class QueueStream: ResponseStream {
         var handedOut: [UInt8] = []
     }
 
-    let state = Mutex(State())
+    let state = LockedValue(State())
 
     init(_ initial: [UInt8] = []) {
         state.withLock { $0.pending = initial }
@@ -94,7 +94,7 @@ final class BlockingStream: ResponseStream {
     let release = DispatchSemaphore(value: 0)
     /// Signalled when the first read begins.
     let reading = DispatchSemaphore(value: 0)
-    private let state = Mutex((reads: 0, sent: false))
+    private let state = LockedValue((reads: 0, sent: false))
 
     func start(waker: StreamWaker) {}
 
@@ -121,7 +121,7 @@ final class BlockingStream: ResponseStream {
 
 /// Values registered by number from the server's handlers, for the test to find.
 final class Registry<Value: Sendable>: Sendable {
-    private let items = Mutex<[Int: Value]>([:])
+    private let items = LockedValue<[Int: Value]>([:])
 
     func set(_ number: Int, _ value: Value) { items.withLock { $0[number] = value } }
     func take(_ number: Int) -> Value? { items.withLock { $0.removeValue(forKey: number) } }
@@ -151,7 +151,7 @@ final class StreamServer: Sendable {
 
     init(
         threads: Int = 2, connectionTimeout: Int = 60, requestTimeout: Int = 30, maxConnectionsPerClient: Int = 4096,
-        logLevel: Logger.Level = .error
+        logLevel: LineLogger.Level = .error
     ) throws {
         var router = Router()
         let streams = streams
@@ -182,7 +182,7 @@ final class StreamServer: Sendable {
                 port: 0, threads: threads, connectionTimeout: connectionTimeout, requestTimeout: requestTimeout,
                 maxConnectionsPerClient: maxConnectionsPerClient
             ),
-            logger: Logger(level: logLevel),
+            logger: LineLogger(level: logLevel),
             pipeline: Pipeline(router: routes)
         )
         try server.start()
@@ -214,9 +214,9 @@ func serverSocket(serverPort: UInt16, clientPort: UInt16) -> Int32? {
 
 /// A count shared with other threads.
 final class Counter: Sendable {
-    private let value = Atomic<Int>(0)
+    private let value = LockedValue<Int>(0)
 
-    func add(_ amount: Int = 1) { value.add(amount, ordering: .relaxed) }
-    func set(_ amount: Int) { value.store(amount, ordering: .relaxed) }
-    var current: Int { value.load(ordering: .relaxed) }
+    func add(_ amount: Int = 1) { value.withLock { $0 += amount } }
+    func set(_ amount: Int) { value.withLock { $0 = amount } }
+    var current: Int { value.withLock { $0 } }
 }

@@ -1,13 +1,13 @@
 import Foundation
-import TestSupport
-import MicroHTTP
-import Synchronization
+import LifecycleTestSupport
+import LifecycleHTTP
+import LifecycleLocks
 import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Streamed responses on the real server (MicroHTTP's ``HTTPServer`` over libmicrohttpd),
+/// Streamed responses on the real server (LifecycleHTTP's ``HTTPServer`` over libmicrohttpd),
 /// with streams fed by the test. A libmicrohttpd panic aborts the whole test process, so
 /// any misuse of suspend and resume fails the run.
 @Suite("streamed responses", .serialized, .sqliteOnly("the HTTP server alone; opens no store"))

@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 import Testing
 @testable import LifecycleService
 @testable import LifecycleStore

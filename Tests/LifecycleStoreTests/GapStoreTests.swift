@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleKit
-import TestSupport
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleStore
 

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import Testing
-import TestSupport
+import LifecycleTestSupport
 @testable import LifecycleStore
 
 /// How long a store keeps idempotency keys: while their instance lives, then as long as its deletion record; keys of

@@ -1,15 +1,15 @@
 import Foundation
 import LifecycleKit
-import TestSupport
-import Synchronization
+import LifecycleTestSupport
+import LifecycleLocks
 import Testing
 @testable import LifecycleStore
 
 /// Counts the calls of a commit observer.
 final class Wakes: Sendable {
-    private let count = Atomic<Int>(0)
-    var handler: @Sendable () -> Void { { [self] in count.add(1, ordering: .relaxed) } }
-    var value: Int { count.load(ordering: .relaxed) }
+    private let count = LockedValue<Int>(0)
+    var handler: @Sendable () -> Void { { [self] in count.withLock { $0 += 1 } } }
+    var value: Int { count.withLock { $0 } }
 }
 
 /// Runs `body(i)` for each `i` in `0..<count`, each on a thread of its own, all at once;
@@ -49,7 +49,7 @@ struct PostgresStoreTests {
     @Test("replicas starting together on an empty database make the schema once; a newer schema is refused")
     func schemaOnce() throws {
         let url = try PostgresCluster.shared.makeDatabase()
-        let opened = Mutex<[Result<Int, StoreError>]>([])
+        let opened = LockedValue<[Result<Int, StoreError>]>([])
         onThreads(4) { _ in
             let result = Result { () throws(StoreError) -> Int in
                 let store = try PostgresStore(url: url)
@@ -116,8 +116,8 @@ struct PostgresStoreTests {
     /// batches; checks the numbering and what every replica reads back.
     static func writeConcurrently(to replicas: [PostgresStore]) throws {
         // Each transaction: the number it started from and the numbers it assigned.
-        let transactions = Mutex<[(start: Int64, numbers: [Int64])]>([])
-        let failures = Mutex<[String]>([])
+        let transactions = LockedValue<[(start: Int64, numbers: [Int64])]>([])
+        let failures = LockedValue<[String]>([])
         let batches = 40
         onThreads(4) { writer in
             let store = replicas[writer % 2]

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 import Testing
 @testable import LifecycleStore
 
@@ -32,9 +32,9 @@ struct InstanceWriter {
 
 /// Collects what a store reports.
 final class Reports: Sendable {
-    private let events = Mutex<[LogEvent]>([])
+    private let events = LockedValue<[ServiceEvent]>([])
 
-    var handler: @Sendable (LogEvent) -> Void { { [self] event in events.withLock { $0.append(event) } } }
+    var handler: @Sendable (ServiceEvent) -> Void { { [self] event in events.withLock { $0.append(event) } } }
 
     func first(_ message: String) -> [String: String]? {
         events.withLock { events in

@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 
 /// Reports an iOS app's lifecycle to a ``LifecycleReporter`` as the `ios-app` model's events, by
 /// observing UIKit's notifications on a `NotificationCenter` by their raw names (so it needs no
@@ -45,7 +45,7 @@ public final class LifecycleAppObserver: Sendable {
 
     private let center: NotificationCenter
     // NotificationCenter's observer tokens are not Sendable; they are only read, to remove them.
-    private let tokens: Mutex<[NSObjectProtocol]>
+    private let tokens: LockedValue<[NSObjectProtocol]>
 
     /// Starts observing `center`.
     /// - Parameters:
@@ -76,7 +76,7 @@ public final class LifecycleAppObserver: Sendable {
         for (name, event) in observed {
             tokens.append(center.addObserver(forName: Notification.Name(name), object: nil, queue: nil) { handler.observe(event, $0) })
         }
-        self.tokens = Mutex(tokens)
+        self.tokens = LockedValue(tokens)
     }
 
     deinit {

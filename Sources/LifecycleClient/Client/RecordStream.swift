@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 
 /// An instance's creation or deletion, as streams carry it (openapi `InstanceChange`).
 public struct InstanceChange: Sendable, Equatable, Decodable {
@@ -108,8 +108,9 @@ public struct RecordStream: AsyncSequence, Sendable {
         private var last: Int64?
         /// Attempts that failed since the stream last yielded an event or a connection held steady.
         private var failures = 0
-        /// When the open connection was made.
-        private var connectedAt: ContinuousClock.Instant?
+        /// When the open connection was made, in seconds of `systemUptime`: monotonic, and on iOS 15
+        /// (ContinuousClock needs iOS 16).
+        private var connectedAt: TimeInterval?
         /// What the next wait is, when the service said (Retry-After).
         private var retryAfter: TimeInterval?
         /// How long to wait before connecting again, once the interruption was yielded.
@@ -147,7 +148,7 @@ public struct RecordStream: AsyncSequence, Sendable {
                     pending = parser.feed(bytes)
                 case .ended:
                     self.connection = nil
-                    if let connectedAt, connectedAt.duration(to: .now) >= .seconds(RecordStream.steadyConnection) { failures = 0 }
+                    if let connectedAt, ProcessInfo.processInfo.systemUptime - connectedAt >= RecordStream.steadyConnection { failures = 0 }
                     // Cancelling the reader ends the connection too: that is no interruption.
                     try Task.checkCancellation()
                     guard !overflowed else {
@@ -174,7 +175,7 @@ public struct RecordStream: AsyncSequence, Sendable {
             case .open:
                 parser.reset()
                 connection = opened
-                connectedAt = .now
+                connectedAt = ProcessInfo.processInfo.systemUptime
                 return nil
             case .refused(let response):
                 let error = LifecycleClient.failure(response)
@@ -357,7 +358,7 @@ final class StreamConnection {
 /// Hands a streaming task's answer to its ``StreamConnection`` as messages.
 private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private let continuation: AsyncStream<StreamMessage>.Continuation
-    private let isOpened = Mutex(false)
+    private let isOpened = LockedValue(false)
 
     init(_ continuation: AsyncStream<StreamMessage>.Continuation) {
         self.continuation = continuation

@@ -5,7 +5,7 @@ import FoundationNetworking
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
+import LifecycleLocks
 
 /// A streaming `http://` request over a plain socket, read by a thread of its own that blocks
 /// in `read` between events: an idle stream costs nothing.
@@ -23,7 +23,7 @@ final class StreamSocket: Sendable {
         var cancelled = false
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Starts the request on a thread; `continuation` gets its messages and is finished at its end.
     init(url: URL, request: URLRequest, timeout: TimeInterval, continuation: AsyncStream<StreamMessage>.Continuation) {
@@ -172,6 +172,15 @@ struct HTTPStreamReader {
         if case .complete = phase { true } else { false }
     }
 
+    /// Where `needle` first occurs in `bytes`: Collection's `firstRange(of:)` needs iOS 16.
+    private static func range(of needle: [UInt8], in bytes: [UInt8]) -> Range<Int>? {
+        guard bytes.count >= needle.count else { return nil }
+        for start in 0...(bytes.count - needle.count) where bytes[start..<start + needle.count].elementsEqual(needle) {
+            return start..<start + needle.count
+        }
+        return nil
+    }
+
     /// Takes the next bytes (`ended`: the connection closed after them); the messages they complete.
     mutating func feed(_ bytes: ArraySlice<UInt8>, ended: Bool) throws(Malformed) -> [StreamMessage] {
         pending += bytes
@@ -181,7 +190,7 @@ struct HTTPStreamReader {
             progressed = false
             switch phase {
             case .head:
-                guard let end = pending.firstRange(of: [13, 10, 13, 10]) else {
+                guard let end = Self.range(of: [13, 10, 13, 10], in: pending) else {
                     if pending.count > 65_536 { throw Malformed(description: "an answer head longer than 64 KiB") }
                     break
                 }
@@ -205,7 +214,7 @@ struct HTTPStreamReader {
                 if let remaining { phase = remaining == take ? .complete : .body(remaining: remaining - take) }
                 progressed = true
             case .chunkSize:
-                guard let end = pending.firstRange(of: [13, 10]) else { break }
+                guard let end = Self.range(of: [13, 10], in: pending) else { break }
                 let line = String(decoding: pending[..<end.lowerBound], as: UTF8.self)
                 guard let size = Int(line.split(separator: ";").first?.trimmingCharacters(in: .whitespaces) ?? "", radix: 16), size >= 0 else {
                     throw Malformed(description: "a chunk size that is not one: \(line.prefix(40))")
@@ -227,7 +236,7 @@ struct HTTPStreamReader {
                 phase = .chunkSize
                 progressed = true
             case .trailers:
-                guard let end = pending.firstRange(of: [13, 10]) else { break }
+                guard let end = Self.range(of: [13, 10], in: pending) else { break }
                 let isLast = end.lowerBound == pending.startIndex
                 pending.removeSubrange(..<end.upperBound)
                 if isLast { phase = .complete }

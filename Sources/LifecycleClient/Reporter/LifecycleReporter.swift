@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 
 /// The offline queue: inputs reported by the app are journaled on the device (fsynced before
 /// `report` returns) and delivered in order, exactly once, through `POST /v1/batch` whenever the

@@ -1,10 +1,10 @@
 import Foundation
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 
 /// The reporter's state behind one lock, and its sender loop.
 final class ReporterCore: Sendable {
-    private struct State: ~Copyable {
+    private struct State {
         var queue: ReportQueue
         var journal: Journal
         /// No batch goes out before this (a backoff, or a `Retry-After`).
@@ -38,7 +38,7 @@ final class ReporterCore: Sendable {
     private let client: LifecycleClient
     private let configuration: LifecycleReporter.Configuration
     private let onEvent: @Sendable (LifecycleReporter.Event) -> Void
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
 
     init(client: LifecycleClient, configuration: LifecycleReporter.Configuration, onEvent: @escaping @Sendable (LifecycleReporter.Event) -> Void) throws {
         self.client = client
@@ -47,7 +47,7 @@ final class ReporterCore: Sendable {
         let (journal, opened) = try Journal.open(in: configuration.directory, io: configuration.journalIO)
         let queue = ReportQueue(bound: .init(items: configuration.maxItems, bytes: configuration.maxBytes),
                                 replaying: opened.entries, sizes: opened.sizes)
-        state = Mutex(State(queue: queue, journal: journal, batchLimit: configuration.batchSize, damagedTailBytes: opened.tornBytes, damage: opened.damage))
+        state = LockedValue(State(queue: queue, journal: journal, batchLimit: configuration.batchSize, damagedTailBytes: opened.tornBytes, damage: opened.damage))
         if opened.tornBytes > 0 { onEvent(.damagedTail(bytes: opened.tornBytes)) }
         if let damage = opened.damage { onEvent(.damaged(damage)) }
     }

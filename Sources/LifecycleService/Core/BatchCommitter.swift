@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import Logging
+import LifecycleLog
 
 /// Commits batches of writes, one transaction each, on the committer thread (which owns it).
 ///
@@ -27,7 +27,7 @@ struct BatchCommitter {
     /// The most instances there may be.
     let maxInstances: Int
     /// Where notable events go.
-    let report: @Sendable (LogEvent) -> Void
+    let report: @Sendable (ServiceEvent) -> Void
     /// What others committed: read before a transaction's own records are published.
     var catchUp: ReplicaCatchUp
 
@@ -38,7 +38,7 @@ struct BatchCommitter {
             attempt = try self.attempt(batch[...])
         } catch {
             guard error.isSpecificToWrite || error.isDamage, batch.count > 1 else { return fail(batch[...], error) }
-            report(LogEvent(.warning, "group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message]))
+            report(ServiceEvent(.warning, "group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message]))
             commitInHalves(batch[...])
             return
         }
@@ -188,7 +188,7 @@ struct BatchCommitter {
         if attempt.didWrite { health.committed() }
         metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
         for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
-        for note in attempt.notes { report(LogEvent(.info, note.message, fields: note.fields)) }
+        for note in attempt.notes { report(ServiceEvent(.info, note.message, fields: note.fields)) }
     }
 
     /// Answers writes whose transaction failed: none of them changed anything, unless the
@@ -196,11 +196,11 @@ struct BatchCommitter {
     private func fail(_ jobs: ArraySlice<CommitJob>, _ error: StoreError) {
         if jobs.count == 1 {
             let job = jobs.first!
-            report(LogEvent(.error, "write failed", fields: [
+            report(ServiceEvent(.error, "write failed", fields: [
                 ("id", job.write.instanceID), ("write", job.write.summary), ("error", error.message),
             ] + (job.requestID.isEmpty ? [] : [("request_id", job.requestID)])))
         } else {
-            report(LogEvent(.error, "writes failed", ["writes": String(jobs.count), "error": error.message]))
+            report(ServiceEvent(.error, "writes failed", ["writes": String(jobs.count), "error": error.message]))
         }
         if !error.isSpecificToWrite { health.failed(error) }
         for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull, isOutcomeUnknown: error.isOutcomeUnknown))) }

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import LifecycleLocks
 
 /// The one thread that commits writes, and the queue in front of it.
 ///
@@ -13,8 +13,8 @@ final class Committer: Sendable {
     /// The most writes one transaction commits, but for a batch request's larger group, which goes alone.
     static let maxBatch = 512
 
-    private let queue = Mutex(CommitQueue())
-    // A Mutex cannot be waited on: the thread sleeps on this semaphore until an input wakes
+    private let queue = LockedValue(CommitQueue())
+    // A LockedValue cannot be waited on: the thread sleeps on this semaphore until an input wakes
     // it (``CommitQueue/SubmitAction/wake``) or its poll interval passes.
     private let doorbell = DispatchSemaphore(value: 0)
     // Signalled once, as the thread ends: `stop()` returns only once every queued write is answered.

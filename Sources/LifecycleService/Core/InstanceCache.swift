@@ -1,7 +1,7 @@
 import LifecycleKit
 import LifecycleStore
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 
 /// Where an instance stands after a commit (or within the transaction being built).
 enum StagedInstance {
@@ -18,17 +18,17 @@ enum StagedInstance {
 /// of one (a page, the counters and the index agree). Only the committer changes it
 /// (``publish(_:adding:replacing:)``), after the store has committed the change.
 final class InstanceCache: Sendable {
-    private let state: Mutex<CacheState>
+    private let state: LockedValue<CacheState>
     /// Where a failed render is logged.
-    private let report: @Sendable (LogEvent) -> Void
+    private let report: @Sendable (ServiceEvent) -> Void
 
     /// A cache holding `instances` (sorted by id, each with its machine) and `coverage`.
-    init(sortedByID instances: [(StoredInstance, Machine)], coverage: CoverageCounts, report: @escaping @Sendable (LogEvent) -> Void) {
+    init(sortedByID instances: [(StoredInstance, Machine)], coverage: CoverageCounts, report: @escaping @Sendable (ServiceEvent) -> Void) {
         var entries: [String: CachedInstance] = [:]
         entries.reserveCapacity(instances.count)
         for (instance, machine) in instances { entries[instance.id] = CachedInstance(instance: instance, machine: machine) }
         let index = InstanceIndex(sortedByID: instances.map { (id: $0.0.id, facts: $0.0.indexFacts) })
-        state = Mutex(CacheState(entries: entries, index: index, coverage: coverage))
+        state = LockedValue(CacheState(entries: entries, index: index, coverage: coverage))
         self.report = report
     }
 
@@ -127,7 +127,7 @@ final class InstanceCache: Sendable {
         do {
             return try instance.jsonBytes()
         } catch {
-            report(LogEvent(.error, "cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"]))
+            report(ServiceEvent(.error, "cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"]))
             throw .unrenderable(id: instance.id)
         }
     }

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import Logging
+import LifecycleLog
 
 /// Every live instance, its machine, and the one path by which they change: the front the
 /// API calls.
@@ -33,7 +33,7 @@ final class InstanceRegistry: Sendable {
     private let committer: Committer
     private let storage: StorageStatus
     /// Where notable events go (the service logs them).
-    private let report: @Sendable (LogEvent) -> Void
+    private let report: @Sendable (ServiceEvent) -> Void
 
     /// Rebuilds every stored instance; refuses to start if one names an unknown model or state.
     /// `maxInstances`: creates past it are refused. Instances already stored (under a higher
@@ -42,7 +42,7 @@ final class InstanceRegistry: Sendable {
     /// lost wake-up hint can cause).
     init(
         models: [String: Model], store: any InstanceStore, hub: StreamHub, maxInstances: Int = .max,
-        pollInterval: TimeInterval = 1, report: @escaping @Sendable (LogEvent) -> Void
+        pollInterval: TimeInterval = 1, report: @escaping @Sendable (ServiceEvent) -> Void
     ) throws(StoreError) {
         self.models = models
         self.stateNames = Set(models.values.flatMap { $0.definition.states.map(\.name) }).sorted()
@@ -91,7 +91,7 @@ final class InstanceRegistry: Sendable {
         do {
             found = try store.instances([id]).first
         } catch {
-            report(LogEvent(.error, "cannot read an instance", ["id": id, "error": error.message]))
+            report(ServiceEvent(.error, "cannot read an instance", ["id": id, "error": error.message]))
             throw .storageUnreadable(what: "instance \"\(id)\"")
         }
         guard let found else { throw .unknownInstance(id) }
@@ -128,7 +128,7 @@ final class InstanceRegistry: Sendable {
         do {
             return try store.history(instanceID: id, after: after, divergentOnly: divergentOnly, limit: limit)
         } catch {
-            report(LogEvent(.error, "cannot read history", ["id": id, "error": error.message]))
+            report(ServiceEvent(.error, "cannot read history", ["id": id, "error": error.message]))
             throw .storageUnreadable(what: "the history")
         }
     }

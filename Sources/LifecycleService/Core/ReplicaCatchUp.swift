@@ -1,6 +1,6 @@
 import LifecycleKit
 import LifecycleStore
-import Logging
+import LifecycleLog
 
 /// Keeps the cache and the stream hub level with commits other processes make to the same
 /// store (replicas on one PostgreSQL). Runs on the committer thread only, which owns it.
@@ -20,7 +20,7 @@ struct ReplicaCatchUp {
     private let hub: StreamHub
     private let health: StorageStatus
     private let models: [String: Model]
-    private let report: @Sendable (LogEvent) -> Void
+    private let report: @Sendable (ServiceEvent) -> Void
     /// The cache holds every commit up to this sequence number, and (unless another process
     /// has written since) nothing later.
     private(set) var cacheThrough: Int64
@@ -31,7 +31,7 @@ struct ReplicaCatchUp {
     /// A catch-up for a cache that holds every commit through `cacheThrough`.
     init(
         store: any InstanceStore, cache: InstanceCache, hub: StreamHub, health: StorageStatus, models: [String: Model],
-        cacheThrough: Int64, report: @escaping @Sendable (LogEvent) -> Void
+        cacheThrough: Int64, report: @escaping @Sendable (ServiceEvent) -> Void
     ) {
         self.store = store
         self.cache = cache
@@ -113,7 +113,7 @@ struct ReplicaCatchUp {
             do {
                 changes[instance.id] = .present(instance, try instance.restoredMachine(among: models))
             } catch {
-                report(LogEvent(.error, "an instance another replica wrote cannot be restored here", ["id": instance.id, "error": error.message]))
+                report(ServiceEvent(.error, "an instance another replica wrote cannot be restored here", ["id": instance.id, "error": error.message]))
                 changes[instance.id] = nil
             }
         }
@@ -122,6 +122,6 @@ struct ReplicaCatchUp {
     }
 
     private func warnCannotCatchUp(_ error: StoreError) {
-        report(LogEvent(.warning, "cannot catch up with commits of other replicas", ["after": String(cacheThrough), "error": error.message]))
+        report(ServiceEvent(.warning, "cannot catch up with commits of other replicas", ["after": String(cacheThrough), "error": error.message]))
     }
 }

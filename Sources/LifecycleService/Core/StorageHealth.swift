@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleStore
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 
 /// Why the store could not commit, while it cannot.
 struct StorageFailure: Sendable, Equatable {
@@ -77,11 +77,11 @@ struct StorageHealth: Equatable {
 
 /// The storage health the committer keeps and `/healthz` reads, and the log lines its changes make.
 final class StorageStatus: Sendable {
-    private let health = Mutex(StorageHealth())
-    private let report: @Sendable (LogEvent) -> Void
+    private let health = LockedValue(StorageHealth())
+    private let report: @Sendable (ServiceEvent) -> Void
 
     /// A status that logs its changes to `report`.
-    init(report: @escaping @Sendable (LogEvent) -> Void) {
+    init(report: @escaping @Sendable (ServiceEvent) -> Void) {
         self.report = report
     }
 
@@ -106,9 +106,9 @@ final class StorageStatus: Sendable {
     private func log(_ change: StorageHealth.Change?) {
         switch change {
         case .failing(let reason, let isReadOnly)?:
-            report(LogEvent(.error, isReadOnly ? "storage cannot be read" : "storage cannot commit", ["error": reason]))
+            report(ServiceEvent(.error, isReadOnly ? "storage cannot be read" : "storage cannot commit", ["error": reason]))
         case .recovered(let since, let isReadOnly)?:
-            report(LogEvent(.info, isReadOnly ? "storage can be read again" : "storage commits again", ["failingSince": since.formatted(.iso8601)]))
+            report(ServiceEvent(.info, isReadOnly ? "storage can be read again" : "storage commits again", ["failingSince": since.formatted(.iso8601)]))
         case nil:
             break
         }

@@ -1,8 +1,8 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import Logging
-import MicroHTTP
+import LifecycleLog
+import LifecycleHTTP
 
 /// The HTTP API of `openapi.yaml`: plain functions from request to response.
 struct API: Sendable {
@@ -16,7 +16,7 @@ struct API: Sendable {
     /// Whether reads need the token too (`--protect-reads`); writes need it whenever there is one.
     var readsNeedToken = false
     /// Where the graphs' drawing is logged.
-    var logger = Logger()
+    var logger = LineLogger()
     /// Bytes of records one history page, or of instances one list page, holds at most (`--page-bytes`).
     var pageBytes = PageLimit.defaultBytes
     /// What bounds the graphs' drawing.

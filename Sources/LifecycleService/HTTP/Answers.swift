@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 // The registry answers in outcomes and refusals; these turn them into HTTP.
 

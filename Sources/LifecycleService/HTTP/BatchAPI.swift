@@ -1,6 +1,6 @@
 import LifecycleStore
-import MicroHTTP
-import Synchronization
+import LifecycleHTTP
+import LifecycleLocks
 
 // `POST /v1/batch`: inputs queued on a device, sent in one request. Each item is the single
 // endpoint its kind names, parsed by that endpoint's own parser and answered as it would have
@@ -164,11 +164,11 @@ private final class BatchAnswers: Sendable {
         var isUnavailable = false
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     private let respond: @Sendable (Response) -> Void
 
     init(count: Int, respond: @escaping @Sendable (Response) -> Void) {
-        state = Mutex(State(results: Array(repeating: [], count: count), waiting: count))
+        state = LockedValue(State(results: Array(repeating: [], count: count), waiting: count))
         self.respond = respond
     }
 

@@ -1,9 +1,9 @@
 import Foundation
 import LifecycleGraph
 import LifecycleKit
-import Logging
-import MicroHTTP
-import Synchronization
+import LifecycleLog
+import LifecycleHTTP
+import LifecycleLocks
 
 /// `GET /v1/models/{model}/graph.dot` and `graph.svg`: each model's transition graph.
 ///
@@ -62,12 +62,12 @@ final class ModelGraphs: Sendable {
 
     private let dots: [String: Document]
     private let limits: Limits
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     /// The drawing thread: Graphviz draws one graph at a time in a process anyway.
     private let queue = DispatchQueue(label: "lifecycled.graphs", qos: .utility)
-    private let logger: Logger
+    private let logger: LineLogger
 
-    init(models: [String: Model], limits: Limits = Limits(), logger: Logger) {
+    init(models: [String: Model], limits: Limits = Limits(), logger: LineLogger) {
         dots = models.mapValues { Document(Array($0.dot.utf8)) }
         self.limits = limits
         self.logger = logger
@@ -89,7 +89,7 @@ final class ModelGraphs: Sendable {
                 drawings[name] = .unrequested
             }
         }
-        state = Mutex(State(drawings: drawings))
+        state = LockedValue(State(drawings: drawings))
         for name in drawnAtStart.sorted() { queue.async { self.draw(name) } }
     }
 

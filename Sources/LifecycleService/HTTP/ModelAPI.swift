@@ -1,6 +1,6 @@
 import Foundation
 import LifecycleKit
-import MicroHTTP
+import LifecycleHTTP
 
 // What a model is asked about its instances (coverage) and about traces and flows run on
 // fresh machines of it (conformance, scenarios). The checks and scenario runs are

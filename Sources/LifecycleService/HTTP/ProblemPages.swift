@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 /// The problems lifecycled answers with a type of their own, beyond their status.
 enum ProblemKind: String, CaseIterable, Sendable {

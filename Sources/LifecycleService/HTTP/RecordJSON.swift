@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 
 extension Record {
     /// The record's JSON, byte for byte what `JSON.encode(record)` writes through

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 
 /// A member of a request body: a flat value, `null`, or something nested (which no parameter accepts).
 enum BodyValue {

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 
 /// The two event streams of `openapi.yaml`: `GET /v1/stream` (every instance, filtered) and
 /// `GET /v1/instances/{id}/stream`. Each answer is a subscription of the hub, which the

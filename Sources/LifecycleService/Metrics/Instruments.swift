@@ -1,4 +1,4 @@
-import Synchronization
+import LifecycleLocks
 
 /// Counters keyed by label values (in the order of ``labelNames``); a series appears when it
 /// is first counted. Its own lock is held for an update or for a copy, never longer, so a
@@ -7,7 +7,7 @@ final class CounterFamily: Sendable {
     let name: String
     let help: String
     let labelNames: [String]
-    private let counts = Mutex<[[String]: UInt64]>([:])
+    private let counts = LockedValue<[[String]: UInt64]>([:])
 
     init(_ name: String, labels: [String], help: String) {
         self.name = name
@@ -44,7 +44,7 @@ final class HistogramFamily: Sendable {
     let labelNames: [String]
     /// Upper bounds, ascending; `+Inf` is implied.
     let bounds: [Double]
-    private let series = Mutex<[[String]: Series]>([:])
+    private let series = LockedValue<[[String]: Series]>([:])
 
     struct Series {
         /// Observations per bucket, not cumulative; the last is above every bound.

@@ -1,5 +1,5 @@
 import Foundation
-import MicroHTTP
+import LifecycleHTTP
 
 /// What `GET /metrics` answers, gathered at each scrape from where each number lives: the
 /// request counters (``RequestMetrics``), the committer's (``CommitMetrics``), the instance

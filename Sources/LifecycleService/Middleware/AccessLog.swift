@@ -1,14 +1,14 @@
 import Foundation
-import Logging
-import MicroHTTP
-import Synchronization
+import LifecycleLog
+import LifecycleHTTP
+import LifecycleLocks
 
 /// One line per request at info, when its answer is complete: method (a method of
 /// ``RequestMetrics``'s list, else `other`, so a client cannot write its own text), route
 /// template (not the path, which may carry ids or a token), status, duration, body bytes,
 /// request id and client. A streamed answer is logged when the stream ends, with what it sent.
 struct AccessLog: Middleware {
-    let logger: Logger
+    let logger: LineLogger
 
     func reply(to request: Request, next: Responder) -> Reply {
         guard logger.isLogging(.info) else { return next(request) }
@@ -39,7 +39,7 @@ struct AccessLog: Middleware {
         let id: String
         let client: String
         let started: UInt64
-        let logger: Logger
+        let logger: LineLogger
 
         func write(status: Int, bytes: Int) {
             let micros = (DispatchTime.now().uptimeNanoseconds - started) / 1000
@@ -61,7 +61,7 @@ private final class LoggedStream: ResponseStream {
     private let inner: any ResponseStream
     private let line: AccessLog.Line
     private let status: Int
-    private let sent = Atomic<Int>(0)
+    private let sent = LockedValue<Int>(0)
 
     init(_ inner: any ResponseStream, line: AccessLog.Line, status: Int) {
         self.inner = inner
@@ -73,13 +73,13 @@ private final class LoggedStream: ResponseStream {
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
         let read = inner.read(into: buffer)
-        if case .wrote(let count) = read { sent.add(count, ordering: .relaxed) }
-        if case .wroteAll(let count) = read { sent.add(count, ordering: .relaxed) }
+        if case .wrote(let count) = read { sent.withLock { $0 += count } }
+        if case .wroteAll(let count) = read { sent.withLock { $0 += count } }
         return read
     }
 
     func finish() {
         inner.finish()
-        line.write(status: status, bytes: sent.load(ordering: .relaxed))
+        line.write(status: status, bytes: sent.withLock { $0 })
     }
 }

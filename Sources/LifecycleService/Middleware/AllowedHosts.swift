@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 /// The names a request may call the service by (its `Host`), against DNS rebinding: a page
 /// whose own name its site points at 127.0.0.1 reaches a service on loopback as its own

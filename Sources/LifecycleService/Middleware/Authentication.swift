@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 /// Bearer-token authentication (RFC 6750), decided on the request's head so that a refused
 /// write's body is never read: every write needs `Authorization: Bearer <token>`, and with

@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 /// What caches may do with an answer, and conditional GETs answered the one way for every
 /// route that sends an `ETag` (an instance, a model's graphs, static files).

@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 /// Which web pages may use the service through a visitor's browser: its own (the dashboard),
 /// and those of the origins named with `--cors-origin`.

@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 /// Every body the API takes is a JSON object, so a write with a body of another type, or
 /// of none named, is refused with 415 on its head, before the body is read. This also keeps

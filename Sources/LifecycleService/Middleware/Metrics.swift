@@ -1,6 +1,6 @@
 import Dispatch
-import MicroHTTP
-import Synchronization
+import LifecycleHTTP
+import LifecycleLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,7 +68,7 @@ final class RequestMetrics: Middleware {
     /// One thread's series (or a few threads', past ``shardCount`` threads). Padded so that
     /// two shards' locks never share a cache line, which the threads would pass back and forth.
     private final class Shard: Sendable {
-        let series = Mutex<[Key: Series]>([:])
+        let series = LockedValue<[Key: Series]>([:])
         private let padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
     }
 
@@ -136,13 +136,13 @@ private enum ThreadOrdinal {
         precondition(created == 0, "pthread_key_create failed: \(created)")
         return key
     }()
-    private static let next = Atomic<Int>(0)
+    private static let next = LockedValue<Int>(0)
 
     static var current: Int {
         // Stored plus one: a thread that has none yet reads 0.
         let stored = Int(bitPattern: pthread_getspecific(key))
         if stored != 0 { return stored - 1 }
-        let ordinal = next.add(1, ordering: .relaxed).oldValue
+        let ordinal = next.withLock { value in defer { value += 1 }; return value }
         pthread_setspecific(key, UnsafeRawPointer(bitPattern: ordinal + 1))
         return ordinal
     }

@@ -1,6 +1,6 @@
 import Foundation
-import MicroHTTP
-import Synchronization
+import LifecycleHTTP
+import LifecycleLocks
 
 /// How fast each client may send requests: `rate` per second on average, `burst` at once.
 struct RateLimitPolicy: Sendable, Equatable {
@@ -51,7 +51,7 @@ final class RateLimiter: Sendable {
     let capacity: Int
     /// Nanoseconds from any fixed start; injectable so tests need not wait.
     private let clock: @Sendable () -> UInt64
-    private let buckets = Mutex<[String: TokenBucket]>([:])
+    private let buckets = LockedValue<[String: TokenBucket]>([:])
 
     init(policy: RateLimitPolicy, capacity: Int = 10_000, clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
         self.policy = policy

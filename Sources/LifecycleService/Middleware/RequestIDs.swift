@@ -1,5 +1,5 @@
-import MicroHTTP
-import Synchronization
+import LifecycleHTTP
+import LifecycleLocks
 
 /// Gives every request an id, for its log lines and its answer's `X-Request-ID`: the
 /// client's own when it sends a valid one (so a trace can follow a request across
@@ -11,7 +11,7 @@ final class RequestIDs: Middleware {
     /// Ids made here are this process's random prefix and a counter: unique, cheap, and in
     /// order within one run.
     private let prefix: String
-    private let counter = Atomic<UInt64>(0)
+    private let counter = LockedValue<UInt64>(0)
 
     init(prefix: String = String(UInt32.random(in: .min ... .max), radix: 16)) {
         self.prefix = prefix + "-"
@@ -34,7 +34,7 @@ final class RequestIDs: Middleware {
             request.id = offered
         } else {
             // Concatenated, not interpolated: this runs for most requests.
-            request.id = prefix + String(counter.add(1, ordering: .relaxed).newValue)
+            request.id = prefix + String(counter.withLock { $0 += 1; return $0 })
         }
         return next(request).map(request.id) { id, response in
             var response = response

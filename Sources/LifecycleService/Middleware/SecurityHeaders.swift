@@ -1,4 +1,4 @@
-import MicroHTTP
+import LifecycleHTTP
 
 /// Headers that keep a browser from misusing what it is sent: the dashboard runs only its
 /// own scripts (no inline script, nothing from elsewhere), no type is guessed, no referrer

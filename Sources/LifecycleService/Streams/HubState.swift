@@ -1,6 +1,6 @@
 import LifecycleKit
 import LifecycleStore
-import MicroHTTP
+import LifecycleHTTP
 
 /// Where a subscription reads next in the ring.
 struct RingCursor {

@@ -2,9 +2,9 @@ import Dispatch
 import Foundation
 import LifecycleKit
 import LifecycleStore
-import Logging
-import MicroHTTP
-import Synchronization
+import LifecycleLog
+import LifecycleHTTP
+import LifecycleLocks
 
 extension RecordKind {
     /// The event type a stream gives the record (`event:`): the record's `kind`, except
@@ -77,23 +77,23 @@ final class StreamHub: Sendable {
     /// Where replays read records the ring no longer holds.
     let store: any InstanceStore
     /// Where subscriptions log what goes wrong.
-    let logger: Logger
-    private let state: Mutex<HubState>
-    // A Mutex cannot be waited on: the hub's thread sleeps on this semaphore until records
+    let logger: LineLogger
+    private let state: LockedValue<HubState>
+    // A LockedValue cannot be waited on: the hub's thread sleeps on this semaphore until records
     // are published, it must stop, or a heartbeat is due.
     private let signal = DispatchSemaphore(value: 0)
     // Signalled once, as the thread ends: `stop()` returns only once no waker will be called.
     private let stopped = DispatchSemaphore(value: 0)
 
     /// A hub whose first record will follow `lastSequence`, the store's last.
-    init(store: any InstanceStore, lastSequence: Int64, settings: StreamSettings, logger: Logger) {
+    init(store: any InstanceStore, lastSequence: Int64, settings: StreamSettings, logger: LineLogger) {
         self.settings = settings
         self.store = store
         self.logger = logger
         // At least a subscriber's budget: an unfiltered subscriber whose next record left the
         // ring is further behind than its budget allows.
         let capacity = max(settings.ringBytes, settings.subscriberBuffer)
-        state = Mutex(HubState(ring: RecordRing(capacity: capacity, lastSequence: lastSequence)))
+        state = LockedValue(HubState(ring: RecordRing(capacity: capacity, lastSequence: lastSequence)))
         // The thread holds the hub until `stop()` ends it.
         let thread = Thread { [self] in runDispatcher() }
         thread.name = "lifecycled-stream-hub"

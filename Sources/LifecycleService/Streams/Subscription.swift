@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleStore
-import MicroHTTP
-import Synchronization
+import LifecycleHTTP
+import LifecycleLocks
 
 /// One client's stream of records, as `text/event-stream` bytes: the body of a streaming
 /// response, read by the server whenever the connection can take more.
@@ -35,14 +35,14 @@ final class Subscription: ResponseStream {
     let filter: RecordFilter
     /// The server reads a stream from whichever of its threads finds the connection writable,
     /// one read at a time, and ends it from another: the reader's value is under its own lock.
-    private let reader: Mutex<SubscriptionReader>
+    private let reader: LockedValue<SubscriptionReader>
 
     /// Made by ``StreamHub/subscribe(filter:lastEventID:client:)``, which counts it.
     init(hub: StreamHub, id: Int, filter: RecordFilter, lastEventID: Int64?, opening: Opening) {
         self.hub = hub
         self.id = id
         self.filter = filter
-        reader = Mutex(SubscriptionReader(filter: filter, resumeAfter: lastEventID, opening: opening))
+        reader = LockedValue(SubscriptionReader(filter: filter, resumeAfter: lastEventID, opening: opening))
     }
 
     /// The connection is open: the hub wakes it through `waker`.

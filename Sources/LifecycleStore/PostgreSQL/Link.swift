@@ -1,13 +1,13 @@
 import Foundation
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 
 /// A connection made again when lost, with a backoff (100 ms doubling to 2 s) in which asking fails at once.
 struct Link {
     let url: String
     /// Which connection this is, in reports: `write`, `read` or `listen`.
     let role: String
-    private let report: @Sendable (LogEvent) -> Void
+    private let report: @Sendable (ServiceEvent) -> Void
     private var current: Connection?
     private var retryAt: ContinuousClock.Instant?
     private var delay = Self.firstDelay
@@ -16,7 +16,7 @@ struct Link {
     static let firstDelay: Duration = .milliseconds(100)
     static let longestDelay: Duration = .seconds(2)
 
-    init(url: String, role: String, report: @escaping @Sendable (LogEvent) -> Void) {
+    init(url: String, role: String, report: @escaping @Sendable (ServiceEvent) -> Void) {
         self.url = url
         self.role = role
         self.report = report
@@ -40,12 +40,12 @@ struct Link {
             retryAt = nil
             delay = Self.firstDelay
             if outage != nil {
-                report(LogEvent(.info, "PostgreSQL connection restored", ["connection": role]))
+                report(ServiceEvent(.info, "PostgreSQL connection restored", ["connection": role]))
                 outage = nil
             }
             return made
         } catch {
-            if outage == nil { report(LogEvent(.warning, "PostgreSQL unreachable", ["connection": role, "error": error.message])) }
+            if outage == nil { report(ServiceEvent(.warning, "PostgreSQL unreachable", ["connection": role, "error": error.message])) }
             outage = error.message
             retryAt = now + delay
             delay = min(delay * 2, Self.longestDelay)
@@ -84,7 +84,7 @@ struct Link {
     }
 
     private mutating func lost(_ why: String) {
-        if current != nil, outage == nil { report(LogEvent(.warning, "PostgreSQL connection lost", ["connection": role, "error": why])) }
+        if current != nil, outage == nil { report(ServiceEvent(.warning, "PostgreSQL connection lost", ["connection": role, "error": why])) }
         current = nil
         outage = outage ?? why
     }
@@ -96,10 +96,10 @@ struct Link {
 
 /// `LISTEN` on a connection and thread of its own: `wake` after each notification and (re)connection.
 final class CommitListener: Sendable {
-    private let stopped = Atomic<Bool>(false)
+    private let stopped = LockedValue<Bool>(false)
 
     /// `timeout`: the bound on connecting and on `LISTEN`.
-    init(url: String, timeout: Duration, report: @escaping @Sendable (LogEvent) -> Void, wake: @escaping @Sendable () -> Void) {
+    init(url: String, timeout: Duration, report: @escaping @Sendable (ServiceEvent) -> Void, wake: @escaping @Sendable () -> Void) {
         Thread.detachNewThread { [self] in
             run(url: url, timeout: timeout, report: report, wake: wake)
         }
@@ -107,14 +107,14 @@ final class CommitListener: Sendable {
 
     /// Ends the thread within a tenth of a second or so.
     func stop() {
-        stopped.store(true, ordering: .relaxed)
+        stopped.withLock { $0 = true }
     }
 
-    private var isStopped: Bool { stopped.load(ordering: .relaxed) }
+    private var isStopped: Bool { stopped.withLock { $0 } }
     /// How long one wait on the socket lasts at most, in milliseconds, so that ``stop()`` takes effect soon.
     private static let slice: Int32 = 100
 
-    private func run(url: String, timeout: Duration, report: @escaping @Sendable (LogEvent) -> Void, wake: () -> Void) {
+    private func run(url: String, timeout: Duration, report: @escaping @Sendable (ServiceEvent) -> Void, wake: () -> Void) {
         var link = Link(url: url, role: "listen", report: report)
         while !isStopped {
             let connection: Connection

@@ -1,4 +1,4 @@
-import CLibPQ
+import CLifecycleLibPQ
 import Foundation
 
 /// One libpq connection, owning its `PGconn*`; the owner serialises access. Unnamed statements and no session state, so it may

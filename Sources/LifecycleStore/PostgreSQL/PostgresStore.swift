@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 
 /// The store for several replicas on one PostgreSQL, which learn of each other's commits through `LISTEN`/`NOTIFY` and
 /// polling. A write locks the one row of `commit_counter` and numbers its records after its `last_sequence`: dense and in
@@ -53,19 +53,19 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     public let options: Options
     private let url: String
-    private let report: @Sendable (LogEvent) -> Void
-    private let writer: Mutex<Line>
+    private let report: @Sendable (ServiceEvent) -> Void
+    private let writer: LockedValue<Line>
     /// Reads of committed data: never on the write connection, so as not to wait for a batch.
-    let reader: Mutex<Line>
-    // NSLock: a read waits for the one ahead of it no longer than its bound, and Mutex has no timed lock.
+    let reader: LockedValue<Line>
+    // NSLock: a read waits for the one ahead of it no longer than its bound, and LockedValue has no timed lock.
     let readGate = NSLock()
     /// The largest sequence number this process committed or read.
-    private let knownSequence = Mutex<Int64>(0)
-    private let listeners = Mutex<[CommitListener]>([])
+    private let knownSequence = LockedValue<Int64>(0)
+    private let listeners = LockedValue<[CommitListener]>([])
 
     /// Connects to `url` and creates or migrates the schema; throws if PostgreSQL cannot be reached now.
     public init(
-        url: String, options: Options = Options(), report: @escaping @Sendable (LogEvent) -> Void = LogEvent.logToStandardError
+        url: String, options: Options = Options(), report: @escaping @Sendable (ServiceEvent) -> Void = ServiceEvent.logToStandardError
     ) throws(StoreError) {
         self.url = url
         self.options = options
@@ -83,8 +83,8 @@ public final class PostgresStore: InstanceStore, Sendable {
             try connection.run(Self.purgeExpired(options: options) + [SQLStatement("COMMIT")])
             return sequence
         }
-        writer = Mutex(Line(link: link))
-        reader = Mutex(Line(link: Link(url: url, role: "read", report: report)))
+        writer = LockedValue(Line(link: link))
+        reader = LockedValue(Line(link: Link(url: url, role: "read", report: report)))
         knownSequence.withLock { $0 = sequence }
     }
 

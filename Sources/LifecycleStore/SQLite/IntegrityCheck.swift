@@ -1,13 +1,13 @@
 import Foundation
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 
 /// `PRAGMA quick_check` on its own thread, beside the rest of start-up (0.4 to 0.7 s for 1,000,000 records).
 final class IntegrityCheck: Sendable {
-    private let outcome = Mutex<Result<Void, StoreError>?>(nil)
+    private let outcome = LockedValue<Result<Void, StoreError>?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
-    init(path: String, report: @escaping @Sendable (LogEvent) -> Void) {
+    init(path: String, report: @escaping @Sendable (ServiceEvent) -> Void) {
         Thread.detachNewThread { [self] in
             let result = Result { () throws(StoreError) in
                 let database = try checked("cannot open the database \(path) to check it") { () throws(SQLiteError) in
@@ -43,7 +43,7 @@ final class IntegrityCheck: Sendable {
 
     /// Refuses a damaged database (not indexes that differ from their tables: that takes a full check).
     /// Through a memory map: with 1 KiB pages, read calls cost more than the check (0.8 s against 0.4).
-    private static func quickCheck(_ database: Database, path: String, report: (LogEvent) -> Void) throws(StoreError) {
+    private static func quickCheck(_ database: Database, path: String, report: (ServiceEvent) -> Void) throws(StoreError) {
         let started = ContinuousClock.now
         var problems: [String] = []
         var bytes: Int64 = 0
@@ -62,6 +62,6 @@ final class IntegrityCheck: Sendable {
             )
         }
         let millis = Int((ContinuousClock.now - started) / .milliseconds(1))
-        report(LogEvent(.info, "database checked", ["database": path, "bytes": String(bytes), "quickCheckMillis": String(millis)]))
+        report(ServiceEvent(.info, "database checked", ["database": path, "bytes": String(bytes), "quickCheckMillis": String(millis)]))
     }
 }

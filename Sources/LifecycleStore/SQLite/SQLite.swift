@@ -1,4 +1,4 @@
-import CSQLite
+import CLifecycleSQLite
 import Foundation
 
 /// A failed SQLite call: its result code and the connection's message.

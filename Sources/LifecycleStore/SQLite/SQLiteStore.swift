@@ -1,8 +1,8 @@
-import CSQLite
+import CLifecycleSQLite
 import Foundation
 import LifecycleKit
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 
 /// The embedded default store: one SQLite file in WAL mode.
 public final class SQLiteStore: InstanceStore, Sendable {
@@ -53,12 +53,12 @@ public final class SQLiteStore: InstanceStore, Sendable {
     public let path: String
     public let options: Options
     /// Where the store's notable events go (the service logs them).
-    let report: @Sendable (LogEvent) -> Void
+    let report: @Sendable (ServiceEvent) -> Void
     /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
     let unscopedKeysThrough: Date?
-    let writer: Mutex<Writer>
+    let writer: LockedValue<Writer>
     /// Reads of committed data, on a connection of their own (WAL lets them run beside a write).
-    let reader: Mutex<Database>
+    let reader: LockedValue<Database>
     let checkpointer: BackgroundCheckpointer
     let pageSize: Int
     /// The start-up check of the database, running beside the rest of start-up.
@@ -67,7 +67,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// Opens (creating if needed) and migrates the store in `directory`; refuses a folder another process holds, and a database
     /// that lost data the lock file's marker says was committed (unless ``Options/acceptDataLoss``).
     public init(
-        directory: String, options: Options = Options(), report: @escaping @Sendable (LogEvent) -> Void = LogEvent.logToStandardError
+        directory: String, options: Options = Options(), report: @escaping @Sendable (ServiceEvent) -> Void = ServiceEvent.logToStandardError
     ) throws(StoreError) {
         self.options = options
         self.report = report
@@ -117,7 +117,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
         if let loss {
             guard options.acceptDataLoss else { throw Self.refusal(path, loss) }
             let marked: String = if case .committed(let marked) = lock.marker { String(marked) } else { "none" }
-            report(LogEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
+            report(ServiceEvent(.warning, "accepted data loss", ["database": path, "loss": loss, "marker": marked, "lastSequence": String(sequence)]))
             if case .committed(let marked) = lock.marker, sequence < marked {
                 // A client may hold a number up to the marker: none is reused, and replays learn of the gap.
                 try checked("cannot raise the sequence floor") { () throws(SQLiteError) in
@@ -133,14 +133,14 @@ public final class SQLiteStore: InstanceStore, Sendable {
             let reading = try Database(path: path)
             // Its files opened now, as the writer's were: no later read opens one by name.
             try reading.execute("SELECT 1 FROM meta LIMIT 0")
-            reader = Mutex(reading)
+            reader = LockedValue(reading)
             checkpointer = try BackgroundCheckpointer(path: path, synchronous: synchronous, report: report)
             try writer.purgeExpired(options)
         } catch {
             throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
         }
         try lock.mark(sequence)
-        self.writer = Mutex(writer)
+        self.writer = LockedValue(writer)
         checkpointer.start()
     }
 
@@ -195,10 +195,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
             let database = writer.database
             do throws(SQLiteError) {
                 if try checkpointer.excludingRounds(waiting: true, { () throws(SQLiteError) in try database.checkpoint(.truncate) }) == false {
-                    report(LogEvent(.warning, "WAL not emptied at stop: a reader still uses it", ["database": path]))
+                    report(ServiceEvent(.warning, "WAL not emptied at stop: a reader still uses it", ["database": path]))
                 }
             } catch {
-                report(LogEvent(.error, "WAL checkpoint at stop failed", ["database": path, "error": error.message]))
+                report(ServiceEvent(.error, "WAL checkpoint at stop failed", ["database": path, "error": error.message]))
             }
             writer.lock.release()
         }
@@ -366,7 +366,7 @@ extension SQLiteStore {
             do {
                 try writer.lock.mark(newSequence)
             } catch {
-                report(LogEvent(.error, "cannot update the sequence marker", ["sequence": String(newSequence), "error": error.message]))
+                report(ServiceEvent(.error, "cannot update the sequence marker", ["sequence": String(newSequence), "error": error.message]))
             }
         }
         writer.writesSincePurge += 1
@@ -375,7 +375,7 @@ extension SQLiteStore {
             do {
                 try writer.purgeExpired(options)
             } catch {
-                report(LogEvent(.warning, "cannot purge expired idempotency keys and deletion records", ["database": path, "error": error.message]))
+                report(ServiceEvent(.warning, "cannot purge expired idempotency keys and deletion records", ["database": path, "error": error.message]))
             }
         }
     }
@@ -393,7 +393,7 @@ extension SQLiteStore {
         do throws(SQLiteError) {
             finished = try checkpointer.excludingRounds(waiting: due == .now) { () throws(SQLiteError) in try database.checkpoint(.restart) }
         } catch {
-            report(LogEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
+            report(ServiceEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
             writer.walBound.checkpointed(finished: false, walBytes: bytes)
             // A damaged file fails the write; anything else lets it go on into the WAL.
             if error.isDamage { throw StoreError(error, doing: "cannot checkpoint the WAL") }
@@ -401,7 +401,7 @@ extension SQLiteStore {
         }
         guard let finished else { return }  // a background round is running: at a later transaction
         if !finished {
-            report(LogEvent(.warning, "WAL checkpoint could not finish: a reader still uses the WAL", ["database": path, "walBytes": String(bytes)]))
+            report(ServiceEvent(.warning, "WAL checkpoint could not finish: a reader still uses the WAL", ["database": path, "walBytes": String(bytes)]))
         }
         writer.walBound.checkpointed(finished: finished, walBytes: bytes)
     }

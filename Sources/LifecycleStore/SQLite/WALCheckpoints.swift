@@ -1,6 +1,6 @@
 import Foundation
-import Logging
-import Synchronization
+import LifecycleLog
+import LifecycleLocks
 
 /// When the committer checkpoints the WAL, which keeps it bounded: SQLite starts the WAL over
 /// only after a checkpoint that copied every frame, which under steady commits only the one
@@ -48,15 +48,15 @@ final class BackgroundCheckpointer: Sendable {
         var failure: String?
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     private let wake = DispatchSemaphore(value: 0)
     private let path: String
-    private let report: @Sendable (LogEvent) -> Void
+    private let report: @Sendable (ServiceEvent) -> Void
 
-    init(path: String, synchronous: String, report: @escaping @Sendable (LogEvent) -> Void) throws(SQLiteError) {
+    init(path: String, synchronous: String, report: @escaping @Sendable (ServiceEvent) -> Void) throws(SQLiteError) {
         let connection = try Database(path: path)
         try connection.execute("PRAGMA synchronous = \(synchronous)")
-        state = Mutex(State(connection: connection))
+        state = LockedValue(State(connection: connection))
         self.path = path
         self.report = report
     }
@@ -82,17 +82,17 @@ final class BackgroundCheckpointer: Sendable {
 
     /// One checkpoint, then a pause; `false` once stopped.
     private func round() -> Bool {
-        let event = state.withLock { (state) -> LogEvent? in
+        let event = state.withLock { (state) -> ServiceEvent? in
             guard !state.isStopped else { return nil }
             do throws(SQLiteError) {
                 _ = try state.connection.checkpoint(.passive)
                 guard state.failure != nil else { return nil }
                 state.failure = nil
-                return LogEvent(.info, "background WAL checkpoints work again", ["database": path])
+                return ServiceEvent(.info, "background WAL checkpoints work again", ["database": path])
             } catch {
                 guard state.failure != error.message else { return nil }
                 state.failure = error.message
-                return LogEvent(.error, "background WAL checkpoint failed", ["database": path, "error": error.message])
+                return ServiceEvent(.error, "background WAL checkpoint failed", ["database": path, "error": error.message])
             }
         }
         if let event { report(event) }

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import LifecycleClient
 import LifecycleKit
-import Synchronization
+import LifecycleLocks
 
 /// `post --queue` (and `action`, `relaunch`, `create`) and `flush` over a `LifecycleReporter`
 /// journal in a folder: one command at a time per folder (an exclusive lock), delivering only
@@ -77,7 +77,7 @@ struct QueuedPost {
     /// empty or the service cannot take more.
     private func deliver(_ enqueue: (LifecycleReporter) throws -> Void) async throws -> Delivery {
         let lock = try FolderLock(directory)
-        let answered = Mutex<[(item: QueuedItem?, result: BatchResult)]>([])
+        let answered = LockedValue<[(item: QueuedItem?, result: BatchResult)]>([])
         let reporter = try LifecycleReporter(
             client: client, configuration: queue.configuration
         ) { event in

@@ -1,0 +1,3 @@
+#include "csqlite.h"
+
+int csqlite_version_number(void) { return 3040000; }

@@ -1,0 +1,2 @@
+/* A C module's header, as an embedded SQLite's would be. */
+int csqlite_version_number(void);

@@ -117,4 +117,7 @@ public final class LifecycleReporter: Sendable {
 
     /// The queue as it is now.
     public var status: Status { core.status }
+
+    /// Why the last group sync failed, until a report syncs again (for tests).
+    var syncFailure: String? { core.syncFailure }
 }

@@ -75,6 +75,9 @@ final class ReporterCore: Sendable {
         }
     }
 
+    /// Why the last group sync failed, until a report syncs again.
+    var syncFailure: String? { state.withLock { $0.syncFailure } }
+
     func enqueue(
         instance: String, kind: QueuedItem.Kind, name: String? = nil, parameters: [String: Value] = [:], model: String? = nil,
         believedState: String? = nil, ranHooks: [String]? = nil, occurredAt: DeviceTime? = nil

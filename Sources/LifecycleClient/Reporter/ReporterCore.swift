@@ -12,7 +12,7 @@ final class ReporterCore: Sendable {
         var unavailable: String?
         /// Reports made while the journal could not be opened (or written since), in order, to
         /// write once it can; their sequence numbers are given then.
-        var held: [QueuedItem] = []
+        var held: [(item: QueuedItem, size: Int)] = []
         var heldBytes = 0
         /// A group sync is queued and has not yet taken the file.
         var syncScheduled = false
@@ -133,7 +133,7 @@ final class ReporterCore: Sendable {
         guard s.held.count < configuration.maxItems, s.heldBytes + size <= configuration.maxBytes else {
             throw unwritable("\(s.unavailable ?? "it cannot be written"); the reports held in memory fill the bound")
         }
-        s.held.append(item)
+        s.held.append((item, size))
         s.heldBytes += size
     }
 
@@ -166,9 +166,10 @@ final class ReporterCore: Sendable {
         guard s.journal != nil, !s.held.isEmpty else { return [] }
         var events: [LifecycleReporter.Event] = []
         var written = 0
-        for item in s.held {
+        for (item, size) in s.held {
             do {
                 events += try write(item, &s)
+                s.heldBytes -= size
             } catch {
                 s.unavailable = LifecycleReporter.ReportError.reason(of: error)
                 break
@@ -176,7 +177,6 @@ final class ReporterCore: Sendable {
             written += 1
         }
         s.held.removeFirst(written)
-        s.heldBytes = s.held.reduce(0) { $0 + ((try? Journal.frameSize(Journal.Entry(t: .item, item: $1))) ?? 0) }
         if s.held.isEmpty { s.unavailable = nil }
         return written > 0 ? events + [.journalCaughtUp(items: written)] : events
     }

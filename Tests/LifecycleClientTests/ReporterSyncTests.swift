@@ -77,6 +77,24 @@ import Glibc
         #expect(reopened.status.pendingItems == 21)
     }
 
+    /// A command line's process ends after its flush: the flush syncs what was written itself,
+    /// not behind a group sync that may not run before the exit.
+    @Test func flushSyncsWhatWasWrittenBeforeItSends() async throws {
+        let folder = TemporaryDirectory()
+        let sync = GatedSync()
+        let reporter = try LifecycleReporter(client: Self.unused, configuration: Self.configuration(folder, sync.io))
+        try reporter.create(instance: "flush")
+        #expect(await ReporterTests.soon(within: 10) { sync.calls == 1 })
+        // Written while the group sync is held: the next group sync waits behind it.
+        try reporter.report(event: "didFinishLaunching", instance: "flush")
+        let flush = Task { try await reporter.flush() }
+        #expect(await ReporterTests.soon(within: 2) { sync.calls == 2 }, "flush synced on its own thread")
+        sync.open()
+        // Nothing answers at port 9: the flush ends unreachable, its items kept.
+        await #expect(throws: LifecycleClientError.self) { try await flush.value }
+        #expect(reporter.status.pendingItems == 2)
+    }
+
     @Test func afterAFailedGroupSyncTheNextReportSyncsAndThrowsIfThatFailsToo() async throws {
         let folder = TemporaryDirectory()
         let sync = GatedSync()

@@ -107,7 +107,8 @@ public final class LifecycleReporter: Sendable {
     /// asked for). The adapter calls it when the app becomes active or enters the foreground.
     public func retryNow() { core.retryNow() }
 
-    /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
+    /// Syncs the journal (what `report` wrote and the group sync has not yet covered), then
+    /// delivers everything queued, in order, now; returns the number of items and gaps answered.
     /// Throws (items kept) when the service cannot be reached, refuses the batch whole (its
     /// ``LifecycleClientError/problem(_:)``, such as a wrong token's 401), or asks to retry
     /// later, and ``ReportError/journalUnwritable(directory:reason:)`` when an answer cannot be

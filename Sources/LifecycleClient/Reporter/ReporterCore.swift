@@ -190,16 +190,21 @@ final class ReporterCore: Sendable {
 
     /// Syncs every entry written since the last sync, outside the lock so reports go on meanwhile.
     private func groupSync() {
+        do {
+            try syncNow()
+        } catch {
+            state.withLock { s in s.syncFailure = String(describing: error) }
+        }
+    }
+
+    /// Syncs what `report` wrote and no sync has covered yet, on the calling thread.
+    private func syncNow() throws {
         let pending = state.withLock { s in
             s.syncScheduled = false
             return s.journal?.takeUnsynced()
         }
         guard let (file, syncer) = pending else { return }
-        do {
-            try syncer.sync(file)
-        } catch {
-            state.withLock { s in s.syncFailure = String(describing: error) }
-        }
+        try syncer.sync(file)
     }
 
     /// The journal error of `reason` in this reporter's folder.
@@ -254,6 +259,8 @@ final class ReporterCore: Sendable {
 
     func flush() async throws -> Int {
         if reopen() { throw state.withLock { s in unwritable(s.unavailable ?? "it cannot be written") } }
+        // A command line's process ends after its flush: what it queued is made durable first.
+        do { try syncNow() } catch { throw LifecycleReporter.ReportError.journalUnwritable(configuration.directory, error) }
         var delivered = 0
         while true {
             let batch = state.withLock { s in s.queue.takeBatch(limit: s.batchLimit) }

@@ -4,8 +4,9 @@ import LifecycleKit
 
 // `reporter-bench SERVER_URL [EVENTS] [ROUNDS]` (Benchmarks/reporter-bench.sh starts the
 // service): what LifecycleReporter costs an app and how fast it delivers.
-// - The journal's cost per `report` call (append + fsync): median and p99 in µs, every call
-//   of every round timed.
+// - What `report` costs its caller (the main thread in an app): 5,000 calls on a queue that
+//   does not deliver, against the path it replaced, a write and an fsync of the same bytes on
+//   the calling thread, in blocks of 500 alternating; median, p99 and max in µs.
 // - Delivery: a queue of EVENTS events flushed through POST /v1/batch one item per request
 //   (batchSize 1: what single posts cost) and in batches of 100, rounds alternating in order,
 //   medians of events/s.
@@ -55,6 +56,55 @@ var rates: [Int: [Double]] = [1: [], 100: []]
     return Double(events) / seconds
 }
 
+/// `count` calls of `report` on a fresh queue that does not deliver, each timed, in µs.
+func reportCalls(_ reporter: LifecycleReporter, _ count: Int, _ instance: String) throws -> [Double] {
+    try (0..<count).map { index in
+        let start = now()
+        try reporter.report(event: cycle[index % cycle.count], instance: instance)
+        return Double(now() - start) / 1000
+    }
+}
+
+/// `count` appends of `bytes` with an fsync each, as `report` did before the group sync, in µs.
+func writeAndSync(_ descriptor: Int32, _ bytes: [UInt8], _ count: Int, _ offset: inout Int) -> [Double] {
+    (0..<count).map { _ in
+        let start = now()
+        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
+        guard written == bytes.count, fsync(descriptor) == 0 else {
+            FileHandle.standardError.write(Data("write or fsync failed: \(String(cString: strerror(errno)))\n".utf8))
+            exit(1)
+        }
+        offset += bytes.count
+        return Double(now() - start) / 1000
+    }
+}
+
+let callFolder = FileManager.default.temporaryDirectory.appendingPathComponent("reporter-bench-calls-\(UUID().uuidString)")
+let callReporter = try LifecycleReporter(
+    client: client, configuration: .init(directory: callFolder, maxItems: 100_000, deliversAutomatically: false)
+)
+try callReporter.create(instance: "reporter-bench-calls")
+let baselinePath = callFolder.appendingPathComponent("baseline").path
+let baseline = open(baselinePath, O_RDWR | O_CREAT | O_TRUNC, 0o644)
+guard baseline >= 0 else { fatalError("cannot open \(baselinePath)") }
+// An item's entry is about 300 bytes (header and JSON): the baseline writes as many.
+let entryBytes = [UInt8](repeating: 0x61, count: 300)
+var baselineOffset = 0
+var callMicroseconds: [Double] = []
+var baselineMicroseconds: [Double] = []
+for block in 0..<10 {
+    if block % 2 == 0 {
+        callMicroseconds += try reportCalls(callReporter, 500, "reporter-bench-calls")
+        baselineMicroseconds += writeAndSync(baseline, entryBytes, 500, &baselineOffset)
+    } else {
+        baselineMicroseconds += writeAndSync(baseline, entryBytes, 500, &baselineOffset)
+        callMicroseconds += try reportCalls(callReporter, 500, "reporter-bench-calls")
+    }
+}
+close(baseline)
+// The reporter's folder is temporary: a leftover is no failure of the bench.
+try? FileManager.default.removeItem(at: callFolder)
+
 for r in 0..<rounds {
     for size in r % 2 == 0 ? [1, 100] : [100, 1] {
         rates[size]!.append(try await round(size, "\(r)-\(size)"))
@@ -70,5 +120,13 @@ func median(_ values: [Double]) -> Double { percentile(values, 0.5) }
 
 let single = median(rates[1]!)
 let batched = median(rates[100]!)
-print("report() journal cost: median \(String(format: "%.0f", median(reportMicroseconds))) µs, p99 \(String(format: "%.0f", percentile(reportMicroseconds, 0.99))) µs (\(reportMicroseconds.count) calls, append + fsync)")
+func row(_ label: String, _ values: [Double]) -> String {
+    "| \(label) | \(values.count) | \(String(format: "%.1f", median(values))) | \(String(format: "%.1f", percentile(values, 0.99))) | \(String(format: "%.0f", values.max() ?? 0)) |"
+}
+print("| the caller's wait per call | calls | median µs | p99 µs | max µs |")
+print("|---|---|---|---|---|")
+print(row("`report()`: write, group sync off the thread", callMicroseconds))
+print(row("baseline: write + fsync on the thread (the old path)", baselineMicroseconds))
+print(row("`report()` while delivering rounds below", reportMicroseconds))
+print()
 print("delivery, \(events) queued events, median of \(rounds) rounds: one per request \(Int(single)) events/s, batches of 100 \(Int(batched)) events/s (\(String(format: "%.1f", batched / single))x)")

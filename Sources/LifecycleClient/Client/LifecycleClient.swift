@@ -163,7 +163,7 @@ extension LifecycleClient {
         do {
             (data, response) = try await session.data(for: urlRequest)
         } catch {
-            throw LifecycleClientError.unreachable(String(describing: error))
+            throw LifecycleClientError.unreachable(LifecycleClientError.unreachableReason(error, url: urlRequest.url ?? configuration.server))
         }
         guard let http = response as? HTTPURLResponse else { throw LifecycleClientError.badResponse("not an HTTP answer") }
         var headers: [String: String] = [:]

@@ -116,8 +116,9 @@ public struct LifecycleProblem: Error, Sendable, Equatable, CustomStringConverti
 public enum LifecycleClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The service refused the request and said why.
     case problem(LifecycleProblem)
-    /// No answer: the connection failed or timed out (the underlying error's description).
-    /// Whether a write was applied is unknown; send it again with the same `Idempotency-Key`.
+    /// No answer: the connection failed or timed out (why, in one line naming the host and
+    /// port: "cannot connect to 10.0.0.5:8080: connection refused"). Whether a write was
+    /// applied is unknown; send it again with the same `Idempotency-Key`.
     case unreachable(String)
     /// An answer this client cannot read: an unexpected status, content type or body.
     case badResponse(String)
@@ -127,11 +128,54 @@ public enum LifecycleClientError: Error, Sendable, Equatable, CustomStringConver
         if case .problem(let problem) = self { problem } else { nil }
     }
 
+    /// The error in one line of at most 120 characters, elided in its middle when longer (the
+    /// whole problem document is in ``problem``).
     public var description: String {
         switch self {
-        case .problem(let problem): "lifecycled refused: \(problem)"
-        case .unreachable(let reason): "lifecycled unreachable: \(reason)"
-        case .badResponse(let reason): "unreadable answer from lifecycled: \(reason)"
+        case .problem(let problem): "lifecycled refused: \(problem)".oneLine()
+        case .unreachable(let reason): "lifecycled unreachable: \(reason)".oneLine()
+        case .badResponse(let reason): "unreadable answer from lifecycled: \(reason)".oneLine()
         }
+    }
+
+    /// Why `error`, thrown by `URLSession` for a request to `url`, got no answer: one line
+    /// naming the host and port, from the error's code (and the system's errno where it gives
+    /// one) rather than its description, which runs to hundreds of characters.
+    static func unreachableReason(_ error: any Error, url: URL) -> String {
+        let host = url.host ?? "?"
+        let port = url.port ?? (url.scheme == "https" ? 443 : 80)
+        let target = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        var posix: String?
+        var current = error as NSError
+        while true {
+            if current.domain == NSPOSIXErrorDomain { posix = String(cString: strerror(Int32(current.code))).lowercased() }
+            guard posix == nil, let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError else { break }
+            current = underlying
+        }
+        guard let code = (error as? URLError)?.code else { return "cannot reach \(target): \(posix ?? String(describing: error))".oneLine() }
+        let reason: String = switch code {
+        case .cannotConnectToHost: "cannot connect to \(target): \(posix ?? "connection refused")"
+        case .cannotFindHost, .dnsLookupFailed: "cannot find host \(host) (\(target)): the name does not resolve"
+        case .timedOut: "no answer from \(target) in time"
+        case .networkConnectionLost: "the connection to \(target) was lost"
+        case .notConnectedToInternet: "cannot reach \(target): the device is offline"
+        case .appTransportSecurityRequiresSecureConnection: "cannot reach \(target): App Transport Security requires https"
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateNotYetValid,
+             .serverCertificateHasUnknownRoot, .clientCertificateRejected, .clientCertificateRequired:
+            "cannot reach \(target): the TLS handshake failed (URLError \(code.rawValue))"
+        default: "cannot reach \(target): \(posix ?? "URLError \(code.rawValue)")"
+        }
+        return reason.oneLine()
+    }
+}
+
+extension String {
+    /// This on one line (line breaks and tabs as spaces) of at most `limit` characters: a
+    /// longer one keeps its start and its end (where a reason usually is) around an ellipsis.
+    func oneLine(limit: Int = 120) -> String {
+        let flat = String(map { $0.isNewline || $0 == "\t" ? " " : $0 })
+        guard flat.count > limit else { return flat }
+        let head = (limit - 1) / 2
+        return flat.prefix(head) + "…" + flat.suffix(limit - 1 - head)
     }
 }

@@ -26,13 +26,25 @@ import Darwin
 /// **Invariants** (what makes delivery exactly once across a kill at any point):
 /// 1. An entry counts only once it is whole: its header parses, its checksum matches, its
 ///    payload decodes and its values are possible (see *Crafted values*).
-/// 2. `report` returns only after its `item` entry is written and fsynced, so a queued item is
-///    never lost; an item whose write was torn by a kill was never acknowledged to the caller.
+/// 2. `report` returns once its `item` entry is written (`pwrite(2)`, on the caller's thread):
+///    from then on a kill of the process loses nothing, since the kernel holds the bytes. It is
+///    fsynced by the group sync (``ReporterCore``'s serial queue, off the caller's thread), which
+///    starts as soon as the write returns and syncs every entry written since the last sync at
+///    once (`F_FULLFSYNC` on Apple platforms with `Configuration.powerLossDurable`): from then on
+///    a power loss loses nothing either. The window is one or two syncs long (about a
+///    millisecond on a server's disk, tens on slow flash). A power loss inside it can cost the
+///    last entries written, not yet synced: a tail cut off as a torn write, or entries left
+///    damaged (counted as lost items, below); never a reordering or a duplicate, since an item
+///    sent in that window and then lost from the file was stored once by the service, and items
+///    kept are resent with their keys. When a group sync fails, the next `report` syncs before
+///    it returns and throws ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)``
+///    if that fails too. An item whose write was torn by a kill was never acknowledged to the caller.
 /// 3. Keys are random UUIDs made when an item is queued and stored in its entry: a resend after a
 ///    kill carries the same key (the service answers it again from its idempotency store), and
 ///    no other item ever carries it.
-/// 4. When a batch is answered, its `ack` entry is written and fsynced before anything else is
-///    sent, so an answered item is never sent again; one sent but not acknowledged is resent.
+/// 4. When a batch is answered, its `ack` entry is written and fsynced (on the sender's thread,
+///    which also makes every entry before it durable) before anything else is sent, so an
+///    answered item is never sent again; one sent but not acknowledged is resent.
 /// 5. A gap's key and count may change only while it has never been handed to a batch in this
 ///    process (a gap replayed from the file, or appended by another process, may have been
 ///    sent: it is never changed).
@@ -108,11 +120,23 @@ struct Journal {
         var write: @Sendable (_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, _ offset: Int) -> Int
         /// `ftruncate(2)`.
         var truncate: @Sendable (_ descriptor: Int32, _ length: Int) -> Int32
+        /// `fsync(2)`; with `full` on Apple platforms `fcntl(F_FULLFSYNC)`, which also flushes
+        /// the drive's cache (power-loss durability), falling back to `fsync` where the file
+        /// system refuses it.
+        var sync: @Sendable (_ descriptor: Int32, _ full: Bool) -> Int32 = IO.fullSync
 
         static let system = IO(
             write: { descriptor, bytes, offset in pwrite(descriptor, bytes.baseAddress, bytes.count, off_t(offset)) },
             truncate: { descriptor, length in ftruncate(descriptor, off_t(length)) }
         )
+
+        @Sendable static func fullSync(_ descriptor: Int32, _ full: Bool) -> Int32 {
+            #if canImport(Darwin)
+            // Not verified here (no Apple SDK): fsync on Apple platforms leaves the data in the drive's cache.
+            if full, fcntl(descriptor, F_FULLFSYNC) == 0 { return 0 }
+            #endif
+            return fsync(descriptor)
+        }
     }
 
     /// The greatest sequence number an entry may hold: far beyond any queue, and far from overflow.
@@ -125,6 +149,10 @@ struct Journal {
     private var file: Descriptor
     private let lockFile: Descriptor
     private let io: IO
+    /// Whether each sync asks for power-loss durability (`F_FULLFSYNC`).
+    private let fullSync: Bool
+    /// Whether entries were written since the file was last synced.
+    private var unsynced = false
     /// Bytes in the file as this process last saw it.
     private(set) var size: Int
     /// The file's identity, to tell a rewrite by another process.
@@ -138,15 +166,16 @@ struct Journal {
     /// Opens (or creates) `directory/journal` under its lock: cuts off a torn tail, and rewrites
     /// the file without damaged entries (queuing a gap for lost items where it can tell the
     /// instance) or in the current format.
-    static func open(in directory: URL, io: IO = .system) throws -> (Journal, Opened) {
+    static func open(in directory: URL, io: IO = .system, fullSync: Bool = false) throws -> (Journal, Opened) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        DeviceFolder.prepare(directory)
         let lockFile = try Descriptor(opening: directory.appendingPathComponent("journal.lock").path, O_RDWR | O_CREAT)
         try lockFile.lock()
         defer { lockFile.unlock() }
         let file = try Descriptor(opening: directory.appendingPathComponent("journal").path, O_RDWR | O_CREAT)
         let bytes = try file.read(from: 0)
         let parsed = Self.parse(bytes)
-        var journal = Journal(directory: directory, file: file, lockFile: lockFile, io: io, size: bytes.count, inode: try file.inode(), cursor: parsed.cursor)
+        var journal = Journal(directory: directory, file: file, lockFile: lockFile, io: io, fullSync: fullSync, size: bytes.count, inode: try file.inode(), cursor: parsed.cursor)
         var opened = Opened(entries: parsed.entries, sizes: parsed.sizes, tornBytes: parsed.tornBytes, damage: parsed.damage)
         if var damage = parsed.damage {
             if damage.lostItems > 0, let instance = Self.soleInstance(parsed.entries) {
@@ -239,24 +268,47 @@ struct Journal {
         return (bytes, sizes)
     }
 
-    /// Appends `entries` in one write and fsyncs before returning their frame sizes. A failure
-    /// cuts the file back to where it was (recovery rules) and throws ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)``.
-    mutating func append(_ entries: [Entry]) throws -> [Int] {
+    /// Appends `entries` in one write and returns their frame sizes; with `sync`, fsyncs first
+    /// (with the entries written before them), and without, leaves them to ``takeUnsynced()``'s
+    /// caller (invariant 2). A failure cuts the file back to where it was (recovery rules) and
+    /// throws ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)``.
+    mutating func append(_ entries: [Entry], sync: Bool) throws -> [Int] {
         var next = cursor
         let (bytes, sizes) = try Self.frames(entries, &next)
         do {
             try file.write(bytes, at: size, io)
-            try file.sync()
+            if sync { try self.sync(file) }
         } catch let failure as Failure {
-            if io.truncate(file.descriptor, size) != 0 || fsync(file.descriptor) != 0 {
+            if io.truncate(file.descriptor, size) != 0 || io.sync(file.descriptor, fullSync) != 0 {
                 unusable = "\(failure.message); cutting it back failed: \(Self.describe(errno))"
             }
             throw LifecycleReporter.ReportError.journalUnwritable(directory: directory.path, reason: failure.message)
         }
         size += bytes.count
         cursor = next
+        unsynced = !sync
         return sizes
     }
+
+    /// The file to sync when entries were written without a sync since the last one (the flag
+    /// is cleared: a write after this call asks for another sync).
+    mutating func takeUnsynced() -> (Descriptor, Syncer)? {
+        guard unsynced else { return nil }
+        unsynced = false
+        return (file, Syncer(io: io, full: fullSync))
+    }
+
+    /// Syncs a file outside the reporter's lock.
+    struct Syncer: Sendable {
+        let io: IO
+        let full: Bool
+
+        func sync(_ file: Descriptor) throws {
+            guard io.sync(file.descriptor, full) == 0 else { throw Journal.failure("cannot sync the journal", errno) }
+        }
+    }
+
+    private func sync(_ file: Descriptor) throws { try Syncer(io: io, full: fullSync).sync(file) }
 
     /// Replaces the file by `entries` (the live state), durably (invariant 6); their frame sizes.
     mutating func rewrite(_ entries: [Entry]) throws -> [Int] {
@@ -265,13 +317,13 @@ struct Journal {
         let path = directory.appendingPathComponent("journal.new").path
         let fresh = try Descriptor(opening: path, O_RDWR | O_CREAT | O_TRUNC)
         try fresh.write(bytes, at: 0, io)
-        try fresh.sync()
+        try sync(fresh)
         // rename(2) replaces the file atomically; the folder is fsynced so that the rename, and
         // the appends to the new file after it, survive a crash.
         guard rename(path, url.path) == 0 else { throw Self.failure("cannot rename \(path)", errno) }
-        let folder = try Descriptor(opening: directory.path, O_RDONLY)
-        try folder.sync()
+        try sync(try Descriptor(opening: directory.path, O_RDONLY))
         file = fresh
+        unsynced = false
         inode = try fresh.inode()
         size = bytes.count
         cursor = next
@@ -282,15 +334,16 @@ struct Journal {
     /// Cuts the file to `length` bytes, durably.
     private mutating func cut(to length: Int) throws {
         guard io.truncate(file.descriptor, length) == 0 else { throw Self.failure("cannot cut \(url.path) back", errno) }
-        try file.sync()
+        try sync(file)
         size = length
     }
 
-    private init(directory: URL, file: Descriptor, lockFile: Descriptor, io: IO, size: Int, inode: UInt64, cursor: Cursor) {
+    private init(directory: URL, file: Descriptor, lockFile: Descriptor, io: IO, fullSync: Bool, size: Int, inode: UInt64, cursor: Cursor) {
         self.directory = directory
         self.file = file
         self.lockFile = lockFile
         self.io = io
+        self.fullSync = fullSync
         self.size = size
         self.inode = inode
         self.cursor = cursor
@@ -369,8 +422,9 @@ extension Journal {
     }
 }
 
-/// An open file descriptor, closed with its last reference.
-final class Descriptor {
+/// An open file descriptor, closed with its last reference (the group sync may hold one past a
+/// compaction's replacing it: syncing the old file then is harmless).
+final class Descriptor: Sendable {
     let descriptor: Int32
 
     init(opening path: String, _ flags: Int32) throws {
@@ -421,9 +475,6 @@ final class Descriptor {
         }
     }
 
-    func sync() throws {
-        guard fsync(descriptor) == 0 else { throw Journal.failure("cannot sync the journal", errno) }
-    }
 }
 
 /// CRC-32 (IEEE 802.3, as zlib's), for the journal's frames.

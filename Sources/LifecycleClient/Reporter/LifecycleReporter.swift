@@ -2,9 +2,15 @@ import Foundation
 import LifecycleKit
 import LifecycleLocks
 
-/// The offline queue: inputs reported by the app are journaled on the device (fsynced before
-/// `report` returns) and delivered in order, exactly once, through `POST /v1/batch` whenever the
-/// service can be reached.
+/// The offline queue: inputs reported by the app are journaled on the device and delivered in
+/// order, exactly once, through `POST /v1/batch` whenever the service can be reached.
+///
+/// `report` never waits for the disk either: it writes the entry (`pwrite(2)`, microseconds) on
+/// the caller's thread, the main thread in an app, and returns; from then on a kill of the
+/// process loses nothing. A serial queue fsyncs the entries written since its last sync in one
+/// go, at once (`F_FULLFSYNC` on Apple platforms with ``Configuration/powerLossDurable``): a
+/// power loss before that sync can cost the last few reports, never their order and never a
+/// duplicate (`Journal`'s invariant 2).
 ///
 /// `report` never waits on the network: a sender task delivers batches of up to
 /// ``Configuration/batchSize`` items, with exponential backoff and full jitter while the service
@@ -24,6 +30,14 @@ import LifecycleLocks
 /// answered 404; it still counts toward the bound), and its gap goes after it: create, gap,
 /// kept items.
 ///
+/// A folder that cannot be opened yet (on iOS, data protection before the first unlock after a
+/// reboot; a path that is not a folder) does not stop the reporter: it says so
+/// (``Event/journalUnavailable(reason:)``, ``Status/journalUnavailable``), holds reports in
+/// memory within the bound (``Status/heldItems``; past it `report` throws), tries again on each
+/// report and ``retryNow()``, and writes them, in order, once it can (``Event/journalCaughtUp(items:)``).
+/// On Apple platforms the folder is excluded from backups and readable from the first unlock
+/// (`completeUntilFirstUserAuthentication`); that code is not verified here (no Apple SDK).
+///
 /// Recovery: a write torn by a kill is cut off when the journal opens (``Event/damagedTail(bytes:)``);
 /// a failed write (a full disk) is cut back at once and `report` throws
 /// ``ReportError/journalUnwritable(directory:reason:)``; a damaged entry is skipped and reading
@@ -42,9 +56,11 @@ public final class LifecycleReporter: Sendable {
 
     /// Opens the journal in `configuration.directory` (cutting off a torn tail, reported to
     /// `onEvent` as ``Event/damagedTail(bytes:)``, and removing damaged entries, reported as
-    /// ``Event/damaged(_:)``) and starts delivering what it holds.
+    /// ``Event/damaged(_:)``) and starts delivering what it holds. A journal that cannot be
+    /// opened is no error (``Event/journalUnavailable(reason:)``): nothing is thrown today, and
+    /// `throws` stays so that callers' `try` compiles without a warning.
     public init(client: LifecycleClient, configuration: Configuration, onEvent: (@Sendable (Event) -> Void)? = nil) throws {
-        core = try ReporterCore(client: client, configuration: configuration, onEvent: onEvent ?? { _ in })
+        core = ReporterCore(client: client, configuration: configuration, onEvent: onEvent ?? { _ in })
         let core = core
         sender = configuration.deliversAutomatically ? Task.detached { await core.run() } : nil
     }
@@ -54,8 +70,10 @@ public final class LifecycleReporter: Sendable {
         core.wake()
     }
 
-    /// Queues an event: returns once it is durable in the journal, never waiting on the network;
-    /// throws ``ReportError/journalUnwritable(directory:reason:)`` when the journal cannot be written (not queued).
+    /// Queues an event: returns once it is written to the journal (a kill loses nothing; the
+    /// sync follows off this thread), never waiting on the disk's sync or the network; throws
+    /// ``ReportError/journalUnwritable(directory:reason:)`` when the journal cannot be written
+    /// (not queued) or after a failed sync when a second fails too.
     /// `occurredAt` defaults to now on the device's clock, in its offset.
     public func report(
         event: String, parameters: [String: Value] = [:], instance: String, believedState: String? = nil, ranHooks: [String]? = nil,
@@ -89,7 +107,8 @@ public final class LifecycleReporter: Sendable {
     /// asked for). The adapter calls it when the app becomes active or enters the foreground.
     public func retryNow() { core.retryNow() }
 
-    /// Delivers everything queued, in order, now; returns the number of items and gaps answered.
+    /// Syncs the journal (what `report` wrote and the group sync has not yet covered), then
+    /// delivers everything queued, in order, now; returns the number of items and gaps answered.
     /// Throws (items kept) when the service cannot be reached, refuses the batch whole (its
     /// ``LifecycleClientError/problem(_:)``, such as a wrong token's 401), or asks to retry
     /// later, and ``ReportError/journalUnwritable(directory:reason:)`` when an answer cannot be
@@ -99,4 +118,7 @@ public final class LifecycleReporter: Sendable {
 
     /// The queue as it is now.
     public var status: Status { core.status }
+
+    /// Why the last group sync failed, until a report syncs again (for tests).
+    var syncFailure: String? { core.syncFailure }
 }

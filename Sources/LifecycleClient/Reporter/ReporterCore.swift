@@ -6,7 +6,18 @@ import LifecycleLocks
 final class ReporterCore: Sendable {
     private struct State {
         var queue: ReportQueue
-        var journal: Journal
+        /// nil while the folder cannot be opened (`unavailable` says why): reports are `held`.
+        var journal: Journal?
+        /// Why the journal cannot be opened or written yet (the system's reason).
+        var unavailable: String?
+        /// Reports made while the journal could not be opened (or written since), in order, to
+        /// write once it can; their sequence numbers are given then.
+        var held: [(item: QueuedItem, size: Int)] = []
+        var heldBytes = 0
+        /// A group sync is queued and has not yet taken the file.
+        var syncScheduled = false
+        /// Why the last group sync failed: the next report syncs before it returns.
+        var syncFailure: String?
         /// No batch goes out before this (a backoff, or a `Retry-After`).
         var notBefore: ContinuousClock.Instant?
         /// The part of `notBefore` the service asked for, which `retryNow` keeps.
@@ -16,7 +27,7 @@ final class ReporterCore: Sendable {
         var batchLimit: Int
         var waiter: CheckedContinuation<Void, Never>?
         var wakePending = false
-        let damagedTailBytes: Int
+        var damagedTailBytes = 0
         var damage: LifecycleReporter.Damage?
         var compactionError: String?
     }
@@ -39,17 +50,19 @@ final class ReporterCore: Sendable {
     private let configuration: LifecycleReporter.Configuration
     private let onEvent: @Sendable (LifecycleReporter.Event) -> Void
     private let state: LockedValue<State>
+    /// Where group syncs run, one at a time, off the reporting thread (invariant 2).
+    private let syncQueue = DispatchQueue(label: "LifecycleReporter.sync", qos: .utility)
 
-    init(client: LifecycleClient, configuration: LifecycleReporter.Configuration, onEvent: @escaping @Sendable (LifecycleReporter.Event) -> Void) throws {
+    /// Opens the journal; one that cannot be opened yet is said (``LifecycleReporter/Event/journalUnavailable(reason:)``)
+    /// and opened again on each report and `retryNow`.
+    init(client: LifecycleClient, configuration: LifecycleReporter.Configuration, onEvent: @escaping @Sendable (LifecycleReporter.Event) -> Void) {
         self.client = client
         self.configuration = configuration
         self.onEvent = onEvent
-        let (journal, opened) = try Journal.open(in: configuration.directory, io: configuration.journalIO)
-        let queue = ReportQueue(bound: .init(items: configuration.maxItems, bytes: configuration.maxBytes),
-                                replaying: opened.entries, sizes: opened.sizes)
-        state = LockedValue(State(queue: queue, journal: journal, batchLimit: configuration.batchSize, damagedTailBytes: opened.tornBytes, damage: opened.damage))
-        if opened.tornBytes > 0 { onEvent(.damagedTail(bytes: opened.tornBytes)) }
-        if let damage = opened.damage { onEvent(.damaged(damage)) }
+        let queue = ReportQueue(bound: .init(items: configuration.maxItems, bytes: configuration.maxBytes), replaying: [], sizes: [])
+        state = LockedValue(State(queue: queue, batchLimit: configuration.batchSize))
+        let events = state.withLock { s in openIfDue(&s) }
+        for event in events { onEvent(event) }
     }
 
     var status: LifecycleReporter.Status {
@@ -57,19 +70,41 @@ final class ReporterCore: Sendable {
             var drops: [String: Int] = [:]
             for gap in s.queue.gaps { drops[gap.instance, default: 0] += gap.dropped }
             return .init(pendingItems: s.queue.items.count, pendingBytes: s.queue.liveBytes, unreportedDrops: drops, damagedTailBytes: s.damagedTailBytes,
-                         damage: s.damage, compactionError: s.compactionError)
+                         damage: s.damage, compactionError: s.compactionError, heldItems: s.held.count,
+                         journalUnavailable: s.unavailable.map { unwritable($0).description })
         }
     }
+
+    /// Why the last group sync failed, until a report syncs again.
+    var syncFailure: String? { state.withLock { $0.syncFailure } }
 
     func enqueue(
         instance: String, kind: QueuedItem.Kind, name: String? = nil, parameters: [String: Value] = [:], model: String? = nil,
         believedState: String? = nil, ranHooks: [String]? = nil, occurredAt: DeviceTime? = nil
     ) throws {
         let time = occurredAt ?? (kind == .create ? nil : DeviceTime.now())
-        let key = LifecycleClient.makeIdempotencyKey()
-        let drops: [(String, Int)] = try state.withLock { s in try journaled(&s) { s in
-            let item = QueuedItem(sequence: s.queue.nextSequence, key: key, instance: instance, kind: kind, name: name, parameters: parameters,
-                                  model: model, believedState: believedState, ranHooks: ranHooks, occurredAt: time)
+        let item = QueuedItem(sequence: 0, key: LifecycleClient.makeIdempotencyKey(), instance: instance, kind: kind, name: name, parameters: parameters,
+                              model: model, believedState: believedState, ranHooks: ranHooks, occurredAt: time)
+        let (events, sync) = try state.withLock { s in
+            var events = openIfDue(&s)
+            if s.journal != nil && s.held.isEmpty {
+                events += try write(item, &s)
+            } else {
+                try hold(item, &s)
+                events += catchUp(&s)
+            }
+            return (events, scheduleSync(&s))
+        }
+        if sync { syncQueue.async { self.groupSync() } }
+        for event in events { onEvent(event) }
+        wake()
+    }
+
+    /// Journals `item` (numbered next), the bound's drops before it; the events it makes.
+    private func write(_ item: QueuedItem, _ s: inout State) throws -> [LifecycleReporter.Event] {
+        let drops: [(String, Int)] = try journaled(&s) { s in
+            var item = item
+            item.sequence = s.queue.nextSequence
             let itemSize = try Journal.frameSize(Journal.Entry(t: .item, item: item))
             guard itemSize <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: itemSize) }
             let entries = s.queue.entries(queueing: item, size: itemSize, makeKey: LifecycleClient.makeIdempotencyKey)
@@ -80,14 +115,101 @@ final class ReporterCore: Sendable {
                     dropped[queued.instance, default: 0] += 1
                 }
             }
-            let sizes = try s.journal.append(entries)
+            // After a failed group sync this write syncs, so the caller hears if the disk still fails.
+            let sizes = try s.journal!.append(entries, sync: s.syncFailure != nil)
+            s.syncFailure = nil
             for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
             s.queue.noteMergeable(entries)
             compactIfDue(&s)
             return dropped.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        } }
-        for (instance, count) in drops { onEvent(.dropped(instance: instance, count: count)) }
-        wake()
+        }
+        return drops.map { .dropped(instance: $0.0, count: $0.1) }
+    }
+
+    /// Keeps `item` in memory until the journal can be written, within the bound.
+    private func hold(_ item: QueuedItem, _ s: inout State) throws {
+        let size = try Journal.frameSize(Journal.Entry(t: .item, item: item))
+        guard size <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: size) }
+        guard s.held.count < configuration.maxItems, s.heldBytes + size <= configuration.maxBytes else {
+            throw unwritable("\(s.unavailable ?? "it cannot be written"); the reports held in memory fill the bound")
+        }
+        s.held.append((item, size))
+        s.heldBytes += size
+    }
+
+    /// Opens the journal when it is not open; the events that says.
+    private func openIfDue(_ s: inout State) -> [LifecycleReporter.Event] {
+        guard s.journal == nil else { return [] }
+        do {
+            let (journal, opened) = try Journal.open(in: configuration.directory, io: configuration.journalIO, fullSync: configuration.powerLossDurable)
+            s.queue = ReportQueue(bound: s.queue.bound, replaying: opened.entries, sizes: opened.sizes)
+            s.journal = journal
+            s.unavailable = nil
+            s.damagedTailBytes = opened.tornBytes
+            s.damage = opened.damage
+            var events: [LifecycleReporter.Event] = []
+            if opened.tornBytes > 0 { events.append(.damagedTail(bytes: opened.tornBytes)) }
+            if let damage = opened.damage { events.append(.damaged(damage)) }
+            return events
+        } catch {
+            let reason = LifecycleReporter.ReportError.reason(of: error)
+            // Said once an outage (and again if the reason changes), not on every report.
+            guard reason != s.unavailable else { return [] }
+            s.unavailable = reason
+            return [.journalUnavailable(reason: unwritable(reason).description)]
+        }
+    }
+
+    /// Writes the held reports into the journal, in order, when it is open; stops at the first
+    /// that cannot be written (it and those after it stay held). The events that makes.
+    private func catchUp(_ s: inout State) -> [LifecycleReporter.Event] {
+        guard s.journal != nil, !s.held.isEmpty else { return [] }
+        var events: [LifecycleReporter.Event] = []
+        var written = 0
+        for (item, size) in s.held {
+            do {
+                events += try write(item, &s)
+                s.heldBytes -= size
+            } catch {
+                s.unavailable = LifecycleReporter.ReportError.reason(of: error)
+                break
+            }
+            written += 1
+        }
+        s.held.removeFirst(written)
+        if s.held.isEmpty { s.unavailable = nil }
+        return written > 0 ? events + [.journalCaughtUp(items: written)] : events
+    }
+
+    /// Whether a group sync must be queued (one is not already): entries were written unsynced.
+    private func scheduleSync(_ s: inout State) -> Bool {
+        guard !s.syncScheduled, s.journal != nil else { return false }
+        s.syncScheduled = true
+        return true
+    }
+
+    /// Syncs every entry written since the last sync, outside the lock so reports go on meanwhile.
+    private func groupSync() {
+        do {
+            try syncNow()
+        } catch {
+            state.withLock { s in s.syncFailure = String(describing: error) }
+        }
+    }
+
+    /// Syncs what `report` wrote and no sync has covered yet, on the calling thread.
+    private func syncNow() throws {
+        let pending = state.withLock { s in
+            s.syncScheduled = false
+            return s.journal?.takeUnsynced()
+        }
+        guard let (file, syncer) = pending else { return }
+        try syncer.sync(file)
+    }
+
+    /// The journal error of `reason` in this reporter's folder.
+    private func unwritable(_ reason: String) -> LifecycleReporter.ReportError {
+        .journalUnwritable(directory: configuration.directory.path, reason: reason)
     }
 
     func retryNow() {
@@ -95,7 +217,20 @@ final class ReporterCore: Sendable {
             s.failures = 0
             s.notBefore = s.retryAfterUntil.flatMap { $0 > .now ? $0 : nil }
         }
+        reopen()
         wake()
+    }
+
+    /// Opens the journal if it is not open, writes the reports held meanwhile; whether some stay held.
+    @discardableResult
+    private func reopen() -> Bool {
+        let (events, sync, held) = state.withLock { s in
+            let events = openIfDue(&s) + catchUp(&s)
+            return (events, scheduleSync(&s), !s.held.isEmpty)
+        }
+        if sync { syncQueue.async { self.groupSync() } }
+        for event in events { onEvent(event) }
+        return held
     }
 
     /// Resumes the sender if it waits (or makes its next wait return at once).
@@ -123,6 +258,9 @@ final class ReporterCore: Sendable {
     }
 
     func flush() async throws -> Int {
+        if reopen() { throw state.withLock { s in unwritable(s.unavailable ?? "it cannot be written") } }
+        // A command line's process ends after its flush: what it queued is made durable first.
+        do { try syncNow() } catch { throw LifecycleReporter.ReportError.journalUnwritable(configuration.directory, error) }
         var delivered = 0
         while true {
             let batch = state.withLock { s in s.queue.takeBatch(limit: s.batchLimit) }
@@ -197,9 +335,11 @@ final class ReporterCore: Sendable {
             report(batch, [.problem(status: problem.status, problem)])
             return .answered(count: 1, retryLater: false, retryAfter: nil)
         } catch LifecycleClientError.problem(let problem) {
-            return .failed(problem.description, status: problem.status, retryAfter: problem.retryAfter, problem: problem)
+            return .failed(problem.description.oneLine(), status: problem.status, retryAfter: problem.retryAfter, problem: problem)
+        } catch LifecycleClientError.unreachable(let reason) {
+            return .failed(reason, status: nil, retryAfter: nil)
         } catch {
-            return .failed(String(describing: error), status: nil, retryAfter: nil)
+            return .failed(String(describing: error).oneLine(), status: nil, retryAfter: nil)
         }
     }
 
@@ -225,7 +365,7 @@ final class ReporterCore: Sendable {
                 if let entry = s.queue.acknowledgement(of: batch, answered: count) {
                     do {
                         try journaled(&s) { s in
-                            let sizes = try s.journal.append([entry])
+                            let sizes = try s.journal!.append([entry], sync: true)
                             s.queue.apply(entry, size: sizes[0])
                             compactIfDue(&s)
                         }
@@ -272,9 +412,9 @@ final class ReporterCore: Sendable {
     /// Rewrites the journal when its dead bytes are due. A failure leaves it as it was (whole),
     /// never undoes the write before it, and is kept in `status.compactionError`.
     private func compactIfDue(_ s: inout State) {
-        guard let entries = s.queue.compacted(fileSize: s.journal.size, threshold: configuration.compactionThreshold) else { return }
+        guard let size = s.journal?.size, let entries = s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) else { return }
         do {
-            let sizes = try s.journal.rewrite(entries)
+            let sizes = try s.journal!.rewrite(entries)
             s.queue.reset()
             for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
             s.compactionError = nil
@@ -286,9 +426,12 @@ final class ReporterCore: Sendable {
     /// Runs `body` under the folder's lock, once the queue holds what other processes wrote
     /// (invariant 7); the lock is released before this returns, so never held across a wait.
     private func journaled<T>(_ s: inout State, _ body: (inout State) throws -> T) throws -> T {
-        try s.journal.lock()
-        defer { s.journal.unlock() }
-        guard let change = try s.journal.catchUp() else { return try body(&s) }
+        guard s.journal != nil else {
+            throw LifecycleReporter.ReportError.journalUnwritable(directory: configuration.directory.path, reason: s.unavailable ?? "it is not open")
+        }
+        try s.journal!.lock()
+        defer { s.journal!.unlock() }
+        guard let change = try s.journal!.catchUp() else { return try body(&s) }
         let parsed: Journal.Parsed
         switch change {
         case .appended(let appended): parsed = appended

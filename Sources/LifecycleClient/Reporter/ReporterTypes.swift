@@ -20,20 +20,27 @@ extension LifecycleReporter {
         public var maxBytes: Int
         /// The first retry's longest wait; each failure doubles it (full jitter: a random wait up to it).
         public var initialBackoff: TimeInterval
-        /// The longest wait between retries.
+        /// The longest wait between retries (30 s by default): after an outage the first batch
+        /// goes at most this long after the service is back, or at once when the app becomes
+        /// active (``LifecycleReporter/retryNow()``).
         public var maxBackoff: TimeInterval
         /// Dead bytes (delivered or dropped entries) past which the journal is rewritten.
         public var compactionThreshold: Int
         /// Whether a sender task delivers by itself (`false`: only ``LifecycleReporter/flush()`` does).
         public var deliversAutomatically: Bool
+        /// Whether each journal sync also flushes the drive's cache (`F_FULLFSYNC` on Apple
+        /// platforms; Linux's `fsync` always does), so what was synced survives a power loss, at
+        /// a cost of milliseconds a sync off the reporting thread. Off by default: an app's
+        /// process being killed, the usual loss, needs no sync at all (invariant 2 on `Journal`).
+        public var powerLossDurable: Bool
         /// The journal's writes and cuts: a test's fail as a full disk would.
         var journalIO = Journal.IO.system
 
-        /// The defaults: batches of 100, at most 10,000 items or 8 MiB, backoff from 0.5 s up to 60 s.
+        /// The defaults: batches of 100, at most 10,000 items or 8 MiB, backoff from 0.5 s up to 30 s.
         public init(
             directory: URL, batchSize: Int = 100, maxItems: Int = 10_000, maxBytes: Int = 8 << 20,
-            initialBackoff: TimeInterval = 0.5, maxBackoff: TimeInterval = 60, compactionThreshold: Int = 1 << 20,
-            deliversAutomatically: Bool = true
+            initialBackoff: TimeInterval = 0.5, maxBackoff: TimeInterval = 30, compactionThreshold: Int = 1 << 20,
+            deliversAutomatically: Bool = true, powerLossDurable: Bool = false
         ) {
             self.directory = directory
             self.batchSize = max(1, min(batchSize, 1000))
@@ -43,6 +50,7 @@ extension LifecycleReporter {
             self.maxBackoff = maxBackoff
             self.compactionThreshold = compactionThreshold
             self.deliversAutomatically = deliversAutomatically
+            self.powerLossDurable = powerLossDurable
         }
     }
 
@@ -64,7 +72,16 @@ extension LifecycleReporter {
         /// A gap item was answered (a record of kind `gap`, or a refusal such as 404).
         case gapDelivered(instance: String, dropped: Int, BatchResult)
         /// A batch could not be delivered; it is retried after `retryIn` seconds, keys unchanged.
+        /// `error` is one line of at most 120 characters, such as "cannot connect to
+        /// 10.0.0.5:8080: connection refused".
         case retrying(error: String, retryIn: TimeInterval)
+        /// The journal's folder cannot be opened (`reason`, one line of at most 120 characters),
+        /// such as before the first unlock after a reboot: reports are held in memory (within the
+        /// bound) and the reporter tries again on each report and ``LifecycleReporter/retryNow()``.
+        case journalUnavailable(reason: String)
+        /// The journal could be written again: the `items` reports held meanwhile are now in it,
+        /// in the order they were made, and are delivered.
+        case journalCaughtUp(items: Int)
     }
 
     /// A snapshot of the queue.
@@ -82,6 +99,11 @@ extension LifecycleReporter {
         /// Why the journal's last compaction failed, if it did: the journal stays as it was,
         /// whole, and grows until a later one succeeds.
         public var compactionError: String?
+        /// Reports held in memory while the journal cannot be opened or written (not in
+        /// `pendingItems`): they are written to it, in order, once it can be.
+        public var heldItems = 0
+        /// Why the journal cannot be opened or written now, if so (one line).
+        public var journalUnavailable: String?
     }
 
     /// Why `report` could not queue an item, or `flush` stopped.
@@ -94,12 +116,13 @@ extension LifecycleReporter {
         /// as "No space left on device"); what it would have recorded is not durable.
         case journalUnwritable(directory: String, reason: String)
 
-        /// The error in one line.
+        /// The error in one line of at most 120 characters (a long folder is elided in its
+        /// middle; the reason, at the end, is kept).
         public var description: String {
             switch self {
             case .closed: "the reporter was closed"
             case .tooLarge(let bytes): "an item's journal entry of \(bytes) bytes is larger than the queue's byte bound"
-            case .journalUnwritable(let directory, let reason): "cannot write the queue's journal in \(directory): \(reason)"
+            case .journalUnwritable(let directory, let reason): "cannot write the queue's journal in \(directory): \(reason)".oneLine()
             }
         }
 
@@ -107,11 +130,17 @@ extension LifecycleReporter {
         /// carries one: Foundation wraps the errno (ENOSPC, EIO) in errors of its own.
         static func journalUnwritable(_ directory: URL, _ error: any Error) -> ReportError {
             if let error = error as? ReportError { return error }
-            if let failure = error as? Journal.Failure { return .journalUnwritable(directory: directory.path, reason: failure.message) }
+            return .journalUnwritable(directory: directory.path, reason: reason(of: error))
+        }
+
+        /// The system's reason in `error`, thrown reading or writing the journal.
+        static func reason(of error: any Error) -> String {
+            if case .journalUnwritable(_, let reason) = error as? ReportError { return reason }
+            if let error = error as? ReportError { return error.description }
+            if let failure = error as? Journal.Failure { return failure.message }
             var current = error as NSError
             while current.domain != NSPOSIXErrorDomain, let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError { current = underlying }
-            let reason = current.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(current.code))) : String(describing: error)
-            return .journalUnwritable(directory: directory.path, reason: reason)
+            return current.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(current.code))) : String(describing: error).oneLine()
         }
     }
 

@@ -87,9 +87,11 @@ struct QueuedPost {
             case .damagedTail(let bytes): Output.error("lifecycled: cut off a damaged journal tail of \(bytes) bytes in \(directory)")
             case .damaged(let damage): Output.error("lifecycled: \(QueuedPost.describe(damage)) in \(directory)")
             case .dropped(let instance, let count): Output.error("lifecycled: dropped the \(count) oldest queued items of \(instance) (past the bound)")
-            case .retrying: break
+            case .retrying, .journalUnavailable, .journalCaughtUp: break
             }
         }
+        // A command ends with its process: a report held in memory would be lost, so it is refused.
+        if let reason = reporter.status.journalUnavailable { throw CommandFailure(reason) }
         try enqueue(reporter)
         var delivery = Delivery()
         do {

@@ -18,10 +18,10 @@ final class ReporterCore: Sendable {
         var syncScheduled = false
         /// Why the last group sync failed: the next report syncs before it returns.
         var syncFailure: String?
-        /// No batch goes out before this (a backoff, or a `Retry-After`).
-        var notBefore: ContinuousClock.Instant?
+        /// No batch goes out before this (a backoff, or a `Retry-After`), in seconds of `now`.
+        var notBefore: TimeInterval?
         /// The part of `notBefore` the service asked for, which `retryNow` keeps.
-        var retryAfterUntil: ContinuousClock.Instant?
+        var retryAfterUntil: TimeInterval?
         var failures = 0
         /// The batch size in use: halved while a whole batch is refused (400, 413).
         var batchLimit: Int
@@ -35,7 +35,7 @@ final class ReporterCore: Sendable {
     /// What the sender does next.
     private enum Step {
         case send(ReportQueue.Batch)
-        case wait(until: ContinuousClock.Instant?)
+        case wait(until: TimeInterval?)
     }
 
     /// How one attempt went.
@@ -215,7 +215,7 @@ final class ReporterCore: Sendable {
     func retryNow() {
         state.withLock { s in
             s.failures = 0
-            s.notBefore = s.retryAfterUntil.flatMap { $0 > .now ? $0 : nil }
+            s.notBefore = s.retryAfterUntil.flatMap { $0 > Self.now ? $0 : nil }
         }
         reopen()
         wake()
@@ -266,7 +266,7 @@ final class ReporterCore: Sendable {
             let batch = state.withLock { s in s.queue.takeBatch(limit: s.batchLimit) }
             guard let batch else {
                 if status.pendingItems == 0 && status.unreportedDrops.isEmpty { return delivered }
-                try await Task.sleep(for: .milliseconds(10))  // the sender task has a batch in flight
+                try await Task.sleep(nanoseconds: 10_000_000)  // the sender task has a batch in flight
                 continue
             }
             let outcome = await attempt(batch)
@@ -286,17 +286,20 @@ final class ReporterCore: Sendable {
 
     private func nextStep() -> Step {
         state.withLock { s in
-            if let notBefore = s.notBefore, notBefore > .now { return .wait(until: notBefore) }
+            if let notBefore = s.notBefore, notBefore > Self.now { return .wait(until: notBefore) }
             s.notBefore = nil
             guard let batch = s.queue.takeBatch(limit: s.batchLimit) else { return .wait(until: nil) }
             return .send(batch)
         }
     }
 
-    private func wait(until deadline: ContinuousClock.Instant?) async {
+    /// Monotonic seconds, as iOS 15 has them (ContinuousClock needs iOS 16).
+    private static var now: TimeInterval { ProcessInfo.processInfo.systemUptime }
+
+    private func wait(until deadline: TimeInterval?) async {
         let timer = deadline.map { deadline in
             Task { [weak self] in
-                do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
+                do { try await Task.sleep(nanoseconds: UInt64(max(0, deadline - Self.now) * 1_000_000_000)) } catch { return }
                 self?.wake()
             }
         }
@@ -403,7 +406,7 @@ final class ReporterCore: Sendable {
         // Each as a wait: the configuration's public fields may hold anything.
         let ceiling = min(configuration.maxBackoff.asWait, configuration.initialBackoff.asWait * pow(2, Double(min(s.failures - 1, 30))))
         let delay = (retryAfter ?? Double.random(in: 0...ceiling)).asWait
-        let until = ContinuousClock.now + .milliseconds(Int64(delay * 1000))
+        let until = Self.now + delay
         s.notBefore = until
         s.retryAfterUntil = retryAfter == nil ? nil : until
         return (error, delay)

@@ -1,7 +1,7 @@
 import Foundation
 import LifecycleKit
 import LifecycleLocks
-import TestSupport
+import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 

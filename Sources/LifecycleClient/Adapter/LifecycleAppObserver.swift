@@ -78,8 +78,8 @@ public final class LifecycleAppObserver: Sendable {
     ///   - onEvent: what the reporter tells the app (``LifecycleReporter/Event``).
     ///   - window: the `window` parameter of `willConnectToWindow` from its scene's notification
     ///     (default: the notification's object's description).
-    ///   - report: the app's belief and hooks for an event (by its `ios-app` name), read on the
-    ///     main actor from its own state objects when the notification arrives.
+    ///   - report: the app's belief and hooks for an event or action (by its `ios-app` name),
+    ///     read on the main actor from its own state objects when the notification arrives.
     ///   - parameters: other parameters of an event (such as `didFinishLaunching`'s `isTesting`).
     ///   - onError: what a report that could not be queued tells the app (a full disk, say).
     public init(
@@ -123,6 +123,13 @@ public final class LifecycleAppObserver: Sendable {
     /// already reported in this process, and in an app extension.
     @MainActor public func windowConnected(_ window: String = "main") {
         handler?.connect(window: window, notification: nil)
+    }
+
+    /// Queues an action the app's code handled (`openURL`, `handleShortcutItem`,
+    /// `handleUserActivity`), with the belief and hooks ``Report`` reads for it; a no-op in an
+    /// app extension. Throws what ``LifecycleReporter/report(action:parameters:instance:believedState:ranHooks:occurredAt:)`` throws.
+    @MainActor public func report(action: String, parameters: [String: Value] = [:]) throws {
+        try handler?.send(action: action, parameters)
     }
 
     /// The install's instance id, creating its instance on its first process start and
@@ -183,6 +190,11 @@ public final class LifecycleAppObserver: Sendable {
         var parameters = parameters("willConnectToWindow", notification)
         parameters["window"] = .string(window)
         send("willConnectToWindow", parameters)
+    }
+
+    func send(action: String, _ parameters: [String: Value]) throws {
+        let said = report(action)
+        try reporter.report(action: action, parameters: parameters, instance: instance, believedState: said.believedState, ranHooks: said.ranHooks)
     }
 
     private func send(_ event: String, _ parameters: [String: Value]) {

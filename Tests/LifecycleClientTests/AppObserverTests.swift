@@ -111,3 +111,21 @@ import Testing
         return process.observer
     }
 }
+
+/// The README's adapter snippet is the wiring `Tests/package/run.sh` compiles in Swift 6 mode.
+@Suite struct AppWiringDocumentationTests {
+    @Test func everyLineOfTheREADMEsAdapterSnippetIsInWiringSwift() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let wiring = try String(contentsOf: root.appendingPathComponent("Tests/package/App/Sources/App/Wiring.swift"), encoding: .utf8)
+        let wiringLines = Set(wiring.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
+        let start = try #require(readme.range(of: "lifecycle = try LifecycleAppObserver("))
+        let block = try #require(readme[..<start.lowerBound].range(of: "```swift\n", options: .backwards))
+        let end = try #require(readme[start.lowerBound...].range(of: "```"))
+        let snippet = readme[block.upperBound..<end.lowerBound].split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(snippet.count > 5)
+        for line in snippet where !line.hasPrefix("//") {
+            #expect(wiringLines.contains(line), "README's adapter snippet line not in Wiring.swift: \(line)")
+        }
+    }
+}

@@ -1,32 +1,16 @@
 import Foundation
 import LifecycleKit
-import LifecycleLocks
 import LifecycleTestSupport
 import Testing
 @testable import LifecycleClient
 
-/// The app adapter driven by posting UIKit's notification names on a `NotificationCenter`, as
-/// UIKit would, against a real service.
-@Suite struct AppObserverTests {
-    /// The app's own state object: what its machine believes and the hooks it ran.
-    final class AppState: Sendable {
-        let state = LockedValue<(believed: String, ran: [String])>(("initializing", []))
-        func set(_ believed: String, _ ran: [String]) { state.withLock { $0 = (believed, ran) } }
-    }
-
-    @Test func postedNotificationsAreReportedAsTheIOSAppModelsEvents() async throws {
-        let server = try ClientTestServer()
-        let temporary = TemporaryDirectory()
-        let reporter = try LifecycleReporter(
-            client: server.client(), configuration: .init(directory: URL(fileURLWithPath: temporary.path), deliversAutomatically: false)
-        )
-        try reporter.create(instance: "phone")
-        let center = NotificationCenter()
-        let app = AppState()
-        let observer = LifecycleAppObserver(
-            reporter: reporter, instance: "phone", center: center,
-            report: { _ in app.state.withLock { LifecycleAppObserver.Report(believedState: $0.believed, ranHooks: $0.ran) } }
-        )
+/// The app adapter driven by posting UIKit's notification names on a private `NotificationCenter`
+/// on the main actor, as UIKit does, against a real service.
+@Suite @MainActor struct AppObserverTests {
+    @Test func postedNotificationsAreReportedWithTheMainActorStatesBelief() async throws {
+        let device = try AppDevice()
+        let app = AppStateMachine()
+        let process = try device.start(app)
         let posted: [(String, Any?, believed: String, ran: [String])] = [
             ("UIApplicationDidFinishLaunchingNotification", nil, "launching", ["Launching.init"]),
             ("UISceneWillConnectNotification", NSString(string: "scene-1"), "connected", ["Connected.init"]),
@@ -35,17 +19,17 @@ import Testing
             // The app's code thinks it is still in foreground here: a divergence.
             ("UIApplicationDidEnterBackgroundNotification", nil, "foreground", ["Background.onTransition", "Background.didReturn"]),
             ("UIApplicationWillEnterForegroundNotification", nil, "background", ["Background.willLeave"]),
-            ("UISceneDidActivateNotification", nil, "ignored", []),  // a scene name, not observed by an app without scenes
+            ("UISceneDidActivateNotification", nil, "ignored", []),  // a scene's, not the app's: not observed
         ]
         for (name, object, believed, ran) in posted {
-            app.set(believed, ran)
-            center.post(name: Notification.Name(name), object: object)
+            app.currentStateName = believed
+            app.ranHooks = ran
+            process.center.post(name: Notification.Name(name), object: object)
         }
-        #expect(reporter.status.pendingItems == 7)
-        #expect(try await reporter.flush() == 7)
-        withExtendedLifetime(observer) {}
+        #expect(process.observer.reporter.status.pendingItems == 7)  // the create and six events
+        #expect(try await process.observer.reporter.flush() == 7)
 
-        let records = try ReporterTests.history(server, "phone")
+        let records = try ReporterTests.history(device.server, try #require(process.observer.instance))
         #expect(records.map { $0["event"] as? String } == [
             "didFinishLaunching", "willConnectToWindow", "didBecomeActive", "willResignActive", "didEnterBackground", "willEnterForeground",
         ])
@@ -56,24 +40,92 @@ import Testing
         #expect(records.map { $0["divergence"] != nil } == [false, false, false, false, true, false])
     }
 
-    @Test func becomingActiveRetriesAtOnce() async throws {
+    @Test nonisolated func becomingActiveRetriesAtOnce() async throws {
         let server = try ClientTestServer()
         server.stop()
         let temporary = TemporaryDirectory()
         let events = ReporterTests.Events()
-        // A failure waits up to 10 minutes: only the notification brings the next attempt soon.
-        let reporter = try LifecycleReporter(
-            client: server.client(timeout: 2),
-            configuration: .init(directory: URL(fileURLWithPath: temporary.path), initialBackoff: 600, maxBackoff: 600), onEvent: events.record
-        )
         let center = NotificationCenter()
-        let observer = LifecycleAppObserver(reporter: reporter, instance: "wakes", center: center, usesScenes: true)
-        try reporter.create(instance: "wakes")
+        // A failure waits up to 10 minutes: only the notification brings the next attempt soon.
+        let observer = try LifecycleAppObserver(
+            client: server.client(timeout: 2),
+            configuration: .init(directory: URL(fileURLWithPath: temporary.path), initialBackoff: 600, maxBackoff: 600),
+            center: center, bundleURL: AppDevice.appBundle, onEvent: events.record
+        )
         #expect(await ReporterTests.soon(within: 5) { !events.retries.isEmpty })
         try server.start()
-        center.post(name: Notification.Name("UISceneWillEnterForegroundNotification"), object: nil)
-        #expect(await ReporterTests.soon(within: 10) { reporter.status.pendingItems == 0 })
+        await MainActor.run { center.post(name: Notification.Name("UIApplicationWillEnterForegroundNotification"), object: nil) }
+        #expect(await ReporterTests.soon(within: 10) { observer.reporter.status.pendingItems == 0 })
         #expect(events.delivered.map(\.0) == [.create, .event])
-        withExtendedLifetime(observer) {}
+    }
+}
+
+/// An app's own state machine as UIKit code has it: main-actor state the adapter reads when a
+/// notification arrives.
+@MainActor final class AppStateMachine {
+    var currentStateName = "initializing"
+    var ranHooks: [String] = []
+}
+
+/// One install of an app on a device: its reporter's folder, kept across process starts, and
+/// the service it reports to.
+@MainActor final class AppDevice {
+    /// An app's bundle, and an extension's.
+    nonisolated static let appBundle = URL(fileURLWithPath: "/private/var/containers/Bundle/Application/A/App.app")
+    nonisolated static let extensionBundle = URL(fileURLWithPath: "/private/var/containers/Bundle/Application/A/App.app/PlugIns/Share.appex")
+
+    let server: ClientTestServer
+    let folder = TemporaryDirectory()
+
+    init() throws { server = try ClientTestServer() }
+
+    /// One process of the app: its notification center (UIKit's) and the adapter, set up as
+    /// the README shows.
+    struct Process {
+        let center: NotificationCenter
+        let observer: LifecycleAppObserver
+
+        /// Posts UIKit's notifications by name, on the main actor.
+        @MainActor func post(_ names: String..., object: Any? = nil) {
+            for name in names { center.post(name: Notification.Name(name), object: object) }
+        }
+    }
+
+    /// Starts a process of the app (or of `bundle`, an extension's) with only the adapter set up.
+    func start(_ app: AppStateMachine = AppStateMachine(), bundle: URL = appBundle) throws -> Process {
+        let center = NotificationCenter()
+        let observer = try LifecycleAppObserver(
+            client: server.client(),
+            configuration: .init(directory: URL(fileURLWithPath: folder.path), deliversAutomatically: false),
+            center: center, bundleURL: bundle,
+            report: { _ in LifecycleAppObserver.Report(believedState: app.currentStateName, ranHooks: app.ranHooks) }
+        )
+        return Process(center: center, observer: observer)
+    }
+
+    /// Runs one process of the app through `body`, then delivers what it queued, as its sender would have.
+    func run(bundle: URL = appBundle, _ body: (Process) throws -> Void) async throws -> LifecycleAppObserver {
+        let process = try start(bundle: bundle)
+        try body(process)
+        try await process.observer.reporter.flush()
+        return process.observer
+    }
+}
+
+/// The README's adapter snippet is the wiring `Tests/package/run.sh` compiles in Swift 6 mode.
+@Suite struct AppWiringDocumentationTests {
+    @Test func everyLineOfTheREADMEsAdapterSnippetIsInWiringSwift() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let wiring = try String(contentsOf: root.appendingPathComponent("Tests/package/App/Sources/App/Wiring.swift"), encoding: .utf8)
+        let wiringLines = Set(wiring.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
+        let start = try #require(readme.range(of: "lifecycle = try LifecycleAppObserver("))
+        let block = try #require(readme[..<start.lowerBound].range(of: "```swift\n", options: .backwards))
+        let end = try #require(readme[start.lowerBound...].range(of: "```"))
+        let snippet = readme[block.upperBound..<end.lowerBound].split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(snippet.count > 5)
+        for line in snippet where !line.hasPrefix("//") {
+            #expect(wiringLines.contains(line), "README's adapter snippet line not in Wiring.swift: \(line)")
+        }
     }
 }

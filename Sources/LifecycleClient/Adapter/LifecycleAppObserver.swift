@@ -1,20 +1,37 @@
 import Foundation
 import LifecycleKit
-import LifecycleLocks
 
-/// Reports an iOS app's lifecycle to a ``LifecycleReporter`` as the `ios-app` model's events, by
-/// observing UIKit's notifications on a `NotificationCenter` by their raw names (so it needs no
-/// UIKit, and is driven on Linux by posting the same names).
+/// Reports an iOS app's lifecycle as the `ios-app` model's events, by observing UIKit's
+/// notifications on a `NotificationCenter` by their raw names (so it needs no UIKit, and is
+/// driven on Linux by posting the same names on the main actor, as UIKit does).
 ///
-/// ```swift
-/// // AppDelegate.application(_:willFinishLaunchingWithOptions:) (or earlier), so that
-/// // didFinishLaunching is observed:
-/// observer = LifecycleAppObserver(reporter: reporter, instance: deviceID)
-/// ```
+/// Made once, in `application(_:willFinishLaunchingWithOptions:)`, it is the whole wiring: it
+/// opens the ``LifecycleReporter`` and reports this process start (see ``init(client:configuration:center:bundleURL:onEvent:window:report:parameters:onError:)``).
+///
+/// What counts, and the events each notification makes (the app's state, not a scene's):
+/// - The first process start of an install creates its instance (``instance``, a UUID kept in the
+///   reporter's folder) with the `ios-app` model; every later one is a relaunch, reported before
+///   its `didFinishLaunching`, so the service finds a launch that never finished by itself.
+/// - A launch into the background is a process start like any other: a relaunch, then
+///   `didFinishLaunching`, and nothing more until a window connects (UIKit posts no
+///   `didEnterBackground` for it). Left there it is not an incomplete launch: the model counts
+///   one only if the launch reached a window. A process the OS ended while suspended had
+///   reported `didEnterBackground`, which ends the launch: not an incomplete launch either.
+/// - An app extension (a bundle ending in `.appex`) is never reported as the app: nothing is
+///   created, relaunched or observed (``instance`` is `nil`); ``reporter`` is still there for
+///   what the extension reports itself.
+/// - `didFinishLaunching`, `didBecomeActive`, `willResignActive`, `willEnterForeground` and
+///   `didEnterBackground` come from the `UIApplication…` notifications, which UIKit posts for the
+///   app as a whole in a scene-based app too (the first scene active: active; the last one
+///   in the background: background). The `UIScene…` activation names are not observed: with
+///   several windows they describe one scene, not the app.
+/// - `willConnectToWindow` is the first window of the process: the first
+///   `UISceneWillConnectNotification`, or, in an app without scenes (which UIKit posts none
+///   for), ``windowConnected(_:)`` where the app's code makes its window. Later scenes are
+///   not reported: the app is already connected.
 ///
 /// `didBecomeActive` and `willEnterForeground` also call ``LifecycleReporter/retryNow()``: the
-/// network is often back when the app is. What the app's own state machine believed and ran is
-/// read, per event, from ``Context`` closures the app gives (its own state objects).
+/// network is often back when the app is.
 public final class LifecycleAppObserver: Sendable {
     /// What the app says of one event, from its own state objects; read when the event is observed.
     public struct Report: Sendable {
@@ -23,6 +40,7 @@ public final class LifecycleAppObserver: Sendable {
         /// The hooks the app's code ran for it, in order (`nil`: not reported).
         public var ranHooks: [String]?
 
+        /// A report of the app's belief and hooks; both optional.
         public init(believedState: String? = nil, ranHooks: [String]? = nil) {
             self.believedState = believedState
             self.ranHooks = ranHooks
@@ -34,88 +52,157 @@ public final class LifecycleAppObserver: Sendable {
         ("UIApplicationDidFinishLaunchingNotification", "didFinishLaunching"),
         ("UISceneWillConnectNotification", "willConnectToWindow"),
         ("UIApplicationDidBecomeActiveNotification", "didBecomeActive"),
-        ("UISceneDidActivateNotification", "didBecomeActive"),
         ("UIApplicationWillResignActiveNotification", "willResignActive"),
-        ("UISceneWillDeactivateNotification", "willResignActive"),
         ("UIApplicationWillEnterForegroundNotification", "willEnterForeground"),
-        ("UISceneWillEnterForegroundNotification", "willEnterForeground"),
         ("UIApplicationDidEnterBackgroundNotification", "didEnterBackground"),
-        ("UISceneDidEnterBackgroundNotification", "didEnterBackground"),
     ]
 
-    private let center: NotificationCenter
-    // NotificationCenter's observer tokens are not Sendable; they are only read, to remove them.
-    private let tokens: LockedValue<[NSObjectProtocol]>
+    /// The file in the reporter's folder that holds the install's instance id.
+    static let instanceFile = "app-instance"
 
-    /// Starts observing `center`.
+    /// The reporter the events go to, for what the notifications do not carry (an action, an
+    /// event the app's code sees itself).
+    public let reporter: LifecycleReporter
+    /// This install's instance id; `nil` in an app extension.
+    public let instance: String?
+    private let center: NotificationCenter
+    private let handler: Handler?
+    // Observer tokens are not Sendable; they are written once here and only read, to remove them.
+    private nonisolated(unsafe) let tokens: [any NSObjectProtocol]
+
+    /// Opens the reporter, reports this process start (the install's first: its instance
+    /// created; any later one: a relaunch) and starts observing `center`. Throws what the
+    /// reporter throws when its journal cannot be opened or written (nothing observed then).
     /// - Parameters:
-    ///   - instance: the instance the events are for (one per device or install).
-    ///   - usesScenes: `true` for a scene-based app: the `UIScene…` names are observed for
-    ///     activation and backgrounding, `false` (default) the `UIApplication…` ones; a scene's
-    ///     connection (`UISceneWillConnectNotification`) is observed in both.
-    ///   - window: the `window` parameter of `willConnectToWindow`, from its notification
-    ///     (default: the notification's object's description, such as a scene's).
-    ///   - report: the app's belief and hooks for an event (by its `ios-app` name), read from its
-    ///     own state objects when the notification is observed.
+    ///   - bundleURL: the running bundle; one ending in `.appex` (an app extension) reports nothing.
+    ///   - onEvent: what the reporter tells the app (``LifecycleReporter/Event``).
+    ///   - window: the `window` parameter of `willConnectToWindow` from its scene's notification
+    ///     (default: the notification's object's description).
+    ///   - report: the app's belief and hooks for an event or action (by its `ios-app` name),
+    ///     read on the main actor from its own state objects when the notification arrives.
     ///   - parameters: other parameters of an event (such as `didFinishLaunching`'s `isTesting`).
     ///   - onError: what a report that could not be queued tells the app (a full disk, say).
     public init(
-        reporter: LifecycleReporter, instance: String, center: NotificationCenter = .default, usesScenes: Bool = false,
-        window: @escaping @Sendable (Notification) -> String = { $0.object.map { String(describing: $0) } ?? "main" },
-        report: @escaping @Sendable (_ event: String) -> Report = { _ in Report() },
-        parameters: @escaping @Sendable (_ event: String, Notification) -> [String: Value] = { _, _ in [:] },
-        onError: @escaping @Sendable (any Error) -> Void = { _ in }
-    ) {
+        client: LifecycleClient, configuration: LifecycleReporter.Configuration, center: NotificationCenter = .default,
+        bundleURL: URL = Bundle.main.bundleURL, onEvent: (@Sendable (LifecycleReporter.Event) -> Void)? = nil,
+        window: @escaping @MainActor (Notification) -> String = { $0.object.map { String(describing: $0) } ?? "main" },
+        report: @escaping @MainActor (_ event: String) -> Report = { _ in Report() },
+        parameters: @escaping @MainActor (_ event: String, Notification) -> [String: Value] = { _, _ in [:] },
+        onError: @escaping @MainActor (any Error) -> Void = { _ in }
+    ) throws {
+        reporter = try LifecycleReporter(client: client, configuration: configuration, onEvent: onEvent)
         self.center = center
-        let handler = Handler(reporter: reporter, instance: instance, window: window, report: report, parameters: parameters, onError: onError)
-        let observed = Self.events.filter { name, _ in
-            name == "UIApplicationDidFinishLaunchingNotification" || name == "UISceneWillConnectNotification"
-                || name.hasPrefix(usesScenes ? "UIScene" : "UIApplication")
+        guard bundleURL.pathExtension != "appex" else {
+            (instance, handler, tokens) = (nil, nil, [])
+            return
         }
-        var tokens: [NSObjectProtocol] = []
-        for (name, event) in observed {
-            tokens.append(center.addObserver(forName: Notification.Name(name), object: nil, queue: nil) { handler.observe(event, $0) })
+        let instance = try Self.startProcess(reporter, in: configuration.directory)
+        let handler = Handler(
+            reporter: reporter, instance: instance, window: window, report: report, parameters: parameters, onError: onError
+        )
+        // UIKit posts these on the main thread and, with no queue, they are handled there before
+        // `post` returns, so the app's main-actor state is read as the event happens (a queue
+        // would defer it, or, posted on the main thread, wait on itself in swift-corelibs).
+        tokens = Self.events.map { name, event in
+            center.addObserver(forName: Notification.Name(name), object: nil, queue: nil) { notification in
+                // Not Sendable, but it never leaves the main thread it is posted on.
+                nonisolated(unsafe) let notification = notification
+                MainActor.assumeIsolated { handler.observe(event, notification) }
+            }
         }
-        self.tokens = LockedValue(tokens)
+        (self.instance, self.handler) = (instance, handler)
     }
 
     deinit {
-        for token in tokens.withLock({ $0 }) { center.removeObserver(token) }
+        for token in tokens { center.removeObserver(token) }
     }
 
+    /// Reports the window of an app without scenes, where its code makes it (after
+    /// `didFinishLaunching`, typically in `application(_:didFinishLaunchingWithOptions:)`), as
+    /// `willConnectToWindow` with `window` as its parameter; a no-op when a window was
+    /// already reported in this process, and in an app extension.
+    @MainActor public func windowConnected(_ window: String = "main") {
+        handler?.connect(window: window, notification: nil)
+    }
+
+    /// Queues an action the app's code handled (`openURL`, `handleShortcutItem`,
+    /// `handleUserActivity`), with the belief and hooks ``Report`` reads for it; a no-op in an
+    /// app extension. Throws what ``LifecycleReporter/report(action:parameters:instance:believedState:ranHooks:occurredAt:)`` throws.
+    @MainActor public func report(action: String, parameters: [String: Value] = [:]) throws {
+        try handler?.send(action: action, parameters)
+    }
+
+    /// The install's instance id, creating its instance on its first process start and
+    /// reporting a relaunch on every later one. The id is written after the create is queued:
+    /// a kill in between leaves an instance with no launch behind and the next start makes
+    /// another, rather than an id the service never heard of.
+    private static func startProcess(_ reporter: LifecycleReporter, in directory: URL) throws -> String {
+        let file = directory.appendingPathComponent(instanceFile)
+        if let data = FileManager.default.contents(atPath: file.path),
+           let id = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty {
+            try reporter.reportRelaunch(instance: id)
+            return id
+        }
+        let id = UUID().uuidString.lowercased()
+        try reporter.create(instance: id, model: "ios-app")
+        try Data("\(id)\n".utf8).write(to: file, options: .atomic)
+        return id
+    }
 }
 
-/// What each observed notification runs: the event reported, with what the app says of it.
-private final class Handler: Sendable {
+/// What each observed notification runs, on the main actor: the event reported, with what the
+/// app says of it.
+@MainActor private final class Handler {
     let reporter: LifecycleReporter
     let instance: String
-    let window: @Sendable (Notification) -> String
-    let report: @Sendable (String) -> LifecycleAppObserver.Report
-    let parameters: @Sendable (String, Notification) -> [String: Value]
-    let onError: @Sendable (any Error) -> Void
+    let window: @MainActor (Notification) -> String
+    let report: @MainActor (String) -> LifecycleAppObserver.Report
+    let parameters: @MainActor (String, Notification?) -> [String: Value]
+    let onError: @MainActor (any Error) -> Void
+    /// Whether this process reported its window: later scenes are not the app's connection.
+    var isConnected = false
 
-    init(
-        reporter: LifecycleReporter, instance: String, window: @escaping @Sendable (Notification) -> String,
-        report: @escaping @Sendable (String) -> LifecycleAppObserver.Report,
-        parameters: @escaping @Sendable (String, Notification) -> [String: Value], onError: @escaping @Sendable (any Error) -> Void
+    nonisolated init(
+        reporter: LifecycleReporter, instance: String, window: @escaping @MainActor (Notification) -> String,
+        report: @escaping @MainActor (String) -> LifecycleAppObserver.Report,
+        parameters: @escaping @MainActor (String, Notification) -> [String: Value], onError: @escaping @MainActor (any Error) -> Void
     ) {
         self.reporter = reporter
         self.instance = instance
         self.window = window
         self.report = report
-        self.parameters = parameters
+        self.parameters = { event, notification in notification.map { parameters(event, $0) } ?? [:] }
         self.onError = onError
     }
 
     func observe(_ event: String, _ notification: Notification) {
-        var parameters = parameters(event, notification)
-        if event == "willConnectToWindow" { parameters["window"] = .string(window(notification)) }
+        if event == "willConnectToWindow" {
+            connect(window: window(notification), notification: notification)
+            return
+        }
+        send(event, parameters(event, notification))
+        if event == "didBecomeActive" || event == "willEnterForeground" { reporter.retryNow() }
+    }
+
+    func connect(window: String, notification: Notification?) {
+        guard !isConnected else { return }
+        isConnected = true
+        var parameters = parameters("willConnectToWindow", notification)
+        parameters["window"] = .string(window)
+        send("willConnectToWindow", parameters)
+    }
+
+    func send(action: String, _ parameters: [String: Value]) throws {
+        let said = report(action)
+        try reporter.report(action: action, parameters: parameters, instance: instance, believedState: said.believedState, ranHooks: said.ranHooks)
+    }
+
+    private func send(_ event: String, _ parameters: [String: Value]) {
         let said = report(event)
         do {
             try reporter.report(event: event, parameters: parameters, instance: instance, believedState: said.believedState, ranHooks: said.ranHooks)
         } catch {
             onError(error)
         }
-        if event == "didBecomeActive" || event == "willEnterForeground" { reporter.retryNow() }
     }
 }

@@ -1,0 +1,73 @@
+import Foundation
+import LifecycleTestSupport
+import Testing
+@testable import LifecycleClient
+
+/// Process starts reported by the adapter alone: each `run` is one process of the app on the
+/// same device (its reporter's folder kept), driven by UIKit's notification names.
+@Suite @MainActor struct AppLaunchTests {
+    static let launch = "UIApplicationDidFinishLaunchingNotification", connect = "UISceneWillConnectNotification"
+    static let active = "UIApplicationDidBecomeActiveNotification", resign = "UIApplicationWillResignActiveNotification"
+    static let background = "UIApplicationDidEnterBackgroundNotification"
+
+    /// The instance as the service has it, and its history's (kind, name) pairs.
+    static func instance(_ device: AppDevice, _ id: String?) async throws -> (Instance, [String]) {
+        let id = try #require(id)
+        let records = try ReporterTests.history(device.server, id)
+        return (try await device.server.client().instance(id), records.map { "\($0["event"] ?? $0["kind"] ?? "?")" })
+    }
+
+    @Test func theFirstLaunchCreatesAndASecondIsARelaunchBeforeItsDidFinishLaunching() async throws {
+        let device = try AppDevice()
+        let first = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }  // left in the foreground
+        let second = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }
+        #expect(second.instance == first.instance)
+        let (instance, history) = try await Self.instance(device, first.instance)
+        #expect(instance.model == "ios-app" && instance.launchCount == 2 && instance.state == "foreground")
+        #expect(instance.counters.unexpected == 0 && instance.counters.incompleteLaunches == 0)
+        #expect(history == [
+            "didFinishLaunching", "willConnectToWindow", "didBecomeActive", "relaunch", "didFinishLaunching", "willConnectToWindow", "didBecomeActive",
+        ])
+    }
+
+    @Test func aLaunchThatNeverReachedTheForegroundIsFoundWithoutTheAppCallingAnything() async throws {
+        let device = try AppDevice()
+        let first = try await device.run { $0.post(Self.launch, Self.connect) }  // killed before it became active
+        _ = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }
+        let (instance, _) = try await Self.instance(device, first.instance)
+        #expect(instance.counters.incompleteLaunches == 1 && instance.counters.unexpected == 0)
+        let records = try ReporterTests.history(device.server, try #require(first.instance))
+        #expect(records.filter { $0["incompleteLaunch"] != nil }.map { $0["event"] as? String } == ["didFinishLaunching"])
+    }
+
+    @Test func launchesIntoTheBackgroundAndProcessesEndedWhileSuspendedAreNotIncomplete() async throws {
+        let device = try AppDevice()
+        // Used, then sent to the background, suspended and ended by the OS.
+        let first = try await device.run { $0.post(Self.launch, Self.connect, Self.active, Self.resign, Self.background) }
+        // Launched into the background (a background fetch): no window, no didEnterBackground; ended there.
+        _ = try await device.run { $0.post(Self.launch) }
+        _ = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }
+        let (instance, history) = try await Self.instance(device, first.instance)
+        #expect(instance.launchCount == 3 && instance.state == "foreground")
+        #expect(instance.counters.incompleteLaunches == 0 && instance.counters.unexpected == 0)
+        #expect(history == [
+            "didFinishLaunching", "willConnectToWindow", "didBecomeActive", "willResignActive", "didEnterBackground",
+            "relaunch", "didFinishLaunching", "relaunch", "didFinishLaunching", "willConnectToWindow", "didBecomeActive",
+        ])
+    }
+
+    @Test func anAppExtensionIsNeverReportedAsTheApp() async throws {
+        let device = try AppDevice()
+        let app = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }
+        let share = try device.start(bundle: AppDevice.extensionBundle)
+        share.post(Self.launch, Self.connect, Self.active, Self.resign, Self.background)
+        share.observer.windowConnected("share-sheet")
+        #expect(share.observer.instance == nil)
+        #expect(share.observer.reporter.status.pendingItems == 0)
+        let again = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }
+        #expect(again.instance == app.instance)
+        let (instance, _) = try await Self.instance(device, app.instance)
+        #expect(instance.launchCount == 2 && instance.counters.unexpected == 0)
+        #expect(try await device.server.client().instancePage().items.count == 1)
+    }
+}

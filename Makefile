@@ -35,7 +35,7 @@ VENV_PYTHON  = $(VENV)/bin/python
 export LIFECYCLED_TEST_PYTHON = $(abspath $(VENV_PYTHON))
 CONTAINER_APT = podman buildah debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl
 
-.PHONY: run test bench deps test-deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test client-test browser-test container-test clean
+.PHONY: run test bench deps test-deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test client-test browser-test container-test examples-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -83,12 +83,20 @@ test: test-deps
 	$(SWIFT) build --build-tests
 	timeout 1500 $(SWIFT) test --skip LifecycleClientTests
 	timeout 600 $(SWIFT) test --filter LifecycleClientTests
+	$(MAKE) --no-print-directory examples-test
 	$(MAKE) --no-print-directory postgres-test
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test
 	$(MAKE) --no-print-directory client-test
 	$(MAKE) --no-print-directory browser-test
 	$(MAKE) --no-print-directory container-test
+
+# The sample app's adapter part (Examples/LifecycleSample, docs/IOS-GUIDE.md) built as an
+# app would build it: Swift 6, complete strict concurrency, warnings as errors. Only its
+# module and the two it needs (LifecycleClient, LifecycleKit) are compiled, in a build
+# folder of their own under .build.
+examples-test:
+	$(SWIFT) build --package-path Examples/LifecycleSample --scratch-path $(abspath .build/examples) --target SampleAdapter
 
 # The service tests again, each server on a fresh database of a real PostgreSQL that the
 # tests start themselves (Tests/postgres/cluster.sh) instead of SQLite: every suite but those

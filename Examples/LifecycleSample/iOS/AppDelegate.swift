@@ -13,7 +13,7 @@ final class AppDelegate: UIResponder, UIApplicationDelegate {
     /// Set when a server is configured: the reporting, kept for the app's life.
     var lifecycle: LifecycleWiring?
     #endif
-    /// A scene-less app's window (`usesScenes` is `false` when the Info.plist has no scene manifest).
+    /// A scene-less app's window (when the Info.plist has no scene manifest).
     var window: UIWindow?
 
     private var usesScenes: Bool { Bundle.main.object(forInfoDictionaryKey: "UIApplicationSceneManifest") != nil }
@@ -21,7 +21,7 @@ final class AppDelegate: UIResponder, UIApplicationDelegate {
     func application(_ application: UIApplication, willFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?) -> Bool {
         // Before UIKit posts didFinishLaunching, so that the adapter sees the launch itself.
         #if DEBUG
-        lifecycle = LifecycleWiring.start(stateMachine: stateMachine, usesScenes: usesScenes)
+        lifecycle = LifecycleWiring.start(stateMachine: stateMachine)
         #endif
         return true
     }
@@ -36,7 +36,7 @@ final class AppDelegate: UIResponder, UIApplicationDelegate {
             stateMachine.handle(.willConnectToWindow)
             // No scene, so no UISceneWillConnectNotification: the app says where its window is.
             #if DEBUG
-            lifecycle?.observer.windowConnected(name: "main")
+            lifecycle?.observer.windowConnected("main")
             #endif
         }
         return true

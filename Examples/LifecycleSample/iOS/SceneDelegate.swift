@@ -1,6 +1,6 @@
 // The sample's scene delegate (a scene-based app): an Xcode app target's file, not built here.
-// It needs no reporting code: the adapter observes UISceneWillConnectNotification for the
-// window and the app-level notifications for activation and backgrounding.
+// It needs no reporting code: the adapter observes the first UISceneWillConnectNotification
+// for the app's window and the app-level notifications for activation and backgrounding.
 #if canImport(UIKit)
 import UIKit
 import SampleAdapter

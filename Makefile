@@ -96,7 +96,7 @@ test: test-deps
 # module and the two it needs (LifecycleClient, LifecycleKit) are compiled, in a build
 # folder of their own under .build.
 examples-test:
-	$(SWIFT) build --package-path Examples/LifecycleSample --scratch-path $(abspath .build/examples) --target SampleAdapter
+	timeout 600 $(SWIFT) build --package-path Examples/LifecycleSample --scratch-path $(abspath .build/examples) --target SampleAdapter
 
 # The service tests again, each server on a fresh database of a real PostgreSQL that the
 # tests start themselves (Tests/postgres/cluster.sh) instead of SQLite: every suite but those

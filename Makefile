@@ -35,7 +35,7 @@ VENV_PYTHON  = $(VENV)/bin/python
 export LIFECYCLED_TEST_PYTHON = $(abspath $(VENV_PYTHON))
 CONTAINER_APT = podman buildah debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl
 
-.PHONY: run test bench deps test-deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test client-test browser-test container-test package-test clean
+.PHONY: run test bench deps test-deps bench-deps browser-deps container-deps build release postgres-test openapi-check contract-test client-test browser-test container-test package-test examples-test clean
 
 # Installs only the Debian packages that are not there yet (apt-get update once, if needed).
 define apt_install
@@ -84,6 +84,7 @@ test: test-deps
 	timeout 1500 $(SWIFT) test --skip LifecycleClientTests
 	timeout 600 $(SWIFT) test --filter LifecycleClientTests
 	$(MAKE) --no-print-directory package-test
+	$(MAKE) --no-print-directory examples-test
 	$(MAKE) --no-print-directory postgres-test
 	$(MAKE) --no-print-directory openapi-check
 	$(MAKE) --no-print-directory contract-test
@@ -96,6 +97,13 @@ test: test-deps
 # strict concurrency and warnings as errors; and no platform newer than iOS 15 / macOS 12.
 package-test: deps
 	SWIFT=$(SWIFT) PYTHON=$(PYTHON) timeout 600 bash Tests/package/run.sh
+
+# The sample app's adapter part (Examples/LifecycleSample, docs/IOS-GUIDE.md) built as an
+# app would build it: Swift 6, complete strict concurrency, warnings as errors. Only its
+# module and the two it needs (LifecycleClient, LifecycleKit) are compiled, in a build
+# folder of their own under .build.
+examples-test: deps
+	timeout 600 $(SWIFT) build --package-path Examples/LifecycleSample --scratch-path $(abspath .build/examples) --target SampleAdapter
 
 # The service tests again, each server on a fresh database of a real PostgreSQL that the
 # tests start themselves (Tests/postgres/cluster.sh) instead of SQLite: every suite but those

@@ -10,8 +10,8 @@ import LifecycleClient
 /// only, as the whole file is.
 @MainActor
 public final class LifecycleWiring {
-    /// The adapter: UIKit's notifications as the `ios-app` model's events; its `reporter` takes
-    /// the app's own inputs (a deep link), its `windowConnected` a scene-less app's window.
+    /// The adapter: UIKit's notifications as the `ios-app` model's events; its `report(action:)`
+    /// takes the app's own inputs (a deep link), its `windowConnected` a scene-less app's window.
     public let observer: LifecycleAppObserver
     private let stateMachine: AppStateMachine
 
@@ -52,14 +52,11 @@ public final class LifecycleWiring {
         }
     }
 
-    /// Reports a deep link the app was handed, with what the app's code made of it.
+    /// Reports a deep link the app was handed, with what the app's code made of it (the
+    /// observer's `report` closure reads it, as for an event; a no-op in an app extension).
     public func report(openURL url: URL) {
-        // An app extension has no instance of its own: it reports nothing as the app.
-        guard let instance = observer.instance else { return }
         do {
-            try observer.reporter.report(
-                action: "openURL", parameters: ["url": .string(url.absoluteString)], instance: instance,
-                believedState: stateMachine.currentStateName, ranHooks: stateMachine.takeRanHooks())
+            try observer.report(action: "openURL", parameters: ["url": .string(url.absoluteString)])
         } catch {
             print("lifecycled: openURL not queued: \(error)")
         }

@@ -26,7 +26,8 @@ public final class LifecycleWiring {
             onEvent: { event in print("lifecycled reporter:", event) },
             report: { _ in
                 LifecycleAppObserver.Report(believedState: stateMachine.currentStateName, ranHooks: stateMachine.takeRanHooks())
-            }
+            },
+            onError: { error in print("lifecycled: an event not queued:", error) }
         )
     }
 

@@ -25,6 +25,21 @@ import Testing
         #expect(history == once + ["relaunch"] + once)
     }
 
+    /// UIKit posts its launch notification after `application(_:didFinishLaunchingWithOptions:)`
+    /// returns, so a window made there is reported first: the adapter holds it until the launch.
+    @Test func aWindowMadeBeforeUIKitPostsTheLaunchIsSentAfterIt() async throws {
+        let device = try AppDevice()
+        let first = try await device.run { process in
+            process.observer.windowConnected("main")
+            #expect(process.observer.reporter.status.pendingItems == 1, "only the create: the window waits for the launch")
+            process.post(Names.launch)
+            process.post(Names.active)
+        }
+        let (instance, history) = try await Names.instance(device, first.instance)
+        #expect(instance.counters.unexpected == 0 && instance.state == "foreground" && instance.window == "main")
+        #expect(history == ["didFinishLaunching", "willConnectToWindow", "didBecomeActive"])
+    }
+
     @Test func twoScenesMakeOneAppState() async throws {
         let device = try AppDevice()
         let a = NSString(string: "scene-A"), b = NSString(string: "scene-B")

@@ -117,10 +117,11 @@ public final class LifecycleAppObserver: Sendable {
         for token in tokens { center.removeObserver(token) }
     }
 
-    /// Reports the window of an app without scenes, where its code makes it (after
-    /// `didFinishLaunching`, typically in `application(_:didFinishLaunchingWithOptions:)`), as
-    /// `willConnectToWindow` with `window` as its parameter; a no-op when a window was
-    /// already reported in this process, and in an app extension.
+    /// Reports the window of an app without scenes, where its code makes it (typically in
+    /// `application(_:didFinishLaunchingWithOptions:)`), as `willConnectToWindow` with `window`
+    /// as its parameter; a no-op when a window was already reported in this process, and in an
+    /// app extension. A window reported before UIKit posts its launch notification (which it
+    /// does after that method returns) is held and sent right after `didFinishLaunching`.
     @MainActor public func windowConnected(_ window: String = "main") {
         handler?.connect(window: window, notification: nil)
     }
@@ -161,6 +162,11 @@ public final class LifecycleAppObserver: Sendable {
     let onError: @MainActor (any Error) -> Void
     /// Whether this process reported its window: later scenes are not the app's connection.
     var isConnected = false
+    /// Whether `didFinishLaunching` was observed. UIKit posts it after
+    /// `application(_:didFinishLaunchingWithOptions:)` returns, where a scene-less app makes its
+    /// window, so a window reported before it waits for it (else it would be unexpected).
+    var hasLaunched = false
+    var heldWindow: [String: Value]?
 
     nonisolated init(
         reporter: LifecycleReporter, instance: String, window: @escaping @MainActor (Notification) -> String,
@@ -181,6 +187,13 @@ public final class LifecycleAppObserver: Sendable {
             return
         }
         send(event, parameters(event, notification))
+        if event == "didFinishLaunching" {
+            hasLaunched = true
+            if let held = heldWindow {
+                heldWindow = nil
+                send("willConnectToWindow", held)
+            }
+        }
         if event == "didBecomeActive" || event == "willEnterForeground" { reporter.retryNow() }
     }
 
@@ -189,6 +202,7 @@ public final class LifecycleAppObserver: Sendable {
         isConnected = true
         var parameters = parameters("willConnectToWindow", notification)
         parameters["window"] = .string(window)
+        guard hasLaunched else { return heldWindow = parameters }
         send("willConnectToWindow", parameters)
     }
 

@@ -52,7 +52,7 @@ import Testing
             configuration: .init(directory: URL(fileURLWithPath: temporary.path), initialBackoff: 600, maxBackoff: 600),
             center: center, bundleURL: AppDevice.appBundle, onEvent: events.record
         )
-        #expect(await ReporterTests.soon(within: 5) { !events.retries.isEmpty })
+        #expect(await ReporterTests.soon(within: 30) { !events.retries.isEmpty })
         try server.start()
         await MainActor.run { center.post(name: Notification.Name("UIApplicationWillEnterForegroundNotification"), object: nil) }
         #expect(await ReporterTests.soon(within: 10) { observer.reporter.status.pendingItems == 0 })

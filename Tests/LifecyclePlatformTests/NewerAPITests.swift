@@ -119,6 +119,46 @@ struct NewerAPITests {
         #expect(findings.isEmpty, "APIs newer than iOS 15 / macOS 12:\n\(findings.map(\.description).joined(separator: "\n"))")
     }
 
+    /// What only Linux's Glibc has: on Apple platforms the module does not exist, `SOCK_STREAM`
+    /// is a plain integer and `SOCK_CLOEXEC` and `MSG_NOSIGNAL` are not defined.
+    static let linuxOnly = try! NSRegularExpression(pattern: #"\bGlibc\b|\bSOCK_[A-Z]+\.rawValue|\bSOCK_CLOEXEC\b|\bMSG_NOSIGNAL\b"#)
+
+    /// The lines of `text` that use `linuxOnly` outside an `#if canImport(Glibc)` or
+    /// `#if os(Linux)` block (its `#elseif` and `#else` branches are not inside it).
+    static func unguardedLinuxUses(in text: String) -> [Int] {
+        var stack: [Bool] = []  // per open #if: whether the branch being read is Linux-only
+        var found: [Int] = []
+        for (number, raw) in text.components(separatedBy: "\n").enumerated() {
+            let line = withoutComment(raw).trimmingCharacters(in: .whitespaces)
+            let linux = line.contains("canImport(Glibc)") || line.contains("os(Linux)")
+            if line.hasPrefix("#if ") { stack.append(linux); continue }
+            if line.hasPrefix("#elseif ") { if !stack.isEmpty { stack[stack.count - 1] = linux }; continue }
+            if line.hasPrefix("#else") { if !stack.isEmpty { stack[stack.count - 1] = false }; continue }
+            if line.hasPrefix("#endif") { _ = stack.popLast(); continue }
+            let range = NSRange(line.startIndex..., in: line)
+            if linuxOnly.firstMatch(in: line, range: range) != nil, !stack.contains(true) { found.append(number + 1) }
+        }
+        return found
+    }
+
+    @Test("Glibc's sockets are used in the client only behind #if canImport(Glibc): it builds for Apple platforms")
+    func linuxOnlyIsGuarded() throws {
+        var unguarded: [String] = []
+        for folder in Self.audited {
+            let root = Self.repository.appendingPathComponent(folder)
+            let enumerator = try #require(FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil))
+            for case let url as URL in enumerator where url.pathExtension == "swift" {
+                let relative = String(url.path.dropFirst(Self.repository.path.count + 1))
+                unguarded += Self.unguardedLinuxUses(in: try String(contentsOf: url, encoding: .utf8)).map { "\(relative):\($0)" }
+            }
+        }
+        #expect(unguarded.isEmpty, "Linux-only APIs outside #if canImport(Glibc):\n\(unguarded.joined(separator: "\n"))")
+        // The check itself: an unguarded use is found, a guarded one (even under #else of another) is not.
+        #expect(Self.unguardedLinuxUses(in: "import Glibc\nlet s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)") == [1, 2])
+        #expect(Self.unguardedLinuxUses(in: "#if canImport(Darwin)\nimport Darwin\n#elseif canImport(Glibc)\nimport Glibc\n#endif") == [])
+        #expect(Self.unguardedLinuxUses(in: "#if canImport(Glibc)\nimport Glibc\n#else\nlet x = MSG_NOSIGNAL\n#endif") == [4])
+    }
+
     @Test("one lock for the whole codebase: nothing imports Synchronization, and no OSAllocatedUnfairLock")
     func oneLock() throws {
         // Server and test code too: LockedValue is the codebase's one lock, so that a state

@@ -287,8 +287,9 @@ extension RecordStream {
     }
 }
 
-/// One streaming request: the body's bytes as they arrive. `http://` goes through a
-/// ``StreamSocket`` (a thread blocked in `read`, idle at no cost); `https://` through a
+/// One streaming request: the body's bytes as they arrive. On Linux `http://` goes through a
+/// ``StreamSocket`` (a thread blocked in `read`, idle at no cost); `https://`, and every
+/// request on Apple platforms, through a
 /// `URLSessionDataDelegate` (FoundationNetworking has no `bytes(for:)`; its delegate is handed
 /// each chunk as libcurl receives it, so events are not held back until the answer ends, but
 /// on Linux it polls while the stream is idle: see ``StreamSocket``). Owned by one iterator:
@@ -313,11 +314,14 @@ final class StreamConnection {
     init(request: URLRequest, timeout: TimeInterval) {
         let (stream, continuation) = AsyncStream.makeStream(of: StreamMessage.self)
         messages = stream.makeAsyncIterator()
+        #if canImport(Glibc)
+        // Linux only: the polling is FoundationNetworking's; Apple's URLSession idles.
         if let url = request.url, url.scheme?.lowercased() == "http" {
             let socket = StreamSocket(url: url, request: request, timeout: timeout, continuation: continuation)
             cancel = { socket.cancel() }
             return
         }
+        #endif
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         // A stream has no end to wait for (FoundationNetworking cannot take `.infinity`).

@@ -1,10 +1,10 @@
+// Linux only (Glibc's sockets): on Apple platforms URLSession reads streams and idles.
+#if canImport(Glibc)
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-#if canImport(Glibc)
 import Glibc
-#endif
 import LifecycleLocks
 
 /// A streaming `http://` request over a plain socket, read by a thread of its own that blocks
@@ -264,3 +264,4 @@ struct HTTPStreamReader {
         return (status, headers)
     }
 }
+#endif

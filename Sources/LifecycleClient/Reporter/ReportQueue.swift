@@ -28,8 +28,9 @@ struct ReportQueue {
     private(set) var gaps: [PendingGap] = []
     /// Gaps made in this process and never handed to a batch: only these may grow (invariant 5).
     private var mergeable: Set<String> = []
-    /// The number of leading items and gaps in the batch in flight (nil: none).
-    private var inFlight: (gaps: Int, items: Int)?
+    /// The batch in flight by its last item's sequence (0: gaps only; nil: no batch), not by a
+    /// count: another process's `ack` or `drop`, applied meanwhile, removes leading items.
+    private var inFlight: UInt64?
     private(set) var nextSequence: UInt64 = 1
     private(set) var liveBytes = 0
     let bound: Bound
@@ -80,7 +81,7 @@ struct ReportQueue {
     /// the queue holds them past the bound (one an instance at most). `makeKey` makes a new
     /// gap's key.
     func entries(queueing item: QueuedItem, size: Int, makeKey: () -> String) -> [Journal.Entry] {
-        let start = inFlight?.items ?? 0
+        let start = inFlightItems
         var end = start
         var kept: [Int] = []
         // Kept creates make room for fewer drops, and a longer range may keep other creates:
@@ -140,6 +141,12 @@ struct ReportQueue {
         }.values.sorted()
     }
 
+    /// The number of leading items in the batch in flight: those queued still.
+    private var inFlightItems: Int {
+        guard let through = inFlight else { return 0 }
+        return items.prefix { $0.sequence <= through }.count
+    }
+
     /// Notes that gaps made by `entries(queueing:)` in this process may still grow.
     mutating func noteMergeable(_ entries: [Journal.Entry]) {
         for entry in entries where entry.t == .drop { for gap in entry.gaps ?? [] { mergeable.insert(gap.key) } }
@@ -154,6 +161,7 @@ struct ReportQueue {
         var held = gaps.filter { creating.contains($0.instance) }
         var members = gaps.filter { !creating.contains($0.instance) }.prefix(limit).map(Batch.Member.gap)
         var itemCount = 0
+        var through: UInt64 = 0
         for item in items where members.count < limit {
             if item.kind != .create, let at = held.firstIndex(where: { $0.instance == item.instance }) {
                 members.append(.gap(held.remove(at: at)))
@@ -161,15 +169,12 @@ struct ReportQueue {
             }
             members.append(.item(item))
             itemCount += 1
+            through = item.sequence
         }
         // Gaps of instances whose only queued items are creates, all in this batch: after them.
         if itemCount == items.count { members += held.prefix(limit - members.count).map(Batch.Member.gap) }
-        var gapCount = 0
-        for case .gap(let gap) in members {
-            mergeable.remove(gap.key)
-            gapCount += 1
-        }
-        inFlight = (gapCount, itemCount)
+        for case .gap(let gap) in members { mergeable.remove(gap.key) }
+        inFlight = through
         return Batch(members: members)
     }
 
@@ -206,10 +211,11 @@ struct ReportQueue {
     /// No gap may grow any more: another process appended to the journal, and may have sent any.
     mutating func forgetMergeable() { mergeable = [] }
 
-    /// Forgets the state before a compaction's entries are applied anew.
+    /// Forgets the state before a compaction's entries are applied anew; what is in flight
+    /// stays so, or the bound could drop it (a gap for items delivered) and a second batch go.
     mutating func reset() {
-        let keep = mergeable
+        let keep = (mergeable, inFlight)
         self = ReportQueue(bound: bound, replaying: [], sizes: [])
-        mergeable = keep
+        (mergeable, inFlight) = keep
     }
 }

@@ -103,4 +103,25 @@ import Testing
         #expect(error.map { Self.isShortLine($0.description) } == true)
         #expect(reporter.status.heldItems == 2)
     }
+
+    /// Review point 6: once the journal opens, a report is journaled or refused: held in memory
+    /// behind a catch-up that failed (a full disk), it would be lost on a kill after success.
+    @Test func withTheJournalOpenAndItsCatchUpFailingAReportThrows() throws {
+        let root = TemporaryDirectory()
+        let folder = URL(fileURLWithPath: root.path).appendingPathComponent("queue")
+        #expect(FileManager.default.createFile(atPath: folder.path, contents: Data()))
+        let disk = ReporterWriteFailureTests.FullDisk { _, _ in true }
+        var configuration = LifecycleReporter.Configuration(directory: folder, deliversAutomatically: false)
+        configuration.journalIO = disk.io
+        let reporter = try LifecycleReporter(client: ReporterSyncTests.unused, configuration: configuration)
+        try reporter.create(instance: "full")
+        try reporter.report(event: "didFinishLaunching", instance: "full")
+        #expect(reporter.status.heldItems == 2)
+
+        try FileManager.default.removeItem(at: folder)
+        let error = #expect(throws: LifecycleReporter.ReportError.self) { try reporter.report(event: "didBecomeActive", instance: "full") }
+        #expect(error?.description.contains("No space left on device") == true)
+        #expect(reporter.status.heldItems == 2 && reporter.status.pendingItems == 0, "the refused report is neither held nor queued")
+        #expect(reporter.status.journalUnavailable != nil)
+    }
 }

@@ -35,6 +35,8 @@ import LifecycleLocks
 /// (``Event/journalUnavailable(reason:)``, ``Status/journalUnavailable``), holds reports in
 /// memory within the bound (``Status/heldItems``; past it `report` throws), tries again on each
 /// report and ``retryNow()``, and writes them, in order, once it can (``Event/journalCaughtUp(items:)``).
+/// Held reports are lost if the process ends first. Once the folder opens, `report` journals or
+/// throws: while the held reports cannot be written (a full disk), it throws.
 /// On Apple platforms the folder is excluded from backups and readable from the first unlock
 /// (`completeUntilFirstUserAuthentication`); that code is not verified here (no Apple SDK).
 ///

@@ -10,8 +10,8 @@ final class ReporterCore: Sendable {
         var journal: Journal?
         /// Why the journal cannot be opened or written yet (the system's reason).
         var unavailable: String?
-        /// Reports made while the journal could not be opened (or written since), in order, to
-        /// write once it can; their sequence numbers are given then.
+        /// Reports made while the journal could not be opened, in order, to write once it can;
+        /// their sequence numbers are given then.
         var held: [(item: QueuedItem, size: Int)] = []
         var heldBytes = 0
         /// A group sync is queued and has not yet taken the file.
@@ -85,19 +85,28 @@ final class ReporterCore: Sendable {
         let time = occurredAt ?? (kind == .create ? nil : DeviceTime.now())
         let item = QueuedItem(sequence: 0, key: LifecycleClient.makeIdempotencyKey(), instance: instance, kind: kind, name: name, parameters: parameters,
                               model: model, believedState: believedState, ranHooks: ranHooks, occurredAt: time)
-        let (events, sync) = try state.withLock { s in
+        let (events, sync, failure) = state.withLock { s in
             var events = openIfDue(&s)
-            if s.journal != nil && s.held.isEmpty {
-                events += try write(item, &s)
-            } else {
-                try hold(item, &s)
-                events += catchUp(&s)
+            var failure: (any Error)?
+            do {
+                if s.journal == nil {
+                    try hold(item, &s)
+                } else {
+                    // With the journal open, a report is journaled or refused: one held in memory
+                    // would be lost on a kill, and its caller would not know.
+                    events += catchUp(&s)
+                    if !s.held.isEmpty { throw unwritable(s.unavailable ?? "it cannot be written") }
+                    events += try write(item, &s)
+                }
+            } catch {
+                failure = error
             }
-            return (events, scheduleSync(&s))
+            return (events, scheduleSync(&s), failure)
         }
         if sync { syncQueue.async { self.groupSync() } }
         for event in events { onEvent(event) }
         wake()
+        if let failure { throw failure }
     }
 
     /// Journals `item` (numbered next), the bound's drops before it; the events it makes.
@@ -126,7 +135,7 @@ final class ReporterCore: Sendable {
         return drops.map { .dropped(instance: $0.0, count: $0.1) }
     }
 
-    /// Keeps `item` in memory until the journal can be written, within the bound.
+    /// Keeps `item` in memory until the journal can be opened, within the bound.
     private func hold(_ item: QueuedItem, _ s: inout State) throws {
         let size = try Journal.frameSize(Journal.Entry(t: .item, item: item))
         guard size <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: size) }

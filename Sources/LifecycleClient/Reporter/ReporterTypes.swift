@@ -99,8 +99,8 @@ extension LifecycleReporter {
         /// Why the journal's last compaction failed, if it did: the journal stays as it was,
         /// whole, and grows until a later one succeeds.
         public var compactionError: String?
-        /// Reports held in memory while the journal cannot be opened or written (not in
-        /// `pendingItems`): they are written to it, in order, once it can be.
+        /// Reports held in memory while the journal could not be opened (not in `pendingItems`):
+        /// they are written to it, in order, once it can be, and are lost if the process ends first.
         public var heldItems = 0
         /// Why the journal cannot be opened or written now, if so (one line).
         public var journalUnavailable: String?

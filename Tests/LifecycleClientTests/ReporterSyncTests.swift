@@ -19,11 +19,14 @@ import Glibc
             var open = false
             var failing = false
             var calls = 0
+            var finished = 0
         }
 
         private let state = LockedValue(State())
 
         var calls: Int { state.withLock { $0.calls } }
+        /// Syncs that returned.
+        var finished: Int { state.withLock { $0.finished } }
         func open() { state.withLock { $0.open = true } }
         func fail(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
@@ -38,6 +41,7 @@ import Glibc
                 // synchronous path) shows as slow rather than hanging the run.
                 let deadline = ContinuousClock.now + .seconds(5)
                 while !self.state.withLock({ $0.open }), ContinuousClock.now < deadline { usleep(1000) }
+                defer { self.state.withLock { $0.finished += 1 } }
                 if failing {
                     errno = EIO
                     return -1
@@ -93,6 +97,27 @@ import Glibc
         // Nothing answers at port 9: the flush ends unreachable, its items kept.
         await #expect(throws: LifecycleClientError.self) { try await flush.value }
         #expect(reporter.status.pendingItems == 2)
+    }
+
+    /// Review point 11: a group sync that took what was written before `flush` is still running:
+    /// the flush waits for it rather than sending what is not yet durable.
+    @Test func flushWaitsForAGroupSyncUnderWay() async throws {
+        let server = try ClientTestServer()
+        _ = try await server.client().createInstance(id: "behind")
+        let folder = TemporaryDirectory()
+        let sync = GatedSync()
+        let sentBeforeSynced = LockedValue(false)
+        let reporter = try LifecycleReporter(client: server.client(), configuration: Self.configuration(folder, sync.io)) { event in
+            if case .delivered = event, sync.finished == 0 { sentBeforeSynced.withLock { $0 = true } }
+        }
+        try reporter.report(event: "didBecomeActive", instance: "behind")
+        #expect(await ReporterTests.soon(within: 10) { sync.calls == 1 }, "the group sync took the write")
+        let flush = Task { try await reporter.flush() }
+        // Time for a flush that does not wait to send; the gate's opening lets one that waits go on.
+        try await Task.sleep(for: .milliseconds(500))
+        sync.open()
+        #expect(try await flush.value == 1)
+        #expect(!sentBeforeSynced.withLock { $0 }, "the flush sent before the sync finished")
     }
 
     @Test func afterAFailedGroupSyncTheNextReportSyncsAndThrowsIfThatFailsToo() async throws {

@@ -70,7 +70,7 @@ final class ReporterCore: Sendable {
             var drops: [String: Int] = [:]
             for gap in s.queue.gaps { drops[gap.instance, default: 0] += gap.dropped }
             return .init(pendingItems: s.queue.items.count, pendingBytes: s.queue.liveBytes, unreportedDrops: drops, damagedTailBytes: s.damagedTailBytes,
-                         damage: s.damage, compactionError: s.compactionError, heldItems: s.held.count,
+                         damage: s.damage, compactionError: s.compactionError.map { $0.oneLine() }, heldItems: s.held.count,
                          journalUnavailable: s.unavailable.map { unwritable($0).description })
         }
     }
@@ -202,7 +202,7 @@ final class ReporterCore: Sendable {
         do {
             try syncNow()
         } catch {
-            state.withLock { s in s.syncFailure = String(describing: error) }
+            state.withLock { s in s.syncFailure = LifecycleReporter.ReportError.reason(of: error) }
         }
     }
 
@@ -268,8 +268,10 @@ final class ReporterCore: Sendable {
 
     func flush() async throws -> Int {
         if reopen() { throw state.withLock { s in unwritable(s.unavailable ?? "it cannot be written") } }
-        // A command line's process ends after its flush: what it queued is made durable first.
+        // A command line's process ends after its flush: what it queued is made durable first,
+        // what no sync took yet here, and what a group sync took by that sync, still running.
         do { try syncNow() } catch { throw LifecycleReporter.ReportError.journalUnwritable(configuration.directory, error) }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in syncQueue.async { c.resume() } }
         var delivered = 0
         while true {
             let batch = state.withLock { s in s.queue.takeBatch(limit: s.batchLimit) }

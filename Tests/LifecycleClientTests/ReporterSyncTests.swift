@@ -120,6 +120,25 @@ import Glibc
         #expect(!sentBeforeSynced.withLock { $0 }, "the flush sent before the sync finished")
     }
 
+    /// Review point 11: a failed compaction is said in one line of at most 120 characters, even
+    /// when the folder's path alone is longer.
+    @Test func aFailedCompactionIsSaidInOneShortLine() async throws {
+        let server = try ClientTestServer()
+        _ = try await server.client().createInstance(id: "compact")
+        let root = TemporaryDirectory()
+        let folder = URL(fileURLWithPath: root.path).appendingPathComponent(String(repeating: "deep", count: 40))
+        // The compaction's new file cannot be made where a folder stands.
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("journal.new"), withIntermediateDirectories: true)
+        let reporter = try LifecycleReporter(
+            client: server.client(), configuration: .init(directory: folder, compactionThreshold: 100, deliversAutomatically: false)
+        )
+        for n in 1...10 { try reporter.report(event: "e\(n)", instance: "compact") }
+        #expect(try await reporter.flush() == 10)
+        #expect(await ReporterTests.soon(within: 10) { reporter.status.compactionError != nil })
+        let error = try #require(reporter.status.compactionError)
+        #expect(ReporterReachTests.isShortLine(error), "\(error)")
+    }
+
     @Test func afterAFailedGroupSyncTheNextReportSyncsAndThrowsIfThatFailsToo() async throws {
         let folder = TemporaryDirectory()
         let sync = GatedSync()

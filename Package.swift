@@ -68,7 +68,7 @@ let package = Package(
         // The reporter's benchmark (Benchmarks/reporter-bench.sh), never run by make test.
         .executableTarget(
             name: "reporter-bench",
-            dependencies: ["LifecycleClient", "LifecycleKit"],
+            dependencies: ["LifecycleClient", "LifecycleKit", "LifecycleLocks"],
             path: "Benchmarks/reporter-bench"
         ),
 

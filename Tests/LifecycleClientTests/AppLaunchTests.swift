@@ -70,4 +70,54 @@ import Testing
         #expect(instance.launchCount == 2 && instance.counters.unexpected == 0)
         #expect(try await device.server.client().instancePage().items.count == 1)
     }
+
+    /// Before the device's first unlock the reporter's folder cannot be read (here: moved away
+    /// and a regular file put at its path, since tests run as root): the process start waits
+    /// for it, rather than failing or taking the install for a new one.
+    static func locked(_ device: AppDevice) throws -> () throws -> Void {
+        let folder = URL(fileURLWithPath: device.folder.path)
+        let aside = folder.appendingPathExtension("aside")
+        try FileManager.default.moveItem(at: folder, to: aside)
+        #expect(FileManager.default.createFile(atPath: folder.path, contents: Data("locked".utf8)))
+        return {
+            try FileManager.default.removeItem(at: folder)
+            try FileManager.default.moveItem(at: aside, to: folder)
+        }
+    }
+
+    @Test func aStartBeforeTheFolderCanBeReadIsARelaunchOnceItCan() async throws {
+        let device = try AppDevice()
+        let first = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }
+        let unlock = try Self.locked(device)
+        let second = try await device.run { process in
+            #expect(process.observer.instance == nil)
+            process.post(Self.launch, Self.connect)
+            try unlock()
+            process.post(Self.active)
+        }
+        #expect(second.instance == first.instance)
+        let (instance, history) = try await Self.instance(device, first.instance)
+        #expect(instance.launchCount == 2 && instance.counters.unexpected == 0)
+        #expect(history == [
+            "didFinishLaunching", "willConnectToWindow", "didBecomeActive", "relaunch", "didFinishLaunching", "willConnectToWindow", "didBecomeActive",
+        ])
+        #expect(try await device.server.client().instancePage().items.count == 1)
+    }
+
+    @Test func aFirstStartBeforeTheFolderCanBeReadCreatesOnceItCan() async throws {
+        let device = try AppDevice()
+        let unlock = try Self.locked(device)
+        let app = try await device.run { process in
+            #expect(process.observer.instance == nil)
+            process.post(Self.launch, Self.connect)
+            try unlock()
+            process.post(Self.active)
+        }
+        let (instance, history) = try await Self.instance(device, app.instance)
+        #expect(instance.launchCount == 1 && instance.counters.unexpected == 0)
+        #expect(history == ["didFinishLaunching", "willConnectToWindow", "didBecomeActive"])
+        let again = try await device.run { $0.post(Self.launch) }
+        #expect(again.instance == app.instance)
+        #expect(try await device.server.client().instancePage().items.count == 1)
+    }
 }

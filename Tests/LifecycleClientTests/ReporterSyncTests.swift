@@ -139,6 +139,28 @@ import Glibc
         #expect(ReporterReachTests.isShortLine(error), "\(error)")
     }
 
+    /// The sender syncs a batch's ack before it sends again (invariant 4), but outside the lock
+    /// every report takes: a report made meanwhile does not wait for that disk sync.
+    @Test func reportReturnsWhileTheSendersAckIsBeingSynced() async throws {
+        let server = try ClientTestServer()
+        let folder = TemporaryDirectory()
+        let sync = GatedSync()
+        var configuration = Self.configuration(folder, sync.io)
+        configuration.deliversAutomatically = true
+        let reporter = try LifecycleReporter(client: server.client(), configuration: configuration)
+        try reporter.create(instance: "acked")
+        // Delivered, then two syncs held at the gate: the create's group sync and the ack's.
+        #expect(await ReporterTests.soon(within: 10) { sync.calls == 2 })
+        _ = try await server.client().instance("acked")
+        let start = ContinuousClock.now
+        try reporter.report(event: "didFinishLaunching", instance: "acked")
+        #expect(ContinuousClock.now - start < .seconds(2), "report waited for the ack's sync")
+        sync.open()
+        // Once the ack is synced, the sender goes on and delivers the event.
+        #expect(await ReporterTests.soon(within: 10) { reporter.status.pendingItems == 0 })
+        #expect(try await server.client().instance("acked").version == 1)
+    }
+
     @Test func afterAFailedGroupSyncTheNextReportSyncsAndThrowsIfThatFailsToo() async throws {
         let folder = TemporaryDirectory()
         let sync = GatedSync()

@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleKit
+import LifecycleLocks
 
 /// Reports an iOS app's lifecycle as the `ios-app` model's events, by observing UIKit's
 /// notifications on a `NotificationCenter` by their raw names (so it needs no UIKit, and is
@@ -63,16 +64,21 @@ public final class LifecycleAppObserver: Sendable {
     /// The reporter the events go to, for what the notifications do not carry (an action, an
     /// event the app's code sees itself).
     public let reporter: LifecycleReporter
-    /// This install's instance id; `nil` in an app extension.
-    public let instance: String?
+    /// This install's instance id; `nil` in an app extension, and while the reporter's folder
+    /// cannot be read yet (before the device's first unlock the files are protected): the
+    /// process start is then decided at the next notification that finds it readable.
+    public var instance: String? { resolved.withLock { $0 } }
+    private let resolved = LockedValue<String?>(nil)
     private let center: NotificationCenter
     private let handler: Handler?
     // Observer tokens are not Sendable; they are written once here and only read, to remove them.
     private nonisolated(unsafe) let tokens: [any NSObjectProtocol]
 
     /// Opens the reporter, reports this process start (the install's first: its instance
-    /// created; any later one: a relaunch) and starts observing `center`. Throws what the
-    /// reporter throws when its journal cannot be opened or written (nothing observed then).
+    /// created; any later one: a relaunch) and starts observing `center`. While the folder
+    /// cannot be read yet, the start is decided at the first notification that finds it
+    /// readable, and what was observed before is reported then. Throws what the reporter
+    /// throws when the process start cannot be queued (nothing observed then).
     /// - Parameters:
     ///   - bundleURL: the running bundle; one ending in `.appex` (an app extension) reports nothing.
     ///   - onEvent: what the reporter tells the app (``LifecycleReporter/Event``).
@@ -93,12 +99,14 @@ public final class LifecycleAppObserver: Sendable {
         reporter = try LifecycleReporter(client: client, configuration: configuration, onEvent: onEvent)
         self.center = center
         guard bundleURL.pathExtension != "appex" else {
-            (instance, handler, tokens) = (nil, nil, [])
+            (handler, tokens) = (nil, [])
             return
         }
-        let instance = try Self.startProcess(reporter, in: configuration.directory)
+        let launchedAt = DeviceTime.now()
+        if let id = try Self.startProcess(reporter, in: configuration.directory, launchedAt: launchedAt) { resolved.withLock { $0 = id } }
         let handler = Handler(
-            reporter: reporter, instance: instance, window: window, report: report, parameters: parameters, onError: onError
+            reporter: reporter, directory: configuration.directory, resolved: resolved, launchedAt: launchedAt, window: window,
+            report: report, parameters: parameters, onError: onError
         )
         // UIKit posts these on the main thread and, with no queue, they are handled there before
         // `post` returns, so the app's main-actor state is read as the event happens (a queue
@@ -110,7 +118,7 @@ public final class LifecycleAppObserver: Sendable {
                 MainActor.assumeIsolated { handler.observe(event, notification) }
             }
         }
-        (self.instance, self.handler) = (instance, handler)
+        self.handler = handler
     }
 
     deinit {
@@ -134,14 +142,24 @@ public final class LifecycleAppObserver: Sendable {
     }
 
     /// The install's instance id, creating its instance on its first process start and
-    /// reporting a relaunch on every later one. The id is written after the create is queued:
-    /// a kill in between leaves an instance with no launch behind and the next start makes
-    /// another, rather than an id the service never heard of.
-    private static func startProcess(_ reporter: LifecycleReporter, in directory: URL) throws -> String {
+    /// reporting a relaunch (at `launchedAt`) on every later one; `nil` while the folder cannot
+    /// be read: an id file that cannot be read yet is no first launch, and taking it for one
+    /// would clone the install. The id is written after the create is queued: a kill in
+    /// between leaves an instance with no launch behind and the next start makes another,
+    /// rather than an id the service never heard of.
+    static func startProcess(_ reporter: LifecycleReporter, in directory: URL, launchedAt: DeviceTime) throws -> String? {
+        guard reporter.status.journalUnavailable == nil else { return nil }
         let file = directory.appendingPathComponent(instanceFile)
-        if let data = FileManager.default.contents(atPath: file.path),
-           let id = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty {
-            try reporter.reportRelaunch(instance: id)
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            data = Data()
+        } catch {
+            return nil
+        }
+        if let id = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty {
+            try reporter.reportRelaunch(instance: id, occurredAt: launchedAt)
             return id
         }
         let id = UUID().uuidString.lowercased()
@@ -155,7 +173,13 @@ public final class LifecycleAppObserver: Sendable {
 /// app says of it.
 @MainActor private final class Handler {
     let reporter: LifecycleReporter
-    let instance: String
+    let directory: URL
+    /// The instance id, once the process start is decided (the observer's ``LifecycleAppObserver/instance``).
+    let resolved: LockedValue<String?>
+    /// When the process started: its relaunch's time, even when decided later.
+    let launchedAt: DeviceTime
+    /// What was observed before the process start could be decided, in order, with its time.
+    var waiting: [(name: String, isAction: Bool, parameters: [String: Value], said: LifecycleAppObserver.Report, at: DeviceTime)] = []
     let window: @MainActor (Notification) -> String
     let report: @MainActor (String) -> LifecycleAppObserver.Report
     let parameters: @MainActor (String, Notification?) -> [String: Value]
@@ -169,19 +193,41 @@ public final class LifecycleAppObserver: Sendable {
     var heldWindow: [String: Value]?
 
     nonisolated init(
-        reporter: LifecycleReporter, instance: String, window: @escaping @MainActor (Notification) -> String,
+        reporter: LifecycleReporter, directory: URL, resolved: LockedValue<String?>, launchedAt: DeviceTime, window: @escaping @MainActor (Notification) -> String,
         report: @escaping @MainActor (String) -> LifecycleAppObserver.Report,
         parameters: @escaping @MainActor (String, Notification) -> [String: Value], onError: @escaping @MainActor (any Error) -> Void
     ) {
         self.reporter = reporter
-        self.instance = instance
+        self.directory = directory
+        self.resolved = resolved
+        self.launchedAt = launchedAt
         self.window = window
         self.report = report
         self.parameters = { event, notification in notification.map { parameters(event, $0) } ?? [:] }
         self.onError = onError
     }
 
+    /// Decides the process start when it is not yet (the folder was unreadable), then reports
+    /// what waited for it; the instance id, `nil` while it still cannot be decided.
+    private func instance() -> String? {
+        if let id = resolved.withLock({ $0 }) { return id }
+        do {
+            guard let id = try LifecycleAppObserver.startProcess(reporter, in: directory, launchedAt: launchedAt) else { return nil }
+            resolved.withLock { $0 = id }
+        } catch {
+            // Decided again at the next notification.
+            onError(error)
+            return nil
+        }
+        let waited = waiting
+        waiting = []
+        for item in waited { deliver(item.name, isAction: item.isAction, item.parameters, item.said, at: item.at) }
+        return resolved.withLock { $0 }
+    }
+
     func observe(_ event: String, _ notification: Notification) {
+        // Before the event, so that a folder readable again (the device unlocked) decides the launch first.
+        if resolved.withLock({ $0 }) == nil && (event == "didBecomeActive" || event == "willEnterForeground") { reporter.retryNow() }
         if event == "willConnectToWindow" {
             connect(window: window(notification), notification: notification)
             return
@@ -208,13 +254,25 @@ public final class LifecycleAppObserver: Sendable {
 
     func send(action: String, _ parameters: [String: Value]) throws {
         let said = report(action)
+        guard let instance = instance() else { return waiting.append((action, true, parameters, said, DeviceTime.now())) }
         try reporter.report(action: action, parameters: parameters, instance: instance, believedState: said.believedState, ranHooks: said.ranHooks)
     }
 
     private func send(_ event: String, _ parameters: [String: Value]) {
         let said = report(event)
+        guard instance() != nil else { return waiting.append((event, false, parameters, said, DeviceTime.now())) }
+        deliver(event, isAction: false, parameters, said, at: nil)
+    }
+
+    /// Queues one event or action of the decided instance; a failure goes to `onError`.
+    private func deliver(_ name: String, isAction: Bool, _ parameters: [String: Value], _ said: LifecycleAppObserver.Report, at time: DeviceTime?) {
+        guard let instance = resolved.withLock({ $0 }) else { return }
         do {
-            try reporter.report(event: event, parameters: parameters, instance: instance, believedState: said.believedState, ranHooks: said.ranHooks)
+            if isAction {
+                try reporter.report(action: name, parameters: parameters, instance: instance, believedState: said.believedState, ranHooks: said.ranHooks, occurredAt: time)
+            } else {
+                try reporter.report(event: name, parameters: parameters, instance: instance, believedState: said.believedState, ranHooks: said.ranHooks, occurredAt: time)
+            }
         } catch {
             onError(error)
         }

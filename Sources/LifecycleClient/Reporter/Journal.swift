@@ -43,14 +43,16 @@ import Darwin
 ///    kill carries the same key (the service answers it again from its idempotency store), and
 ///    no other item ever carries it.
 /// 4. When a batch is answered, its `ack` entry is written and fsynced (on the sender's thread,
-///    which also makes every entry before it durable) before anything else is sent, so an
+///    outside the reporter's lock so reports go on meanwhile; the sync also makes every entry
+///    before it durable) before anything else is sent, so an
 ///    answered item is never sent again; one sent but not acknowledged is resent.
 /// 5. A gap's key and count may change only while it has never been handed to a batch in this
 ///    process (a gap replayed from the file, or appended by another process, may have been
 ///    sent: it is never changed).
-/// 6. Compaction writes the live state (a `base`, the pending gaps, the pending items, keys
-///    unchanged) to `journal.new`, fsyncs it, renames it over `journal` and fsyncs the folder
-///    before anything is appended: either file, whole, replays to the same pending queue.
+/// 6. Compaction (on the group sync's queue, never a reporting thread) writes the live state
+///    (a `base`, the pending gaps, the pending items, keys unchanged) to `journal.new`, fsyncs
+///    it, renames it over `journal` and fsyncs the folder before anything is appended: either
+///    file, whole, replays to the same pending queue.
 /// 7. One writer at a time: every append and rewrite holds an exclusive `flock` on
 ///    `journal.lock`, taken just before and released just after, never across a wait (an iOS
 ///    app suspended holding a lock in a shared container is ended, 0xdead10cc). Under the lock

@@ -129,7 +129,6 @@ final class ReporterCore: Sendable {
             s.syncFailure = nil
             for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
             s.queue.noteMergeable(entries)
-            compactIfDue(&s)
             return dropped.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         }
         return drops.map { .dropped(instance: $0.0, count: $0.1) }
@@ -197,13 +196,16 @@ final class ReporterCore: Sendable {
         return true
     }
 
-    /// Syncs every entry written since the last sync, outside the lock so reports go on meanwhile.
+    /// Syncs every entry written since the last sync, outside the lock so reports go on meanwhile,
+    /// then compacts if that write made it due: every report is followed by a group sync, so
+    /// this is where its compaction runs, off the reporting thread.
     private func groupSync() {
         do {
             try syncNow()
         } catch {
             state.withLock { s in s.syncFailure = LifecycleReporter.ReportError.reason(of: error) }
         }
+        compactIfDue()
     }
 
     /// Syncs what `report` wrote and no sync has covered yet, on the calling thread.
@@ -373,15 +375,17 @@ final class ReporterCore: Sendable {
     @discardableResult
     private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) -> LifecycleReporter.ReportError? {
         var unwritable: LifecycleReporter.ReportError?
-        let retry: (String, TimeInterval)? = state.withLock { s in
+        var ackSync: (Descriptor, Journal.Syncer)?
+        var retry: (String, TimeInterval)? = state.withLock { s in
             switch outcome {
             case .answered(let count, let retryLater, let retryAfter):
                 if let entry = s.queue.acknowledgement(of: batch, answered: count) {
                     do {
                         try journaled(&s) { s in
-                            let sizes = try s.journal!.append([entry], sync: true)
+                            // Synced below, outside the lock: reports made meanwhile do not wait for the disk.
+                            let sizes = try s.journal!.append([entry], sync: false)
                             s.queue.apply(entry, size: sizes[0])
-                            compactIfDue(&s)
+                            ackSync = s.journal!.takeUnsynced()
                         }
                     } catch {
                         // Not durable: the batch goes again with its keys, and the service replays
@@ -408,6 +412,23 @@ final class ReporterCore: Sendable {
                 return backoff(&s, retryAfter: retryAfter, error: error)
             }
         }
+        // Before settle returns, so before its caller sends again (invariant 4): this thread is
+        // the sender, and the group sync that finds nothing left to sync does not wait.
+        if let (file, syncer) = ackSync {
+            do {
+                try syncer.sync(file)
+                syncQueue.async { self.compactIfDue() }
+            } catch {
+                // The ack is applied: a power loss would resend its batch, which the keys make
+                // harmless. The next report syncs first, as after any failed sync.
+                let failure = LifecycleReporter.ReportError.journalUnwritable(configuration.directory, error)
+                unwritable = failure
+                retry = state.withLock { s in
+                    s.syncFailure = String(describing: error)
+                    return backoff(&s, retryAfter: nil, error: failure.description)
+                }
+            }
+        }
         if let (error, delay) = retry { onEvent(.retrying(error: error, retryIn: delay)) }
         return unwritable
     }
@@ -423,17 +444,24 @@ final class ReporterCore: Sendable {
         return (error, delay)
     }
 
-    /// Rewrites the journal when its dead bytes are due. A failure leaves it as it was (whole),
-    /// never undoes the write before it, and is kept in `status.compactionError`.
-    private func compactIfDue(_ s: inout State) {
-        guard let size = s.journal?.size, let entries = s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) else { return }
-        do {
-            let sizes = try s.journal!.rewrite(entries)
-            s.queue.reset()
-            for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
-            s.compactionError = nil
-        } catch {
-            s.compactionError = String(describing: error)
+    /// Rewrites the journal when its dead bytes are due, on the sync queue (never a reporting
+    /// thread: a rewrite takes two syncs). A failure leaves it as it was (whole), never undoes a
+    /// write, and is kept in `status.compactionError`.
+    private func compactIfDue() {
+        state.withLock { s in
+            guard let size = s.journal?.size, s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) != nil else { return }
+            do {
+                try journaled(&s) { s in
+                    // Again under the folder's lock: another process may have appended or compacted.
+                    guard let size = s.journal?.size, let entries = s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) else { return }
+                    let sizes = try s.journal!.rewrite(entries)
+                    s.queue.reset()
+                    for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
+                }
+                s.compactionError = nil
+            } catch {
+                s.compactionError = String(describing: error)
+            }
         }
     }
 

@@ -63,7 +63,9 @@ import Darwin
 ///   end of the file, or a tail without a header) was never acknowledged: it is cut off when the
 ///   journal opens, or by the next writer, and reported as ``LifecycleReporter/Event/damagedTail(bytes:)``
 ///   and ``LifecycleReporter/Status/damagedTailBytes``. A power loss can leave a torn entry that
-///   looks whole and damaged: it then costs as damage (below).
+///   looks whole and damaged: it then costs as damage (below). A last entry whose length runs
+///   past the end but whose payload is whole (a flipped bit in its length) is damage, not a torn
+///   write: its report had returned.
 /// - *A failed write* (ENOSPC, EIO): the file is cut back to its last whole entry (ftruncate,
 ///   fsync) before anything else is appended, and `report` throws
 ///   ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)`` naming the error: the report was
@@ -77,7 +79,10 @@ import Darwin
 ///   `drop` (gaps only), the counts of the gaps it carried; a `base`, nothing: the next sequence
 ///   number is the greatest one seen plus one. The entries of a damaged run are counted from the
 ///   ordinals of the whole entries around it (or, at the end of the file, from the markers and
-///   kinds in it, an entry whose kind cannot be read counting as an item). The loss is reported
+///   kinds in it, an entry whose kind cannot be read counting as an item). Its items are taken
+///   to have the sequence numbers after the last item read, below the next whole item's; an
+///   `ack` or `drop` after the run is checked with those numbers taken, and answers them. The
+///   rewritten file starts with a `base` keeping them taken. The loss is reported
 ///   once: the damaged bytes are removed when the journal opens (it is rewritten without them),
 ///   handed to `onEvent` as ``LifecycleReporter/Event/damaged(_:)``, kept in
 ///   ``LifecycleReporter/Status/damage``, and the lost items are queued as a gap on their instance
@@ -178,6 +183,9 @@ struct Journal {
         var journal = Journal(directory: directory, file: file, lockFile: lockFile, io: io, fullSync: fullSync, size: bytes.count, inode: try file.inode(), cursor: parsed.cursor)
         var opened = Opened(entries: parsed.entries, sizes: parsed.sizes, tornBytes: parsed.tornBytes, damage: parsed.damage)
         if var damage = parsed.damage {
+            // The damaged items' sequence numbers stay taken: an ack or drop naming them must
+            // still read as one a reporter wrote once the file is rewritten without them.
+            opened.entries.insert(Entry(t: .base, nextSequence: parsed.cursor.nextSequence), at: 0)
             if damage.lostItems > 0, let instance = Self.soleInstance(parsed.entries) {
                 opened.entries.append(Entry(t: .drop, gaps: [PendingGap(key: LifecycleClient.makeIdempotencyKey(), instance: instance, dropped: damage.lostItems)]))
                 damage.gapInstance = instance

@@ -92,6 +92,11 @@ import Testing
         let history = try Self.delivered(server, "middle")
         #expect(history.events == [1, 3, 4, 5, 6])
         #expect(history.gaps == [1])
+        // The gap is where the lost item was: after the event before it.
+        let order = try ReporterTests.history(server, "middle").compactMap { record -> String? in
+            record["kind"] as? String == "gap" ? "gap" : (record["parameters"] as? [String: Any])?["window"] as? String
+        }
+        #expect(order == ["w1", "gap", "w3", "w4", "w5", "w6"])
 
         // The damage was removed when the journal opened: it is not counted again.
         let again = ReporterTests.Events()

@@ -86,7 +86,8 @@ import Darwin
 ///   once: the damaged bytes are removed when the journal opens (it is rewritten without them),
 ///   handed to `onEvent` as ``LifecycleReporter/Event/damaged(_:)``, kept in
 ///   ``LifecycleReporter/Status/damage``, and the lost items are queued as a gap on their instance
-///   when the file names one instance only (an app's queue). Damage in what another process
+///   when the file names one instance only (an app's queue), sent just before the first queued
+///   item numbered after the first lost one (``PendingGap/lostFrom``). Damage in what another process
 ///   appended is added to `status.damage` when a write reads it, and counted again at the next open.
 /// - *Crafted values*: an entry whose values cannot have been written by a reporter (a sequence
 ///   number not above the previous item's or above 2⁴⁰, an `ack` or `drop` past the last
@@ -187,7 +188,7 @@ struct Journal {
             // still read as one a reporter wrote once the file is rewritten without them.
             opened.entries.insert(Entry(t: .base, nextSequence: parsed.cursor.nextSequence), at: 0)
             if damage.lostItems > 0, let instance = Self.soleInstance(parsed.entries) {
-                opened.entries.append(Entry(t: .drop, gaps: [PendingGap(key: LifecycleClient.makeIdempotencyKey(), instance: instance, dropped: damage.lostItems)]))
+                opened.entries.append(Entry(t: .drop, gaps: [PendingGap(key: LifecycleClient.makeIdempotencyKey(), instance: instance, dropped: damage.lostItems, lostFrom: parsed.firstLost)]))
                 damage.gapInstance = instance
             }
             opened.damage = damage

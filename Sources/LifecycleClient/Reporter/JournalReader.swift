@@ -17,6 +17,8 @@ extension Journal {
         var cursor: Cursor
         /// Whether the bytes are of the earlier format (rewritten when the journal opens).
         var earlierFormat = false
+        /// The sequence number the first lost item is taken to have, nil when none is lost.
+        var firstLost: UInt64?
     }
 
     enum Format { case current, earlier }
@@ -102,6 +104,7 @@ extension Journal {
                 }
             }
             damage.lostItems = lost.count - lostHead
+            if lostHead < lost.count { parsed.firstLost = lost[lostHead] }
             if damage.entries > 0 || damage.bytes > 0 { parsed.damage = damage }
         }
 

@@ -234,6 +234,16 @@ import Testing
         #expect(queue.gaps.map(\.dropped) == [1])
     }
 
+    /// A 0xFF flipped into the last entry's payload is damage to that entry, not a second one.
+    @Test func aMarkerFlippedIntoTheLastEntryCostsThatEntryOnly() throws {
+        let folder = URL(fileURLWithPath: TemporaryDirectory().path)
+        let entries = (1...6).map { Self.item(UInt64($0), "marker", $0) }
+        let (status, queue) = try Self.open(entries, in: folder) { bytes, frames in bytes[frames[5].lowerBound + Journal.headerSize + 3] = 0xFF }
+        #expect(status.damage?.entries == 1)
+        #expect(status.damage?.lostItems == 1)
+        #expect(queue.items.map(Self.n) == [1, 2, 3, 4, 5])
+    }
+
     /// The frame sizes of `entries` written from the start of a journal.
     static func frames(_ entries: [Entry]) -> [Int] { entries.map { (try? Journal.frameSize($0)) ?? -1 } }
 

@@ -79,7 +79,8 @@ import Darwin
 ///   `drop` (gaps only), the counts of the gaps it carried; a `base`, nothing: the next sequence
 ///   number is the greatest one seen plus one. The entries of a damaged run are counted from the
 ///   ordinals of the whole entries around it (or, at the end of the file, from the markers and
-///   kinds in it, an entry whose kind cannot be read counting as an item). Its items are taken
+///   kinds in it, an entry whose kind cannot be read counting as an item, a marker inside the
+///   frame a readable header before it claims not starting one). Its items are taken
 ///   to have the sequence numbers after the last item read, below the next whole item's; an
 ///   `ack` or `drop` after the run is checked with those numbers taken, and answers them. The
 ///   rewritten file starts with a `base` keeping them taken. The loss is reported

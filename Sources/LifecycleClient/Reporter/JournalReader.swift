@@ -153,10 +153,16 @@ extension Journal {
         /// The entries and items of the damaged run `range`.
         func count(_ range: Range<Int>, before next: Header?) -> (entries: Int, items: Int) {
             if let counted = countByOrdinals(range, before: next) { return counted }
-            // Each marker starts an entry (the run's start too, its marker damaged); a kind
-            // that cannot be read counts as an item, the side that records a gap.
-            var starts = range.filter { bytes[$0] == 0xFF }
-            if starts.first != range.lowerBound { starts.insert(range.lowerBound, at: 0) }
+            // Each marker starts an entry (the run's start too, its marker damaged), but one inside
+            // the frame a readable header before it claims, within the run, is damage to that
+            // entry; a kind that cannot be read counts as an item, the side that records a gap.
+            var starts: [Int] = []
+            var covered = range.lowerBound
+            for index in range where index >= covered && (bytes[index] == 0xFF || index == range.lowerBound) {
+                starts.append(index)
+                let end = header(index).map { index + Journal.headerSize + $0.length } ?? index + 1
+                covered = end <= range.upperBound ? end : index + 1
+            }
             return (starts.count, starts.filter { $0 + 1 >= bytes.count || ![0x61, 0x64, 0x62].contains(bytes[$0 + 1]) }.count)
         }
 

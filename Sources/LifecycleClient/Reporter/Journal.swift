@@ -65,7 +65,9 @@ import Darwin
 ///   end of the file, or a tail without a header) was never acknowledged: it is cut off when the
 ///   journal opens, or by the next writer, and reported as ``LifecycleReporter/Event/damagedTail(bytes:)``
 ///   and ``LifecycleReporter/Status/damagedTailBytes``. A power loss can leave a torn entry that
-///   looks whole and damaged: it then costs as damage (below).
+///   looks whole and damaged: it then costs as damage (below). A last entry whose length runs
+///   past the end but whose payload is whole (a flipped bit in its length) is damage, not a torn
+///   write: its report had returned.
 /// - *A failed write* (ENOSPC, EIO): the file is cut back to its last whole entry (ftruncate,
 ///   fsync) before anything else is appended, and `report` throws
 ///   ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)`` naming the error: the report was
@@ -79,11 +81,16 @@ import Darwin
 ///   `drop` (gaps only), the counts of the gaps it carried; a `base`, nothing: the next sequence
 ///   number is the greatest one seen plus one. The entries of a damaged run are counted from the
 ///   ordinals of the whole entries around it (or, at the end of the file, from the markers and
-///   kinds in it, an entry whose kind cannot be read counting as an item). The loss is reported
+///   kinds in it, an entry whose kind cannot be read counting as an item, a marker inside the
+///   frame a readable header before it claims not starting one). Its items are taken
+///   to have the sequence numbers after the last item read, below the next whole item's; an
+///   `ack` or `drop` after the run is checked with those numbers taken, and answers them. The
+///   rewritten file starts with a `base` keeping them taken. The loss is reported
 ///   once: the damaged bytes are removed when the journal opens (it is rewritten without them),
 ///   handed to `onEvent` as ``LifecycleReporter/Event/damaged(_:)``, kept in
 ///   ``LifecycleReporter/Status/damage``, and the lost items are queued as a gap on their instance
-///   when the file names one instance only (an app's queue). Damage in what another process
+///   when the file names one instance only (an app's queue), sent just before the first queued
+///   item numbered after the first lost one (``PendingGap/lostFrom``). Damage in what another process
 ///   appended is added to `status.damage` when a write reads it, and counted again at the next open.
 /// - *Crafted values*: an entry whose values cannot have been written by a reporter (a sequence
 ///   number not above the previous item's or above 2⁴⁰, an `ack` or `drop` past the last
@@ -180,8 +187,11 @@ struct Journal {
         var journal = Journal(directory: directory, file: file, lockFile: lockFile, io: io, fullSync: fullSync, size: bytes.count, inode: try file.inode(), cursor: parsed.cursor)
         var opened = Opened(entries: parsed.entries, sizes: parsed.sizes, tornBytes: parsed.tornBytes, damage: parsed.damage)
         if var damage = parsed.damage {
+            // The damaged items' sequence numbers stay taken: an ack or drop naming them must
+            // still read as one a reporter wrote once the file is rewritten without them.
+            opened.entries.insert(Entry(t: .base, nextSequence: parsed.cursor.nextSequence), at: 0)
             if damage.lostItems > 0, let instance = Self.soleInstance(parsed.entries) {
-                opened.entries.append(Entry(t: .drop, gaps: [PendingGap(key: LifecycleClient.makeIdempotencyKey(), instance: instance, dropped: damage.lostItems)]))
+                opened.entries.append(Entry(t: .drop, gaps: [PendingGap(key: LifecycleClient.makeIdempotencyKey(), instance: instance, dropped: damage.lostItems, lostFrom: parsed.firstLost)]))
                 damage.gapInstance = instance
             }
             opened.damage = damage

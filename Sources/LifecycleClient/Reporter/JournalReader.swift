@@ -17,6 +17,8 @@ extension Journal {
         var cursor: Cursor
         /// Whether the bytes are of the earlier format (rewritten when the journal opens).
         var earlierFormat = false
+        /// The sequence number the first lost item is taken to have, nil when none is lost.
+        var firstLost: UInt64?
     }
 
     enum Format { case current, earlier }
@@ -56,8 +58,13 @@ extension Journal {
     private struct Reader {
         let bytes: [UInt8]
         var parsed: Parsed
-        /// The sequence numbers of damaged items, until a later entry shows them answered or dropped.
+        /// The sequence numbers of damaged items, increasing, until a later entry shows them
+        /// answered or dropped; those before `lostHead` are answered (an ack cuts a prefix in
+        /// constant time, so crafted acks cannot make reading quadratic).
         var lost: [UInt64] = []
+        var lostHead = 0
+        /// The greatest sequence number given to a damaged item (0: none).
+        var lastLost: UInt64 = 0
         var damage = LifecycleReporter.Damage(entries: 0, lostItems: 0, bytes: 0)
         /// The smallest a frame can be (a header and `{"t":"ack"}`), to bound a run's count.
         static let smallestFrame = Journal.headerSize + 11
@@ -77,9 +84,9 @@ extension Journal {
                     at = nextMarker(from: at + 1)
                     continue
                 }
-                switch candidate(at) {
+                switch candidate(at, after: run.map { $0..<at }) {
                 case .whole(let header, let entry, let end):
-                    if let start = run { skip(start..<at, before: header) }
+                    if let start = run { skip(start..<at, before: header, entry) }
                     run = nil
                     accept(entry, header.kind, size: end - at)
                     at = end
@@ -93,10 +100,11 @@ extension Journal {
                 if isTorn(start) {
                     parsed.tornBytes = bytes.count - start
                 } else {
-                    skip(start..<bytes.count, before: nil)
+                    skip(start..<bytes.count, before: nil, nil)
                 }
             }
-            damage.lostItems = lost.count
+            damage.lostItems = lost.count - lostHead
+            if lostHead < lost.count { parsed.firstLost = lost[lostHead] }
             if damage.entries > 0 || damage.bytes > 0 { parsed.damage = damage }
         }
 
@@ -112,33 +120,93 @@ extension Journal {
             parsed.cursor.note(entry)
             parsed.cursor.advance(past: kind)
             // Lost items a later entry shows answered, or dropped (its gap counts them), cost nothing more.
-            if entry.t == .ack, let through = entry.through { lost.removeAll { $0 <= through } }
-            if entry.t == .drop, let from = entry.from, let through = entry.through { lost.removeAll { (from...through).contains($0) } }
+            if entry.t == .ack, let through = entry.through { lostHead = answered(through: through, from: lostHead) }
+            if entry.t == .drop, let from = entry.from, let through = entry.through {
+                let first = answered(through: from - 1, from: lostHead)
+                let end = answered(through: through, from: first)
+                if first == lostHead { lostHead = end } else if first < end { lost.removeSubrange(first..<end) }
+            }
         }
 
-        /// Counts the damaged run `range`, whose entries the whole `next` one's ordinals tell.
-        mutating func skip(_ range: Range<Int>, before next: Header?) {
-            let cursor = parsed.cursor
-            var entries = 0
-            var items = 0
-            let most = range.count / Self.smallestFrame + 1
-            if let next, next.ordinal >= cursor.ordinal, next.itemsBefore >= cursor.itemsBefore,
-               Int(next.ordinal - cursor.ordinal) <= most, next.itemsBefore - cursor.itemsBefore <= next.ordinal - cursor.ordinal {
-                entries = Int(next.ordinal - cursor.ordinal)
-                items = Int(next.itemsBefore - cursor.itemsBefore)
-            } else {
-                // Each marker starts an entry (the run's start too, its marker damaged); a kind
-                // that cannot be read counts as an item, the side that records a gap.
-                var starts = range.filter { bytes[$0] == 0xFF }
-                if starts.first != range.lowerBound { starts.insert(range.lowerBound, at: 0) }
-                entries = starts.count
-                items = starts.filter { $0 + 1 >= bytes.count || ![0x61, 0x64, 0x62].contains(bytes[$0 + 1]) }.count
+        /// The index of the first lost item after `through` (binary search: `lost` increases).
+        func answered(through: UInt64, from: Int) -> Int {
+            var low = from
+            var high = lost.count
+            while low < high {
+                let middle = (low + high) / 2
+                if lost[middle] <= through { low = middle + 1 } else { high = middle }
             }
-            damage.entries += entries
+            return low
+        }
+
+        /// The entries and items of the damaged run `range`, as the whole `next` one's ordinals
+        /// tell (nil when they cannot); constant time.
+        func countByOrdinals(_ range: Range<Int>, before next: Header?) -> (entries: Int, items: Int)? {
+            let cursor = parsed.cursor
+            let most = range.count / Self.smallestFrame + 1
+            guard let next, next.ordinal >= cursor.ordinal, next.itemsBefore >= cursor.itemsBefore,
+                  Int(next.ordinal - cursor.ordinal) <= most, next.itemsBefore - cursor.itemsBefore <= next.ordinal - cursor.ordinal
+            else { return nil }
+            return (Int(next.ordinal - cursor.ordinal), Int(next.itemsBefore - cursor.itemsBefore))
+        }
+
+        /// The entries and items of the damaged run `range`.
+        func count(_ range: Range<Int>, before next: Header?) -> (entries: Int, items: Int) {
+            if let counted = countByOrdinals(range, before: next) { return counted }
+            // Each marker starts an entry (the run's start too, its marker damaged), but one inside
+            // the frame a readable header before it claims, within the run, is damage to that
+            // entry; a kind that cannot be read counts as an item, the side that records a gap.
+            var starts: [Int] = []
+            var covered = range.lowerBound
+            for index in range where index >= covered && (bytes[index] == 0xFF || index == range.lowerBound) {
+                starts.append(index)
+                let end = header(index).map { index + Journal.headerSize + $0.length } ?? index + 1
+                covered = end <= range.upperBound ? end : index + 1
+            }
+            return (starts.count, starts.filter { $0 + 1 >= bytes.count || ![0x61, 0x64, 0x62].contains(bytes[$0 + 1]) }.count)
+        }
+
+        /// The sequence numbers a damaged run's `items` had, as well as they can be told:
+        /// after the last item read (not the next sequence number: after a compaction's base that
+        /// is above every item it kept), in order, below the next whole item's.
+        func lostSequences(_ items: Int, before entry: Entry?) -> [UInt64] {
+            let (first, last) = lostBounds(before: entry)
+            return (0..<UInt64(items)).map { min(first + $0, last) }
+        }
+
+        /// The first sequence number a damaged run's items take, and the greatest they may.
+        func lostBounds(before entry: Entry?) -> (first: UInt64, last: UInt64) {
+            let first = max(parsed.cursor.lastItem, lastLost) + 1
+            let next = entry?.t == .item ? entry?.item?.sequence ?? 0 : 0
+            return (first, next > first ? next - 1 : next == 0 ? .max : first)
+        }
+
+        /// `parsed.cursor` once `items` damaged items are skipped: their sequence numbers, which
+        /// a later ack or drop may name, were taken.
+        func cursor(afterLost items: Int, before entry: Entry?) -> Cursor {
+            var cursor = parsed.cursor
+            let (first, last) = lostBounds(before: entry)
+            if items > 0 { cursor.nextSequence = max(cursor.nextSequence, min(first + UInt64(items - 1), last) + 1) }
+            return cursor
+        }
+
+        /// The cursor that checks the whole entry `entry` after the damaged run `run`: an ack
+        /// may answer the run's items. Only a run the ordinals count (constant time: a check
+        /// stays linear); another is checked as if its items were not there.
+        func cursor(after run: Range<Int>?, before next: Header, _ entry: Entry) -> Cursor {
+            guard let run, let counted = countByOrdinals(run, before: next) else { return parsed.cursor }
+            return cursor(afterLost: counted.items, before: entry)
+        }
+
+        /// Counts the damaged run `range` before the whole entry `next` (nil at the end).
+        mutating func skip(_ range: Range<Int>, before next: Header?, _ entry: Entry?) {
+            let counted = count(range, before: next)
+            damage.entries += counted.entries
             damage.bytes += range.count
-            // Items take the sequence numbers after the last one read, in order.
-            lost += (0..<UInt64(items)).map { cursor.nextSequence + $0 }
-            parsed.cursor.nextSequence += UInt64(items)
+            let sequences = lostSequences(counted.items, before: entry)
+            parsed.cursor = cursor(afterLost: counted.items, before: entry)
+            lost += sequences
+            lastLost = sequences.last ?? lastLost
             // The entries skipped held ordinals: the next whole one is read from where they end.
             if let next {
                 parsed.cursor.ordinal = next.ordinal
@@ -147,14 +215,19 @@ extension Journal {
         }
 
         /// Whether the tail from `start` is a write cut short: one entry whose header or payload
-        /// runs past the end, or bytes that are no header at all (zeros a crash left).
+        /// runs past the end, or bytes that are no header at all (zeros a crash left). A payload
+        /// that is whole (a JSON object, which no shorter prefix of one is) had its length
+        /// damaged after it was written: that entry is damage, and costs its item.
         func isTorn(_ start: Int) -> Bool {
             let markers = (start..<bytes.count).filter { bytes[$0] == 0xFF }
             if markers.isEmpty { return !looksLikeHeader(start) }
             guard markers == [start] else { return false }
             if start + Journal.headerSize > bytes.count { return true }
             guard let header = header(start) else { return false }
-            return start + Journal.headerSize + header.length > bytes.count
+            guard start + Journal.headerSize + header.length > bytes.count else { return false }
+            let payload = Data(bytes[(start + Journal.headerSize)...])
+            // Decoding fails for every real torn write: that failure is the answer, not an error.
+            return (try? JSONDecoder().decode(Entry.self, from: payload)) == nil
         }
 
         func looksLikeHeader(_ start: Int) -> Bool {
@@ -191,7 +264,8 @@ extension Journal {
             return value
         }
 
-        func candidate(_ at: Int) -> Candidate {
+        /// The entry at `at`, after the damaged run `run` if any (whose items an ack may answer).
+        func candidate(_ at: Int, after run: Range<Int>?) -> Candidate {
             if let marker = bytes[(at + 1)..<min(bytes.count, at + Journal.headerSize)].firstIndex(of: 0xFF) { return .broken(resume: marker) }
             guard let header = header(at), let checksum = hex(at + 26) else { return .broken(resume: at + 1) }
             let end = at + Journal.headerSize + header.length
@@ -205,7 +279,7 @@ extension Journal {
             guard CRC32.finish(crc) == checksum,
                   // A payload that does not decode, or holds what no reporter writes, is damage.
                   let entry = try? JSONDecoder().decode(Entry.self, from: Data(bytes[(at + Journal.headerSize)..<end])),
-                  entry.t == header.kind, parsed.cursor.allows(entry)
+                  entry.t == header.kind, cursor(after: run, before: header, entry).allows(entry)
             else { return .broken(resume: end) }
             return .whole(header, entry, end: end)
         }

@@ -37,11 +37,15 @@ public struct QueuedItem: Sendable, Codable, Equatable {
     public var occurredAt: DeviceTime?
 }
 
-/// A report that items were dropped past the bound, waiting to be sent as a `gap` item.
+/// A report that items were dropped past the bound, or lost to damage, waiting to be sent as a
+/// `gap` item.
 struct PendingGap: Codable, Equatable, Sendable {
     var key: String
     var instance: String
     var dropped: Int
+    /// For items lost to damage, the first one's sequence number as reading could tell it: the
+    /// gap is sent where they were, before the first queued item numbered from it on.
+    var lostFrom: UInt64? = nil
 }
 
 extension DeviceTime {

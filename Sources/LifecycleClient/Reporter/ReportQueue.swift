@@ -12,7 +12,8 @@ struct ReportQueue {
 
     /// What one batch holds, in the order sent: the oldest items, each pending gap just before
     /// its instance's first item that is not a `create` (so the instance exists when the gap
-    /// arrives and the gap precedes what was kept), or first when its instance has none queued.
+    /// arrives and the gap precedes what was kept), or first when its instance has none queued;
+    /// a gap for items lost to damage, just before the first item after them (`lostFrom`).
     struct Batch {
         enum Member {
             case gap(PendingGap)
@@ -158,12 +159,12 @@ struct ReportQueue {
         // A gap of an instance with a create queued waits for the instance's first other item:
         // sent before the create, it would be answered 404 and lost.
         let creating = Set(items.lazy.filter { $0.kind == .create }.map(\.instance))
-        var held = gaps.filter { creating.contains($0.instance) }
-        var members = gaps.filter { !creating.contains($0.instance) }.prefix(limit).map(Batch.Member.gap)
+        var held = gaps.filter { creating.contains($0.instance) || $0.lostFrom != nil }
+        var members = gaps.filter { !creating.contains($0.instance) && $0.lostFrom == nil }.prefix(limit).map(Batch.Member.gap)
         var itemCount = 0
         var through: UInt64 = 0
         for item in items where members.count < limit {
-            if item.kind != .create, let at = held.firstIndex(where: { $0.instance == item.instance }) {
+            if item.kind != .create, let at = held.firstIndex(where: { $0.instance == item.instance && item.sequence >= $0.lostFrom ?? 0 }) {
                 members.append(.gap(held.remove(at: at)))
                 guard members.count < limit else { break }
             }

@@ -59,19 +59,26 @@ struct StreamSocketTests {
             var iterator = client.records(after: 0).makeAsyncIterator()
             return try await iterator.next()
         }
-        let peer = accept(listener.fd, nil, nil)
+        // Each blocking call off the pool: the reader's task must be free to run meanwhile.
+        let fd = listener.fd
+        let peer = await offThePool { accept(fd, nil, nil) }
         #expect(peer >= 0)
         defer { close(peer) }
-        var head = [UInt8](repeating: 0, count: 8192)
-        #expect(recv(peer, &head, head.count, 0) > 0)
+        #expect(await offThePool {
+            var head = [UInt8](repeating: 0, count: 8192)
+            return recv(peer, &head, head.count, 0)
+        } > 0)
         let answer = Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n: open\n\n\r\n".utf8)
         #expect(answer.withUnsafeBytes { send(peer, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) } == answer.count)
         reader.cancel()
         // The reader's end shuts the socket: the peer reads its end, long before the 60 s timeout.
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var byte: UInt8 = 0
-        #expect(recv(peer, &byte, 1, 0) == 0, "the connection ended: \(String(cString: strerror(errno)))")
+        let (read, error) = await offThePool {
+            var byte: UInt8 = 0
+            return (recv(peer, &byte, 1, 0), errno)
+        }
+        #expect(read == 0, "the connection ended: \(String(cString: strerror(error)))")
         await #expect(throws: CancellationError.self) { try await reader.value }
     }
 }

@@ -134,3 +134,12 @@ public final class PipeCollector: Sendable {
         return received
     }
 }
+
+/// Runs `body`, a blocking call (`accept`, `recv`, a process's exit), on a thread of its own
+/// and awaits its result: an async test that blocks a thread of Swift's cooperative pool (one
+/// per core) starves every task of the suite, the code under test's among them.
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: body()) }
+    }
+}

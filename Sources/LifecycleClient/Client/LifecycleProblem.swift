@@ -145,13 +145,7 @@ public enum LifecycleClientError: Error, Sendable, Equatable, CustomStringConver
         let host = url.host ?? "?"
         let port = url.port ?? (url.scheme == "https" ? 443 : 80)
         let target = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        var posix: String?
-        var current = error as NSError
-        while true {
-            if current.domain == NSPOSIXErrorDomain { posix = String(cString: strerror(Int32(current.code))).lowercased() }
-            guard posix == nil, let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError else { break }
-            current = underlying
-        }
+        let posix = posixReason(of: error)?.lowercased()
         guard let code = (error as? URLError)?.code else { return "cannot reach \(target): \(posix ?? String(describing: error))".oneLine() }
         let reason: String = switch code {
         case .cannotConnectToHost: "cannot connect to \(target): \(posix ?? "connection refused")"
@@ -167,6 +161,17 @@ public enum LifecycleClientError: Error, Sendable, Equatable, CustomStringConver
         }
         return reason.oneLine()
     }
+}
+
+/// The system's words for the errno that `error` carries, itself or among the errors it wraps
+/// (Foundation wraps ENOSPC, ECONNREFUSED… in errors of its own); nil when it carries none.
+func posixReason(of error: any Error) -> String? {
+    var current = error as NSError
+    while current.domain != NSPOSIXErrorDomain {
+        guard let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError else { return nil }
+        current = underlying
+    }
+    return String(cString: strerror(Int32(current.code)))
 }
 
 extension String {

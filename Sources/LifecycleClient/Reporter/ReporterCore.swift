@@ -469,7 +469,7 @@ final class ReporterCore: Sendable {
     /// (invariant 7); the lock is released before this returns, so never held across a wait.
     private func journaled<T>(_ s: inout State, _ body: (inout State) throws -> T) throws -> T {
         guard s.journal != nil else {
-            throw LifecycleReporter.ReportError.journalUnwritable(directory: configuration.directory.path, reason: s.unavailable ?? "it is not open")
+            throw unwritable(s.unavailable ?? "it is not open")
         }
         try s.journal!.lock()
         defer { s.journal!.unlock() }

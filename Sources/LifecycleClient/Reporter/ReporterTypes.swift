@@ -138,9 +138,7 @@ extension LifecycleReporter {
             if case .journalUnwritable(_, let reason) = error as? ReportError { return reason }
             if let error = error as? ReportError { return error.description }
             if let failure = error as? Journal.Failure { return failure.message }
-            var current = error as NSError
-            while current.domain != NSPOSIXErrorDomain, let underlying = current.userInfo[NSUnderlyingErrorKey] as? NSError { current = underlying }
-            return current.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(current.code))) : String(describing: error).oneLine()
+            return posixReason(of: error) ?? String(describing: error).oneLine()
         }
     }
 

@@ -65,10 +65,7 @@ enum ClientCommand: String, CaseIterable {
     static func describe(_ error: any Error) -> String {
         switch error as? LifecycleClientError {
         case .problem(let problem)?: return String(decoding: problem.body, as: UTF8.self)
-        case .unreachable(let reason)?:
-            // Foundation's error text on Linux nests the reason among its user-info keys: keep the reason.
-            guard let start = reason.range(of: "NSLocalizedDescription=") else { return "cannot reach the service: \(reason)" }
-            return "cannot reach the service: " + reason[start.upperBound...].prefix { $0 != "," && $0 != "}" }
+        case .unreachable(let reason)?: return "cannot reach the service: \(reason)"
         default: return String(describing: error)
         }
     }

@@ -132,25 +132,9 @@ struct DivergenceStoreTests {
             "INSERT INTO instances VALUES (\(Self.literals(try Codec.columns(of: instance).dropLast(2), backend)))",
         ] + rows.map { "INSERT INTO records (seq, instance, version, kind, outcome, body) VALUES (\(Self.literals($0.dropLast(), backend)))" }
 
-        let open: () throws -> any ClosableStore
-        switch backend {
-        case .sqlite:
-            let folder = Folder()
-            try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
-            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
-            try database.execute("PRAGMA journal_mode = WAL")
-            try database.transaction { () throws(SQLiteError) in
-                for statement in SQLiteStore.migrations.prefix(4).flatMap(\.statements) + statements { try database.execute(statement) }
-                try database.execute("PRAGMA user_version = 4")
-            }
-            open = { try SQLiteStore(directory: folder.path) }
-        case .postgres:
-            let url = try PostgresCluster.shared.makeDatabase()
-            let schema = ["CREATE TABLE meta (key text PRIMARY KEY, value bigint NOT NULL)"] + PostgresStore.migrations[0].statements
-                + ["INSERT INTO meta (key, value) VALUES ('schema_version', 1)", "UPDATE commit_counter SET last_sequence = 4, instance_count = 1"]
-            try PostgresCluster.execute("BEGIN; " + (schema + statements).joined(separator: "; ") + "; COMMIT", on: url)
-            open = { try PostgresStore(url: url) }
-        }
+        let open = try Self.opener(
+            backend, sqliteVersion: 4, postgresVersion: 1, statements: statements, postgresCounters: ["UPDATE commit_counter SET last_sequence = 4, instance_count = 1"]
+        )
 
         do {
             let store = try open()
@@ -173,6 +157,32 @@ struct DivergenceStoreTests {
     }
 
     /// `values` as SQL literals, comma-separated, for `backend`.
+    /// How to open a store whose database an earlier version wrote: its first `sqliteVersion`
+    /// (or `postgresVersion`) migrations, then `statements` (its rows), and on PostgreSQL
+    /// `postgresCounters` (what that schema's counters must say of the rows). Opening it upgrades it.
+    static func opener(
+        _ backend: Backend, sqliteVersion: Int, postgresVersion: Int, statements: [String], postgresCounters: [String] = []
+    ) throws -> () throws -> any ClosableStore {
+        switch backend {
+        case .sqlite:
+            let folder = Folder()
+            try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
+            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
+            try database.execute("PRAGMA journal_mode = WAL")
+            try database.transaction { () throws(SQLiteError) in
+                for statement in SQLiteStore.migrations.prefix(sqliteVersion).flatMap(\.statements) + statements { try database.execute(statement) }
+                try database.execute("PRAGMA user_version = \(sqliteVersion)")
+            }
+            return { try SQLiteStore(directory: folder.path) }
+        case .postgres:
+            let url = try PostgresCluster.shared.makeDatabase()
+            let schema = ["CREATE TABLE meta (key text PRIMARY KEY, value bigint NOT NULL)"] + PostgresStore.migrations.prefix(postgresVersion).flatMap(\.statements)
+                + ["INSERT INTO meta (key, value) VALUES ('schema_version', \(postgresVersion))"] + postgresCounters
+            try PostgresCluster.execute("BEGIN; " + (schema + statements).joined(separator: "; ") + "; COMMIT", on: url)
+            return { try PostgresStore(url: url) }
+        }
+    }
+
     static func literals(_ values: some Sequence<ColumnValue>, _ backend: Backend) -> String {
         values.map { value -> String in
             switch value {

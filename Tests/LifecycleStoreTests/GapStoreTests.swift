@@ -54,25 +54,9 @@ struct GapStoreTests {
             "INSERT INTO instances VALUES (\(DivergenceStoreTests.literals(try Codec.columns(of: instance).dropLast(), backend)))",
         ] + rows.map { "INSERT INTO records (seq, instance, version, kind, outcome, body, divergent) VALUES (\(DivergenceStoreTests.literals($0, backend)))" }
 
-        let open: () throws -> any ClosableStore
-        switch backend {
-        case .sqlite:
-            let folder = Folder()
-            try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
-            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
-            try database.execute("PRAGMA journal_mode = WAL")
-            try database.transaction { () throws(SQLiteError) in
-                for statement in SQLiteStore.migrations.prefix(5).flatMap(\.statements) + statements { try database.execute(statement) }
-                try database.execute("PRAGMA user_version = 5")
-            }
-            open = { try SQLiteStore(directory: folder.path) }
-        case .postgres:
-            let url = try PostgresCluster.shared.makeDatabase()
-            let schema = ["CREATE TABLE meta (key text PRIMARY KEY, value bigint NOT NULL)"] + PostgresStore.migrations.prefix(2).flatMap(\.statements)
-                + ["INSERT INTO meta (key, value) VALUES ('schema_version', 2)", "UPDATE commit_counter SET last_sequence = 3, instance_count = 1"]
-            try PostgresCluster.execute("BEGIN; " + (schema + statements).joined(separator: "; ") + "; COMMIT", on: url)
-            open = { try PostgresStore(url: url) }
-        }
+        let open = try DivergenceStoreTests.opener(
+            backend, sqliteVersion: 5, postgresVersion: 2, statements: statements, postgresCounters: ["UPDATE commit_counter SET last_sequence = 3, instance_count = 1"]
+        )
 
         do {
             let store = try open()

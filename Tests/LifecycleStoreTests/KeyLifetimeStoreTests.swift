@@ -43,25 +43,7 @@ struct KeyLifetimeStoreTests {
                 + DivergenceStoreTests.literals([.text(key), .bytes([1]), .integer(1), .text(nil), .text(nil), .integer(nil), .bytes([2]), .integer(Codec.milliseconds(made))], backend)
                 + ")"
         }
-        let open: () throws -> any ClosableStore
-        switch backend {
-        case .sqlite:
-            let folder = Folder()
-            try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
-            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
-            try database.execute("PRAGMA journal_mode = WAL")
-            try database.transaction { () throws(SQLiteError) in
-                for statement in SQLiteStore.migrations.prefix(6).flatMap(\.statements) + rows { try database.execute(statement) }
-                try database.execute("PRAGMA user_version = 6")
-            }
-            open = { try SQLiteStore(directory: folder.path) }
-        case .postgres:
-            let url = try PostgresCluster.shared.makeDatabase()
-            let schema = ["CREATE TABLE meta (key text PRIMARY KEY, value bigint NOT NULL)"] + PostgresStore.migrations.prefix(3).flatMap(\.statements)
-                + ["INSERT INTO meta (key, value) VALUES ('schema_version', 3)"]
-            try PostgresCluster.execute("BEGIN; " + (schema + rows).joined(separator: "; ") + "; COMMIT", on: url)
-            open = { try PostgresStore(url: url) }
-        }
+        let open = try DivergenceStoreTests.opener(backend, sqliteVersion: 6, postgresVersion: 3, statements: rows)
         let store = try open()
         defer { store.close() }
         #expect(try DivergenceStoreTests.schemaVersion(store) == (backend == .sqlite ? SQLiteStore.migrations.count : PostgresStore.migrations.count))

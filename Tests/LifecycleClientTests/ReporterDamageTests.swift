@@ -27,7 +27,7 @@ import Testing
         try journal.lock()
         defer { journal.unlock() }
         var at = 0
-        return try journal.append(entries, sync: true).map { size in
+        return try journal.append(entries.map(Journal.Encoded.init), sync: true).map { size in
             defer { at += size }
             return at..<(at + size)
         }

@@ -255,8 +255,23 @@ struct Journal {
         return .appended(parsed)
     }
 
+    /// An entry with its payload, encoded once: a report's framed size decides the bound before
+    /// it is written, and the same bytes are then written.
+    struct Encoded {
+        let entry: Entry
+        let payload: [UInt8]
+
+        init(_ entry: Entry) throws {
+            self.entry = entry
+            payload = try Journal.payload(entry)
+        }
+
+        /// The bytes it takes framed.
+        var frameSize: Int { Journal.headerSize + payload.count }
+    }
+
     /// The size `entry` takes framed.
-    static func frameSize(_ entry: Entry) throws -> Int { headerSize + (try payload(entry)).count }
+    static func frameSize(_ entry: Entry) throws -> Int { try Encoded(entry).frameSize }
 
     private static func payload(_ entry: Entry) throws -> [UInt8] {
         let encoder = JSONEncoder()
@@ -265,11 +280,10 @@ struct Journal {
     }
 
     /// The framed bytes of `entries` written from `cursor` on, and their sizes.
-    private static func frames(_ entries: [Entry], _ cursor: inout Cursor) throws -> ([UInt8], [Int]) {
+    private static func frames(_ entries: [Encoded], _ cursor: inout Cursor) -> ([UInt8], [Int]) {
         var bytes: [UInt8] = []
         var sizes: [Int] = []
-        for entry in entries {
-            let payload = try payload(entry)
+        for (entry, payload) in entries.map({ ($0.entry, $0.payload) }) {
             var header = [kindBytes[entry.t]!]
             for field in [UInt32(payload.count), cursor.ordinal, cursor.itemsBefore] { header += hex(field) }
             let checksum = CRC32.finish(CRC32.update(CRC32.update(CRC32.start, header[...]), payload[...]))
@@ -284,9 +298,9 @@ struct Journal {
     /// (with the entries written before them), and without, leaves them to ``takeUnsynced()``'s
     /// caller (invariant 2). A failure cuts the file back to where it was (recovery rules) and
     /// throws ``LifecycleReporter/ReportError/journalUnwritable(directory:reason:)``.
-    mutating func append(_ entries: [Entry], sync: Bool) throws -> [Int] {
+    mutating func append(_ entries: [Encoded], sync: Bool) throws -> [Int] {
         var next = cursor
-        let (bytes, sizes) = try Self.frames(entries, &next)
+        let (bytes, sizes) = Self.frames(entries, &next)
         do {
             try file.write(bytes, at: size, io)
             if sync { try self.sync(file) }
@@ -325,7 +339,7 @@ struct Journal {
     /// Replaces the file by `entries` (the live state), durably (invariant 6); their frame sizes.
     mutating func rewrite(_ entries: [Entry]) throws -> [Int] {
         var next = Cursor()
-        let (bytes, sizes) = try Self.frames(entries, &next)
+        let (bytes, sizes) = Self.frames(try entries.map(Encoded.init), &next)
         let path = directory.appendingPathComponent("journal.new").path
         let fresh = try Descriptor(opening: path, O_RDWR | O_CREAT | O_TRUNC)
         try fresh.write(bytes, at: 0, io)

@@ -114,7 +114,8 @@ final class ReporterCore: Sendable {
         let drops: [(String, Int)] = try journaled(&s) { s in
             var item = item
             item.sequence = s.queue.nextSequence
-            let itemSize = try Journal.frameSize(Journal.Entry(t: .item, item: item))
+            let encodedItem = try Journal.Encoded(Journal.Entry(t: .item, item: item))
+            let itemSize = encodedItem.frameSize
             guard itemSize <= configuration.maxBytes else { throw LifecycleReporter.ReportError.tooLarge(bytes: itemSize) }
             let entries = s.queue.entries(queueing: item, size: itemSize, makeKey: LifecycleClient.makeIdempotencyKey)
             var dropped: [String: Int] = [:]
@@ -125,7 +126,8 @@ final class ReporterCore: Sendable {
                 }
             }
             // After a failed group sync this write syncs, so the caller hears if the disk still fails.
-            let sizes = try s.journal!.append(entries, sync: s.syncFailure != nil)
+            let encoded = try entries.map { $0 == encodedItem.entry ? encodedItem : try Journal.Encoded($0) }
+            let sizes = try s.journal!.append(encoded, sync: s.syncFailure != nil)
             s.syncFailure = nil
             for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
             s.queue.noteMergeable(entries)
@@ -383,7 +385,7 @@ final class ReporterCore: Sendable {
                     do {
                         try journaled(&s) { s in
                             // Synced below, outside the lock: reports made meanwhile do not wait for the disk.
-                            let sizes = try s.journal!.append([entry], sync: false)
+                            let sizes = try s.journal!.append([Journal.Encoded(entry)], sync: false)
                             s.queue.apply(entry, size: sizes[0])
                             ackSync = s.journal!.takeUnsynced()
                         }

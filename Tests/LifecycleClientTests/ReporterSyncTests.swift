@@ -13,8 +13,13 @@ import Glibc
 /// (Journal's invariant 2).
 @Suite struct ReporterSyncTests {
     /// A sync that waits for a gate the test opens (a slow disk, held still), counting calls,
-    /// and fails with EIO while `failing`.
+    /// and fails with EIO while `failing`; with `only`, just the syncs of files whose name starts
+    /// so are held and counted (others go through).
     final class GatedSync: Sendable {
+        private let only: String?
+
+        init(only: String? = nil) { self.only = only }
+
         private struct State {
             var open = false
             var failing = false
@@ -33,6 +38,7 @@ import Glibc
         var io: Journal.IO {
             var io = Journal.IO.system
             io.sync = { descriptor, _ in
+                if let only = self.only, !Self.name(of: descriptor).hasPrefix(only) { return fsync(descriptor) }
                 let failing = self.state.withLock { (s: inout State) -> Bool in
                     s.calls += 1
                     return s.failing
@@ -49,6 +55,14 @@ import Glibc
                 return fsync(descriptor)
             }
             return io
+        }
+
+        /// The name of the file `descriptor` has open (Linux's /proc).
+        private static func name(of descriptor: Int32) -> String {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = readlink("/proc/self/fd/\(descriptor)", &buffer, buffer.count - 1)
+            guard count > 0 else { return "" }
+            return URL(fileURLWithPath: String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)).lastPathComponent
         }
     }
 
@@ -128,7 +142,7 @@ import Glibc
         let root = TemporaryDirectory()
         let folder = URL(fileURLWithPath: root.path).appendingPathComponent(String(repeating: "deep", count: 40))
         // The compaction's new file cannot be made where a folder stands.
-        try FileManager.default.createDirectory(at: folder.appendingPathComponent("journal.new"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("journal.new-\(getpid())"), withIntermediateDirectories: true)
         let reporter = try LifecycleReporter(
             client: server.client(), configuration: .init(directory: folder, compactionThreshold: 100, deliversAutomatically: false)
         )
@@ -137,6 +151,71 @@ import Glibc
         #expect(await ReporterTests.soon(within: 10) { reporter.status.compactionError != nil })
         let error = try #require(reporter.status.compactionError)
         #expect(ReporterReachTests.isShortLine(error), "\(error)")
+    }
+
+    /// Issue 32: a compaction writes and syncs its new file outside the lock every report takes:
+    /// a report made while that sync is held returns at once, and is in the compacted journal
+    /// (framed anew after the live state) once the compaction puts it in place.
+    @Test func reportReturnsWhileACompactionSyncsItsNewFile() async throws {
+        let server = try ClientTestServer()
+        _ = try await server.client().createInstance(id: "compacting")
+        let folder = TemporaryDirectory()
+        let sync = GatedSync(only: "journal.new")
+        var configuration = Self.configuration(folder, sync.io)
+        configuration.compactionThreshold = 100
+        let reporter = try LifecycleReporter(client: server.client(), configuration: configuration)
+        let events = (1...13).map { $0 % 2 == 1 ? "didBecomeActive" : "willResignActive" }
+        for event in events.prefix(10) { try reporter.report(event: event, instance: "compacting") }
+        #expect(try await reporter.flush() == 10)
+        // The acks made the compaction due: its new file's sync is held at the gate.
+        #expect(await ReporterTests.soon(within: 10) { sync.calls == 1 })
+        let journal = URL(fileURLWithPath: folder.path).appendingPathComponent("journal").path
+        let before = try FileManager.default.attributesOfItem(atPath: journal)[.systemFileNumber] as? Int
+        let start = ContinuousClock.now
+        for event in events.suffix(3) { try reporter.report(event: event, instance: "compacting") }
+        #expect(ContinuousClock.now - start < .seconds(2), "report waited for the compaction's sync")
+        sync.open()
+        #expect(await ReporterTests.soon(within: 10) { sync.finished == 1 && !Self.hasReplacement(folder) && reporter.status.compactionError == nil })
+        #expect(try FileManager.default.attributesOfItem(atPath: journal)[.systemFileNumber] as? Int != before, "the compacted file is in place")
+        // Read back by another reporter, the compacted file holds the three, in order, once each.
+        let reopened = try LifecycleReporter(client: server.client(), configuration: .init(directory: URL(fileURLWithPath: folder.path), deliversAutomatically: false))
+        #expect(reopened.status.pendingItems == 3)
+        #expect(try await reopened.flush() == 3)
+        let history = try await server.client().historyPage(of: "compacting", limit: 100)
+        #expect(history.items.map(\.name) == events)
+    }
+
+    /// Issue 32, two processes on one folder (an app and its extension): what the other wrote
+    /// while the compaction's new file was being synced is carried into it, and synced before
+    /// the rename, since that process's reports returned durable.
+    @Test func whatAnotherProcessWroteDuringACompactionIsCarriedAndSyncedFirst() async throws {
+        let server = try ClientTestServer()
+        _ = try await server.client().createInstance(id: "shared")
+        let folder = TemporaryDirectory()
+        let sync = GatedSync(only: "journal.new")
+        var configuration = Self.configuration(folder, sync.io)
+        configuration.compactionThreshold = 100
+        let app = try LifecycleReporter(client: server.client(), configuration: configuration)
+        let extensionProcess = try LifecycleReporter(client: server.client(), configuration: Self.configuration(folder, .system))
+        for _ in 1...5 {
+            try app.report(event: "didBecomeActive", instance: "shared")
+            try app.report(event: "willResignActive", instance: "shared")
+        }
+        #expect(try await app.flush() == 10)
+        #expect(await ReporterTests.soon(within: 10) { sync.calls == 1 }, "the compaction's new file is being synced")
+        try extensionProcess.report(event: "didBecomeActive", instance: "shared")
+        try extensionProcess.report(event: "willResignActive", instance: "shared")
+        sync.open()
+        #expect(await ReporterTests.soon(within: 10) { !Self.hasReplacement(folder) && app.status.compactionError == nil && sync.finished == 2 })
+        #expect(sync.calls == 2, "the new file is synced again before the rename, with the other process's entries")
+        let reopened = try LifecycleReporter(client: server.client(), configuration: Self.configuration(folder, .system))
+        #expect(reopened.status.pendingItems == 2)
+        #expect(try await reopened.flush() == 2)
+        #expect(try await server.client().instance("shared").version == 12)
+    }
+
+    static func hasReplacement(_ folder: TemporaryDirectory) -> Bool {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).contains { $0.hasPrefix("journal.new") }
     }
 
     /// The sender syncs a batch's ack before it sends again (invariant 4), but outside the lock

@@ -49,10 +49,18 @@ import Darwin
 /// 5. A gap's key and count may change only while it has never been handed to a batch in this
 ///    process (a gap replayed from the file, or appended by another process, may have been
 ///    sent: it is never changed).
-/// 6. Compaction (on the group sync's queue, never a reporting thread) writes the live state
-///    (a `base`, the pending gaps, the pending items, keys unchanged) to `journal.new`, fsyncs
-///    it, renames it over `journal` and fsyncs the folder before anything is appended: either
-///    file, whole, replays to the same pending queue.
+/// 6. Compaction (on the group sync's queue, never a reporting thread) takes the live state (a
+///    `base`, the pending gaps, the pending items, keys unchanged) under the lock, and writes
+///    it to `journal.new-<pid>` and fsyncs it outside the lock, so reports go on meanwhile.
+///    Under the lock again it appends to the new file, framed anew, the entries written to
+///    `journal` since the state was taken (by any process), renames it over `journal`, and
+///    syncs the new file and the folder before the next group sync, outside the lock: either
+///    file, whole, replays to the same pending queue. Entries another process appended meanwhile
+///    may already be synced (its reports returned durable): the new file is then synced under
+///    the lock before the rename, which happens only with two processes on one folder. A
+///    power loss between the rename and the folder's sync costs what any unsynced entry costs
+///    (invariant 2); an `ack` synced in the old file and not yet in the new one costs a resend.
+///    When another process replaced the file meanwhile, the new file is discarded.
 /// 7. One writer at a time: every append and rewrite holds an exclusive `flock` on
 ///    `journal.lock`, taken just before and released just after, never across a wait (an iOS
 ///    app suspended holding a lock in a shared container is ended, 0xdead10cc). Under the lock
@@ -162,6 +170,12 @@ struct Journal {
     private let fullSync: Bool
     /// Whether entries were written since the file was last synced.
     private var unsynced = false
+    /// Whether the file was renamed into place (a compaction, here or in another process) since
+    /// the folder was last synced: the next sync covers the folder too (invariant 6).
+    private var folderUnsynced = false
+    /// How many times another process's appends were read: a compaction that saw some may be
+    /// carrying entries that process already synced (invariant 6).
+    private var foreignAppends = 0
     /// Bytes in the file as this process last saw it.
     private(set) var size: Int
     /// The file's identity, to tell a rewrite by another process.
@@ -181,6 +195,7 @@ struct Journal {
         let lockFile = try Descriptor(opening: directory.appendingPathComponent("journal.lock").path, O_RDWR | O_CREAT)
         try lockFile.lock()
         defer { lockFile.unlock() }
+        removeAbandonedReplacements(in: directory)
         let file = try Descriptor(opening: directory.appendingPathComponent("journal").path, O_RDWR | O_CREAT)
         let bytes = try file.read(from: 0)
         let parsed = Self.parse(bytes)
@@ -202,6 +217,20 @@ struct Journal {
             try journal.cut(to: parsed.end)
         }
         return (journal, opened)
+    }
+
+    /// Removes the new files of compactions a kill cut short. One another process is writing now
+    /// goes too: its rename then fails, it keeps its journal as it was and compacts later.
+    private static func removeAbandonedReplacements(in directory: URL) {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            return  // The journal opens regardless (or fails on its own): only tidying is skipped.
+        }
+        for name in names where name.hasPrefix("journal.new") {
+            unlink(directory.appendingPathComponent(name).path)
+        }
     }
 
     /// The one instance `entries` name, if they name exactly one.
@@ -243,6 +272,9 @@ struct Journal {
             size = bytes.count
             cursor = parsed.cursor
             if parsed.tornBytes > 0 { try cut(to: parsed.end) }
+            // Its rename is durable only once the folder is synced; this process's next sync does it
+            // too, before anything it appends counts as durable.
+            folderUnsynced = true
             return .replaced(parsed)
         }
         guard Int(status.st_size) != size else { return nil }
@@ -251,6 +283,7 @@ struct Journal {
         parsed.end += size
         size += bytes.count
         cursor = parsed.cursor
+        foreignAppends += 1
         if parsed.tornBytes > 0 { try cut(to: parsed.end) }
         return .appended(parsed)
     }
@@ -303,7 +336,7 @@ struct Journal {
         let (bytes, sizes) = Self.frames(entries, &next)
         do {
             try file.write(bytes, at: size, io)
-            if sync { try self.sync(file) }
+            if sync { try takeUnsynced(including: true)?.run() }
         } catch let failure as Failure {
             if io.truncate(file.descriptor, size) != 0 || io.sync(file.descriptor, fullSync) != 0 {
                 unusable = "\(failure.message); cutting it back failed: \(Self.describe(errno))"
@@ -316,12 +349,28 @@ struct Journal {
         return sizes
     }
 
-    /// The file to sync when entries were written without a sync since the last one (the flag
-    /// is cleared: a write after this call asks for another sync).
-    mutating func takeUnsynced() -> (Descriptor, Syncer)? {
-        guard unsynced else { return nil }
-        unsynced = false
-        return (file, Syncer(io: io, full: fullSync))
+    /// What to sync when entries were written without a sync since the last one, or a rename
+    /// since the folder's last sync (the flags are cleared: a write after this call asks for
+    /// another sync).
+    mutating func takeUnsynced() -> PendingSync? { takeUnsynced(including: false) }
+
+    /// As ``takeUnsynced()``; with `including`, the file even when nothing was written unsynced.
+    private mutating func takeUnsynced(including: Bool) -> PendingSync? {
+        guard unsynced || folderUnsynced || including else { return nil }
+        defer { (unsynced, folderUnsynced) = (false, false) }
+        return PendingSync(file: file, folder: folderUnsynced ? directory.path : nil, syncer: Syncer(io: io, full: fullSync))
+    }
+
+    /// A sync to run outside the reporter's lock: the file, then the folder after a rename.
+    struct PendingSync: Sendable {
+        let file: Descriptor
+        let folder: String?
+        let syncer: Syncer
+
+        func run() throws {
+            try syncer.sync(file)
+            if let folder { try syncer.sync(try Descriptor(opening: folder, O_RDONLY)) }
+        }
     }
 
     /// Syncs a file outside the reporter's lock.
@@ -334,26 +383,93 @@ struct Journal {
         }
     }
 
+    /// The file as it was when a compaction took the live state.
+    struct Basis {
+        fileprivate let inode: UInt64
+        fileprivate let size: Int
+        fileprivate let cursor: Cursor
+        fileprivate let foreignAppends: Int
+    }
+
+    /// Where the file is now: what a compaction's live state, taken now, replaces.
+    var basis: Basis { Basis(inode: inode, size: size, cursor: cursor, foreignAppends: foreignAppends) }
+
+    /// A compaction's new file, written and synced; ``commit(_:)`` puts it in place.
+    struct Replacement {
+        fileprivate let path: String
+        fileprivate let file: Descriptor
+        fileprivate let inode: UInt64
+        fileprivate let sizes: [Int]
+        fileprivate let size: Int
+        fileprivate let cursor: Cursor
+        fileprivate let basis: Basis
+
+        /// Removes the new file, when it will not be committed.
+        func discard() {
+            // Gone already (committed, or an opening reporter tidied it): nothing to remove.
+            unlink(path)
+        }
+    }
+
+    /// Writes `entries` (the live state as of `basis`) to a new file beside the journal and syncs
+    /// it. Needs no lock: the file is this process's own until it is committed (invariant 6).
+    static func prepare(_ entries: [Entry], basis: Basis, in directory: URL, io: IO, fullSync: Bool) throws -> Replacement {
+        var cursor = Cursor()
+        let (bytes, sizes) = frames(try entries.map(Encoded.init), &cursor)
+        let path = directory.appendingPathComponent("journal.new-\(getpid())").path
+        let file = try Descriptor(opening: path, O_RDWR | O_CREAT | O_TRUNC)
+        do {
+            try file.write(bytes, at: 0, io)
+            try Syncer(io: io, full: fullSync).sync(file)
+            return Replacement(path: path, file: file, inode: try file.inode(), sizes: sizes, size: bytes.count, cursor: cursor, basis: basis)
+        } catch {
+            unlink(path)
+            throw error
+        }
+    }
+
+    /// Puts `replacement` in the journal's place, under the lock after ``catchUp()``: the entries
+    /// written since its basis, by any process, are framed anew onto it first. Returns those
+    /// entries and the new file's frame sizes (the live state's, then theirs), or nil when
+    /// another process replaced the file meanwhile (the replacement is discarded). The new
+    /// file and the folder are synced by the next sync (``takeUnsynced()``).
+    mutating func commit(_ replacement: Replacement) throws -> (tail: [Entry], sizes: [Int])? {
+        let basis = replacement.basis
+        guard inode == basis.inode, size >= basis.size else {
+            replacement.discard()
+            return nil
+        }
+        let tail = Self.parse(try file.read(from: basis.size), from: basis.cursor, format: .current)
+        var next = replacement.cursor
+        let (bytes, sizes) = Self.frames(try tail.entries.map(Encoded.init), &next)
+        do {
+            try replacement.file.write(bytes, at: replacement.size, io)
+            // Two processes on one folder: what the other appended may be synced in the old file
+            // (its reports returned durable), so it is in the new one before the rename.
+            if foreignAppends != basis.foreignAppends { try sync(replacement.file) }
+            guard rename(replacement.path, url.path) == 0 else { throw Self.failure("cannot rename \(replacement.path)", errno) }
+        } catch {
+            replacement.discard()
+            throw error
+        }
+        file = replacement.file
+        inode = replacement.inode
+        size = replacement.size + bytes.count
+        cursor = next
+        unsynced = !bytes.isEmpty
+        folderUnsynced = true
+        unusable = nil
+        return (tail.entries, replacement.sizes + sizes)
+    }
+
     private func sync(_ file: Descriptor) throws { try Syncer(io: io, full: fullSync).sync(file) }
 
-    /// Replaces the file by `entries` (the live state), durably (invariant 6); their frame sizes.
+    /// Replaces the file by `entries` (the live state) durably, under the lock (opening, when
+    /// nothing else can have been written since); their frame sizes.
     mutating func rewrite(_ entries: [Entry]) throws -> [Int] {
-        var next = Cursor()
-        let (bytes, sizes) = Self.frames(try entries.map(Encoded.init), &next)
-        let path = directory.appendingPathComponent("journal.new").path
-        let fresh = try Descriptor(opening: path, O_RDWR | O_CREAT | O_TRUNC)
-        try fresh.write(bytes, at: 0, io)
-        try sync(fresh)
-        // rename(2) replaces the file atomically; the folder is fsynced so that the rename, and
-        // the appends to the new file after it, survive a crash.
-        guard rename(path, url.path) == 0 else { throw Self.failure("cannot rename \(path)", errno) }
-        try sync(try Descriptor(opening: directory.path, O_RDONLY))
-        file = fresh
-        unsynced = false
-        inode = try fresh.inode()
-        size = bytes.count
-        cursor = next
-        unusable = nil
+        let replacement = try Self.prepare(entries, basis: basis, in: directory, io: io, fullSync: fullSync)
+        guard let (_, sizes) = try commit(replacement) else { throw Failure(message: "\(url.path) was replaced while it was rewritten") }
+        try takeUnsynced()?.run()
         return sizes
     }
 

@@ -202,12 +202,17 @@ final class ReporterCore: Sendable {
     /// then compacts if that write made it due: every report is followed by a group sync, so
     /// this is where its compaction runs, off the reporting thread.
     private func groupSync() {
+        syncPending()
+        compactIfDue()
+    }
+
+    /// Syncs what no sync covered yet; a failure makes the next report sync before it returns.
+    private func syncPending() {
         do {
             try syncNow()
         } catch {
             state.withLock { s in s.syncFailure = LifecycleReporter.ReportError.reason(of: error) }
         }
-        compactIfDue()
     }
 
     /// Syncs what `report` wrote and no sync has covered yet, on the calling thread.
@@ -216,8 +221,7 @@ final class ReporterCore: Sendable {
             s.syncScheduled = false
             return s.journal?.takeUnsynced()
         }
-        guard let (file, syncer) = pending else { return }
-        try syncer.sync(file)
+        try pending?.run()
     }
 
     /// The journal error of `reason` in this reporter's folder.
@@ -377,7 +381,7 @@ final class ReporterCore: Sendable {
     @discardableResult
     private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) -> LifecycleReporter.ReportError? {
         var unwritable: LifecycleReporter.ReportError?
-        var ackSync: (Descriptor, Journal.Syncer)?
+        var ackSync: Journal.PendingSync?
         var retry: (String, TimeInterval)? = state.withLock { s in
             switch outcome {
             case .answered(let count, let retryLater, let retryAfter):
@@ -416,9 +420,9 @@ final class ReporterCore: Sendable {
         }
         // Before settle returns, so before its caller sends again (invariant 4): this thread is
         // the sender, and the group sync that finds nothing left to sync does not wait.
-        if let (file, syncer) = ackSync {
+        if let ackSync {
             do {
-                try syncer.sync(file)
+                try ackSync.run()
                 syncQueue.async { self.compactIfDue() }
             } catch {
                 // The ack is applied: a power loss would resend its batch, which the keys make
@@ -446,25 +450,51 @@ final class ReporterCore: Sendable {
         return (error, delay)
     }
 
-    /// Rewrites the journal when its dead bytes are due, on the sync queue (never a reporting
-    /// thread: a rewrite takes two syncs). A failure leaves it as it was (whole), never undoes a
-    /// write, and is kept in `status.compactionError`.
+    /// Compacts the journal when its dead bytes are due, on the sync queue, never a reporting
+    /// thread (invariant 6): the live state is taken under the lock, written and synced outside
+    /// it, so a report made meanwhile waits for no disk sync, and put in place under the lock
+    /// again with what was written since. A failure leaves the journal as it was (whole), never
+    /// undoes a write, and is kept in `status.compactionError`.
     private func compactIfDue() {
-        state.withLock { s in
-            guard let size = s.journal?.size, s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) != nil else { return }
+        let taken = state.withLock { s -> ([Journal.Entry], Journal.Basis)? in
+            guard let size = s.journal?.size, s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) != nil else { return nil }
             do {
-                try journaled(&s) { s in
+                return try journaled(&s) { s in
                     // Again under the folder's lock: another process may have appended or compacted.
-                    guard let size = s.journal?.size, let entries = s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) else { return }
-                    let sizes = try s.journal!.rewrite(entries)
-                    s.queue.reset()
-                    for (entry, size) in zip(entries, sizes) { s.queue.apply(entry, size: size) }
+                    guard let size = s.journal?.size, let entries = s.queue.compacted(fileSize: size, threshold: configuration.compactionThreshold) else { return nil }
+                    return (entries, s.journal!.basis)
                 }
-                s.compactionError = nil
             } catch {
                 s.compactionError = String(describing: error)
+                return nil
             }
         }
+        guard let (entries, basis) = taken else { return }
+        let replacement: Journal.Replacement
+        do {
+            replacement = try Journal.prepare(entries, basis: basis, in: configuration.directory, io: configuration.journalIO, fullSync: configuration.powerLossDurable)
+        } catch {
+            state.withLock { s in s.compactionError = String(describing: error) }
+            return
+        }
+        let committed = state.withLock { s -> Bool in
+            do {
+                let committed = try journaled(&s) { s -> Bool in
+                    guard let (tail, sizes) = try s.journal!.commit(replacement) else { return false }
+                    s.queue.reset()
+                    for (entry, size) in zip(entries + tail, sizes) { s.queue.apply(entry, size: size) }
+                    return true
+                }
+                s.compactionError = nil
+                return committed
+            } catch {
+                replacement.discard()
+                s.compactionError = String(describing: error)
+                return false
+            }
+        }
+        // The new file's tail and the rename, before any later group sync counts as durable.
+        if committed { syncPending() }
     }
 
     /// Runs `body` under the folder's lock, once the queue holds what other processes wrote

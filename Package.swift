@@ -52,7 +52,7 @@ let package = Package(
         .target(name: "LifecycleGraph", dependencies: ["CLifecycleGraphviz", "LifecycleLocks"]),
         // The API: handlers, instance registry, metrics.
         .target(name: "LifecycleService", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleStore", "LifecycleGraph"]),
-        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleLocks", "LifecycleClient"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleClient"]),
         // The Swift client an app or a script uses: the API, history, streams. Foundation only
         // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike; it
         // depends on nothing server-side (Tests/package/run.sh builds it inside an app's package).

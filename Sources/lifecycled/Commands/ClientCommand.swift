@@ -118,6 +118,12 @@ enum Output {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
+    /// A count and its noun, singular for one: "1 step", "2 steps", "3 entries" (`plural`
+    /// where adding an "s" is not it).
+    static func counted(_ count: Int, _ noun: String, plural: String? = nil) -> String {
+        "\(count) \(count == 1 ? noun : plural ?? noun + "s")"
+    }
+
     /// A record as the service writes it: members in the order of openapi.yaml's `Record`
     /// (Foundation's encoder keeps no order), times in UTC with milliseconds.
     static func json(_ record: Record) throws -> String {

@@ -1,5 +1,5 @@
 import Foundation
-import LifecycleClient
+@testable import LifecycleClient
 import LifecycleKit
 import LifecycleTestSupport
 import Testing
@@ -97,6 +97,18 @@ struct HistoryCheckTests {
             let (records, breadcrumb) = try recorded(Array(inputs.prefix(count)))
             #expect(check.breadcrumb(after: records) == breadcrumb, "after \(count) inputs")
         }
+    }
+}
+
+@Suite("InstanceFilter's labels")
+struct InstanceFilterLabelTests {
+    @Test("labels go as one label=KEY=VALUE each, in key order, escaped: GET /v1/instances?label=run=a&label=…")
+    func labelQuery() throws {
+        let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:1")!))
+        let filter = InstanceFilter(model: "ios-app", labels: ["run": "a&b=c", "app.version": "1.2"])
+        let url = try client.url(for: APIRequest("GET", "/v1/instances", query: filter.query))
+        #expect(url.query == "model=ios-app&label=app.version%3D1.2&label=run%3Da%26b%3Dc", "\(url)")
+        #expect(InstanceFilter().query.isEmpty)
     }
 }
 

@@ -130,6 +130,8 @@ struct ClientCheckTests {
         #expect(checks[0].isClean && checks[0].model == "ios-app")
         #expect(checks[1].problems.map(\.kind) == [.unexpected, .incompleteLaunch], "\(checks[1].problems)")
         #expect(checks[1].problems.allSatisfy { $0.position == .sequence(unexpected.sequence) })
+        #expect(checks[1].problemLines.first == "stuck seq \(unexpected.sequence): unexpected: didFinishLaunching in connected; the model expects "
+            + "didBecomeActive, didEnterBackground, willEnterForeground, willConnectToWindow in connected", "\(checks[1].problemLines)")
         #expect(await problem { try await client.check(instances: ["nobody"]) }?.status == 404)
     }
 

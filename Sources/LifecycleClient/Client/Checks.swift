@@ -71,6 +71,9 @@ public struct InstanceCheck: Sendable, Equatable {
 
     /// Whether nothing went wrong.
     public var isClean: Bool { problems.isEmpty }
+
+    /// Its problems, a line each, as `lifecycled check` prints them: `app-2 seq 14: unexpected: …`.
+    public var problemLines: [String] { problems.map { "\(instance) \($0)" } }
 }
 
 /// Turns recorded records into ``CheckProblem``s against one model: pure, no I/O, the one

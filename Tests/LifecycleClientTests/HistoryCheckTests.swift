@@ -1,5 +1,5 @@
 import Foundation
-import LifecycleClient
+@testable import LifecycleClient
 import LifecycleKit
 import LifecycleTestSupport
 import Testing
@@ -100,6 +100,18 @@ struct HistoryCheckTests {
     }
 }
 
+@Suite("InstanceFilter's labels")
+struct InstanceFilterLabelTests {
+    @Test("labels go as one label=KEY=VALUE each, in key order, escaped: GET /v1/instances?label=run=a&label=…")
+    func labelQuery() throws {
+        let client = LifecycleClient(configuration: .init(server: URL(string: "http://127.0.0.1:1")!))
+        let filter = InstanceFilter(model: "ios-app", labels: ["run": "a&b=c", "app.version": "1.2"])
+        let url = try client.url(for: APIRequest("GET", "/v1/instances", query: filter.query))
+        #expect(url.query == "model=ios-app&label=app.version%3D1.2&label=run%3Da%26b%3Dc", "\(url)")
+        #expect(InstanceFilter().query.isEmpty)
+    }
+}
+
 @Suite("LifecycleClient.check and waitForDelivery against a real server")
 struct ClientCheckTests {
     @Test("check(instances:) lists each instance's problems at their sequence numbers; a clean one has none; a missing one is its 404")
@@ -118,6 +130,8 @@ struct ClientCheckTests {
         #expect(checks[0].isClean && checks[0].model == "ios-app")
         #expect(checks[1].problems.map(\.kind) == [.unexpected, .incompleteLaunch], "\(checks[1].problems)")
         #expect(checks[1].problems.allSatisfy { $0.position == .sequence(unexpected.sequence) })
+        #expect(checks[1].problemLines.first == "stuck seq \(unexpected.sequence): unexpected: didFinishLaunching in connected; the model expects "
+            + "didBecomeActive, didEnterBackground, willEnterForeground, willConnectToWindow in connected", "\(checks[1].problemLines)")
         #expect(await problem { try await client.check(instances: ["nobody"]) }?.status == 404)
     }
 

@@ -66,7 +66,7 @@ struct CommandLineCheckTests {
         note(try c.request("POST", "/v1/instances/\(id)/relaunches"))
         note(try c.event(id, #"{"event": "didFinishLaunching"}"#))
         note(try c.event(id, #"{"event": "willConnectToWindow", "window": "main"}"#))
-        note(try c.event(id, #"{"event": "didBecomeActive", "believedState": "background", "ranHooks": ["Foreground.onTransition", "<&\"'>"]}"#))
+        note(try c.event(id, #"{"event": "didBecomeActive", "believedState": "background", "ranHooks": ["Foreground.onTransition", "<&\"'>\u001b[2J"]}"#))
         note(try c.request("POST", "/v1/instances/\(id)/gaps", json: #"{"dropped": 2}"#))
         return sequences
     }
@@ -91,13 +91,14 @@ struct CommandLineCheckTests {
             "bad seq \(s[0]): unexpected: didFinishLaunching in connected; the model expects didBecomeActive, didEnterBackground, willEnterForeground, willConnectToWindow in connected",
             "bad seq \(s[2]): incompleteLaunch: didFinishLaunching started a launch while the one before was left at step ui-attached (a scene connected); the model expects the launch before to reach foreground or background",
             "bad seq \(s[4]): divergence: after didBecomeActive the app believed it was in background; the model expects foreground",
-            "bad seq \(s[4]): divergence: for didBecomeActive the app ran Foreground.onTransition, <&\"'> (missing Foreground.didReturn; extra <&\"'>); the model expects Foreground.onTransition, Foreground.didReturn",
+            "bad seq \(s[4]): divergence: for didBecomeActive the app ran Foreground.onTransition, <&\"'>\\u{1B}[2J (missing Foreground.didReturn; extra <&\"'>\\u{1B}[2J); the model expects Foreground.onTransition, Foreground.didReturn",
             "bad seq \(s[5]): gap: the app's reporter dropped 2 inputs before delivering them; the model expects every input delivered",
             "half seq \(halfEnd): incompleteLaunch: it ends part-way through a launch, at step ui-attached (a scene connected); the model expects the launch to reach foreground or background",
         ]
         #expect(lines(run.stdout) == expected + ["checked 3 instances, 13 records: 6 problems in 2 instances"], "\(run.stdout)")
 
-        // The report: one test case per instance, in order; the failed ones with their problems.
+        // The report: one test case per instance, in order; the failed ones with their problems,
+        // what the device sent escaped as on standard output (XML cannot hold an ESC at all).
         let junit = try JUnitReader.read(report)
         #expect(junit.suites.first?["tests"] == "3" && junit.suites.first?["failures"] == "2", "\(junit.suites)")
         #expect(junit.cases.map(\.name) == ["good", "bad", "half"] && junit.cases.allSatisfy { $0.classname == "lifecycle.ios-app" })

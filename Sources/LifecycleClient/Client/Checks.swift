@@ -71,6 +71,9 @@ public struct InstanceCheck: Sendable, Equatable {
 
     /// Whether nothing went wrong.
     public var isClean: Bool { problems.isEmpty }
+
+    /// Its problems, a line each, as `lifecycled check` prints them: `app-2 seq 14: unexpected: …`.
+    public var problemLines: [String] { problems.map { "\(instance) \($0)" } }
 }
 
 /// Turns recorded records into ``CheckProblem``s against one model: pure, no I/O, the one
@@ -224,14 +227,15 @@ public struct DeliveryTimeout: Error, Sendable, Equatable, CustomStringConvertib
     public var description: String {
         let what: String
         switch condition {
-        case .quiet(let seconds): what = "quiet for \(Self.seconds(seconds))"
+        case .quiet(let seconds): what = "quiet for \(Self.inWords(seconds))"
         case .input(let name): what = "\(name) recorded"
         }
         let who = waitingFor.isEmpty ? "no instance matched" : "still waiting for \(waitingFor.joined(separator: ", "))"
-        return "not \(what) within \(Self.seconds(timeout)): \(who)"
+        return "not \(what) within \(Self.inWords(timeout)): \(who)"
     }
 
-    static func seconds(_ value: TimeInterval) -> String {
+    /// Seconds as a message says them: `2 s`, `0.3 s`.
+    static func inWords(_ value: TimeInterval) -> String {
         value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 }

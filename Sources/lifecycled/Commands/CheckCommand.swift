@@ -237,9 +237,7 @@ struct CheckCommand {
                 try writeJUnit(checks)
                 return ClientCommand.Status.failure
             }
-            for check in checks {
-                for problem in check.problems { Output.line(Readable.escaped("\(check.instance) \(problem)")) }
-            }
+            for line in checks.flatMap(\.problemLines) { Output.line(Readable.escaped(line)) }
             let failed = checks.filter { !$0.isClean }
             let records = checks.reduce(0) { $0 + $1.records }
             Output.line(

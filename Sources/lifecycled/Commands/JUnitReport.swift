@@ -18,16 +18,16 @@ struct JUnitReport {
             """
         for check in checks {
             // classname groups the cases by model in a CI's report, as a test class would.
-            let attributes = "classname=\"\(Self.escaped("lifecycle.\(check.model)", attribute: true))\" name=\"\(Self.escaped(check.instance, attribute: true))\""
+            let attributes = "classname=\"\(Self.escaped("lifecycle.\(check.model)"))\" name=\"\(Self.escaped(check.instance))\""
             guard !check.isClean else {
                 xml += "    <testcase \(attributes)/>\n"
                 continue
             }
             let message = "\(Output.counted(check.problems.count, "problem")) in \(Output.counted(check.records, "record"))"
-            let text = check.problems.map(\.description).joined(separator: "\n")
+            let text = check.problems.map { Self.escaped($0.description) }.joined(separator: "\n")
             xml += """
                     <testcase \(attributes)>
-                      <failure message="\(Self.escaped(message, attribute: true))" type="lifecycle">\(Self.escaped(text, attribute: false))</failure>
+                      <failure message="\(Self.escaped(message))" type="lifecycle">\(text)</failure>
                     </testcase>
 
                 """
@@ -35,23 +35,21 @@ struct JUnitReport {
         return xml + "  </testsuite>\n</testsuites>\n"
     }
 
-    /// `text` as XML character data or an attribute value: the five markup characters as
-    /// entities, and the characters XML 1.0 cannot hold at all (C0 controls but tab, line feed
-    /// and carriage return; U+FFFE, U+FFFF) as `\u{1B}`, so what a device sent cannot make the
-    /// report unreadable. In an `attribute` a line feed, a carriage return or a tab would be read
-    /// back as a space: they are character references there.
-    static func escaped(_ text: String, attribute: Bool) -> String {
+    /// One line of text as XML character data or an attribute value: made readable first as on
+    /// standard output (``Readable``: every control character, which XML 1.0 cannot hold or an
+    /// attribute would read back as a space, becomes an escape such as `\u{1B}`), then the
+    /// markup characters as entities, and the two noncharacters XML forbids (U+FFFE, U+FFFF)
+    /// escaped as well, so that what a device sent cannot make the report unreadable.
+    static func escaped(_ line: String) -> String {
         var escaped = ""
-        for scalar in text.unicodeScalars {
+        for scalar in Readable.escaped(line).unicodeScalars {
             switch scalar {
             case "&": escaped += "&amp;"
             case "<": escaped += "&lt;"
             case ">": escaped += "&gt;"
             case "\"": escaped += "&quot;"
             case "'": escaped += "&apos;"
-            case "\n", "\r", "\t": escaped += attribute ? "&#\(scalar.value);" : String(scalar)
-            case _ where scalar.value < 0x20 || scalar.value == 0xFFFE || scalar.value == 0xFFFF:
-                escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            case "\u{FFFE}", "\u{FFFF}": escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
             default: escaped.unicodeScalars.append(scalar)
             }
         }

@@ -95,7 +95,12 @@ struct PostCommand {
 
             With --queue DIR it is queued first, then the queue is delivered; if the service cannot
             be reached (or answers 5xx or 429) it stays queued: "queued" and exit 0. A refusal that
-            waiting will not cure (401, 403) exits 1 at once, the item kept.
+            waiting will not cure (401, 403) exits 1 at once, the item kept. Before it is queued, an
+            event or action is checked against the instance's model: the service's, else the copy
+            kept in DIR/models.json from its last answer (or the model a queued create named). A
+            name or parameter the model lacks exits 2 naming the closest one, nothing queued; with
+            no model of the instance at hand and no built-in model declaring the name, it is queued
+            with a warning.
 
             options:
             \(QueueOptions.help)\(report)
@@ -190,7 +195,7 @@ struct PostCommand {
         let copy = QueueModels(
             instances: kept.instances.merging([instance: answered.name]) { $1 }, models: kept.models.merging([answered.name: answered.definition]) { $1 }
         )
-        if copy != kept { try copy.save(queue.directory) }
+        if copy != kept { copy.keep(in: queue.directory, command: kind.command) }
         return answered.definition
     }
 
@@ -210,7 +215,7 @@ struct PostCommand {
             // Out of reach: the service checks the create when it is delivered.
         }
         kept.instances[instance] = model
-        try kept.save(queue.directory)
+        kept.keep(in: queue.directory, command: kind.command)
     }
 
     /// Sends `item` alone as its single request; what it was answered.

@@ -28,15 +28,17 @@ struct QueueModels: Codable, Equatable {
         }
     }
 
-    /// Writes the copy whole, atomically (a rename): a command killed meanwhile leaves the old one.
-    func save(_ directory: String) throws {
+    /// Writes the copy whole, atomically (a rename): a command killed meanwhile leaves the old
+    /// one. A copy that cannot be written (a full disk) is said on standard error and the command
+    /// goes on: the item itself is what must be queued, and the journal says whether it was.
+    func keep(in directory: String, command: String) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try encoder.encode(self).write(to: URL(fileURLWithPath: Self.path(directory)), options: .atomic)
         } catch {
-            throw CommandFailure("cannot write \(Self.path(directory)): \((error as NSError).localizedDescription)")
+            Output.error("lifecycled \(command): cannot keep the models in \(Self.path(directory)) (\((error as NSError).localizedDescription)); going on without")
         }
     }
 

@@ -7,7 +7,7 @@ extension Array where Element == InstanceCheck {
         guard !failed.isEmpty else { return nil }
         let problems = failed.reduce(0) { $0 + $1.problems.count }
         let summary = "\(Self.counted(problems, "problem")) in \(failed.count) of \(Self.counted(count, "instance"))"
-        return ([summary] + failed.flatMap { check in check.problems.map { "\(check.instance) \($0)" } }).joined(separator: "\n")
+        return ([summary] + failed.flatMap(\.problemLines)).joined(separator: "\n")
     }
 
     /// `1 problem`, `2 problems`.

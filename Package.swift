@@ -12,6 +12,8 @@ let package = Package(
     products: [
         .library(name: "LifecycleKit", targets: ["LifecycleKit"]),
         .library(name: "LifecycleClient", targets: ["LifecycleClient"]),
+        // For an app's test targets only: it imports XCTest, which an app target must not link.
+        .library(name: "LifecycleTesting", targets: ["LifecycleTesting"]),
         .executable(name: "lifecycled", targets: ["lifecycled"]),
     ],
     targets: [
@@ -52,11 +54,14 @@ let package = Package(
         .target(name: "LifecycleGraph", dependencies: ["CLifecycleGraphviz", "LifecycleLocks"]),
         // The API: handlers, instance registry, metrics.
         .target(name: "LifecycleService", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleStore", "LifecycleGraph"]),
-        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleLocks", "LifecycleClient"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleService", "LifecycleLog", "LifecycleLocks", "LifecycleHTTP", "LifecycleClient"]),
         // The Swift client an app or a script uses: the API, history, streams. Foundation only
         // (FoundationNetworking on Linux), so it builds for Apple platforms and Linux alike; it
         // depends on nothing server-side (Tests/package/run.sh builds it inside an app's package).
         .target(name: "LifecycleClient", dependencies: ["LifecycleKit", "LifecycleLocks"]),
+        // One assertion for an app's tests, XCTest's or Swift Testing's: `lifecycled check` of
+        // instances, failing the running test with the problems.
+        .target(name: "LifecycleTesting", dependencies: ["LifecycleClient"]),
 
         // Benchmarks (make bench), never run by make test.
         .executableTarget(
@@ -91,7 +96,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LifecycleClientTests",
-            dependencies: ["LifecycleClient", "LifecycleService", "LifecycleKit", "LifecycleLocks", "LifecycleTestSupport"]
+            dependencies: ["LifecycleClient", "LifecycleTesting", "LifecycleService", "LifecycleKit", "LifecycleLocks", "LifecycleTestSupport"]
         ),
     ]
 )

@@ -172,17 +172,13 @@ public struct Machine: Sendable {
     private mutating func run(_ effect: Effect, parameters: [String: Value], record: inout Record) {
         switch effect {
         case .startLaunch:
-            if let step = breadcrumb.step, step != "launched" || breadcrumb.isSceneConnected {
-                record.incompleteLaunch = IncompleteLaunch(step: step, isSceneConnected: breadcrumb.isSceneConnected)
+            if let incomplete = breadcrumb.incompleteLaunch {
+                record.incompleteLaunch = incomplete
                 counters.incompleteLaunches += 1
             }
-            breadcrumb = Breadcrumb(step: "launching-started", isSceneConnected: false)
-        case .breadcrumb(let step):
-            breadcrumb.step = step
-        case .clearBreadcrumb:
-            breadcrumb = Breadcrumb()
-        case .markSceneConnected:
-            breadcrumb.isSceneConnected = true
+            breadcrumb = breadcrumb.applying(effect)
+        case .breadcrumb, .clearBreadcrumb, .markSceneConnected:
+            breadcrumb = breadcrumb.applying(effect)
         case .rememberWindow:
             if case .string(let new) = parameters["window"] {
                 record.windowChanged = window != new

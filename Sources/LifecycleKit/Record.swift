@@ -23,6 +23,27 @@ public struct Breadcrumb: Sendable, Codable, Equatable {
         self.isSceneConnected = isSceneConnected
     }
 
+    /// The launch this breadcrumb marks, as the next launch would report it if the process
+    /// ended here; `nil` when none is unfinished. A launch that reached `launched` without a
+    /// scene (a background launch, such as a push that woke the app) is not left unfinished.
+    public var incompleteLaunch: IncompleteLaunch? {
+        guard let step, step != "launched" || isSceneConnected else { return nil }
+        return IncompleteLaunch(step: step, isSceneConnected: isSceneConnected)
+    }
+
+    /// The breadcrumb after `effect` ran: the one place that says what each launch effect does to it.
+    public func applying(_ effect: Effect) -> Breadcrumb {
+        var next = self
+        switch effect {
+        case .startLaunch: next = Breadcrumb(step: "launching-started", isSceneConnected: false)
+        case .breadcrumb(let step): next.step = step
+        case .clearBreadcrumb: next = Breadcrumb()
+        case .markSceneConnected: next.isSceneConnected = true
+        case .rememberWindow, .deliverAction, .clearAction: break
+        }
+        return next
+    }
+
     enum CodingKeys: String, CodingKey { case step, isSceneConnected = "sceneConnected" }
 }
 

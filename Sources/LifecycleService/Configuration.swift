@@ -469,7 +469,8 @@ public struct Configuration: Sendable {
                                                   create an instance if absent
                lifecycled flush --queue DIR       deliver what `post --queue DIR` (…) left queued
                lifecycled tail [options]          print records as they are committed
-               lifecycled check MODEL TRACE.json  check a trace on the service (1: not conforming)
+               lifecycled check [options] --instance ID | --label KEY=VALUE | MODEL FILE
+                                                  check histories or a trace (1: problems; --junit)
                (the commands talk to a service at --server; each has its own --help)
 
         options (each also from its environment variable):

@@ -27,7 +27,7 @@ struct NewerAPITests {
     }
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static let audited = ["Sources/LifecycleClient", "Sources/LifecycleKit", "Sources/LifecycleLocks"]
+    static let audited = ["Sources/LifecycleClient", "Sources/LifecycleKit", "Sources/LifecycleLocks", "Sources/LifecycleTesting"]
     /// What says a use is fine without an `#available` around it: on the line itself, with a reason.
     static let marker = "// available:"
 
@@ -100,7 +100,7 @@ struct NewerAPITests {
         return line
     }
 
-    @Test("no source line of LifecycleClient, LifecycleKit or LifecycleLocks uses a listed API unguarded")
+    @Test("no source line of LifecycleClient, LifecycleKit, LifecycleLocks or LifecycleTesting uses a listed API unguarded")
     func audit() throws {
         let entries = try Self.entries()
         #expect(entries.count >= 20)
@@ -157,6 +157,23 @@ struct NewerAPITests {
         #expect(Self.unguardedLinuxUses(in: "import Glibc\nlet s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)") == [1, 2])
         #expect(Self.unguardedLinuxUses(in: "#if canImport(Darwin)\nimport Darwin\n#elseif canImport(Glibc)\nimport Glibc\n#endif") == [])
         #expect(Self.unguardedLinuxUses(in: "#if canImport(Glibc)\nimport Glibc\n#else\nlet x = MSG_NOSIGNAL\n#endif") == [4])
+    }
+
+    @Test("only LifecycleTesting imports XCTest or Testing: an app target links LifecycleClient and LifecycleKit without them")
+    func testFrameworksStayInTheTestingLibrary() throws {
+        let framework = try NSRegularExpression(pattern: #"^\s*(@testable\s+)?import\s+(XCTest|Testing)\b"#)
+        var imports: [String: [String]] = [:]
+        for folder in Self.audited {
+            let root = Self.repository.appendingPathComponent(folder)
+            let enumerator = try #require(FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil))
+            for case let url as URL in enumerator where url.pathExtension == "swift" {
+                for line in try String(contentsOf: url, encoding: .utf8).components(separatedBy: "\n")
+                where framework.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil {
+                    imports[folder, default: []].append("\(url.lastPathComponent): \(line)")
+                }
+            }
+        }
+        #expect(Set(imports.keys) == ["Sources/LifecycleTesting"], "\(imports)")
     }
 
     @Test("one lock for the whole codebase: nothing imports Synchronization, and no OSAllocatedUnfairLock")

@@ -56,7 +56,7 @@ struct CommandLineTests {
         (["tail", "--after", "soon"], "--after"),
         (["tail", "--outcome", "exploded"], "--outcome"),
         (["tail", "--json=yes"], "takes no value"),
-        (["check", "ios-app"], "MODEL and TRACE"),
+        (["check", "ios-app"], "MODEL and FILE"),
         (["check", "ios-app", "/nonexistent/trace.json"], "/nonexistent/trace.json"),
     ])
     func badCommandLine(arguments: [String], reason: String) throws {
@@ -151,7 +151,7 @@ struct CommandLineTests {
         try #"[{"event": "didFinishLaunching"}, {"event": "didBecomeActive"}]"#.write(toFile: bad, atomically: true, encoding: .utf8)
         run = try lifecycledCommand(["check", "ios-app", bad], port: server.port)
         #expect(run.status == 1, "\(run.stderr)")
-        #expect(run.stdout.contains("step 1") && run.stdout.contains("unexpectedEvent") && run.stdout.contains("didBecomeActive"), "\(run.stdout)")
+        #expect(run.stdout.hasPrefix("step 1: unexpected: didBecomeActive in launching; the model expects "), "\(run.stdout)")
 
         let typo = data.path + "/typo.json"
         try #"{"steps": [{"event": "didFinishLaunchin"}]}"#.write(toFile: typo, atomically: true, encoding: .utf8)

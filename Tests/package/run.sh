@@ -7,7 +7,9 @@
 # App/Sources/App is compiled (an @MainActor app wired to the adapter among them). SwiftPM
 # refuses the graph if any target of this repository reuses one of those module names.
 # Also checks that the package declares no platform newer than iOS 15 and macOS 12.
-# Run by `make package-test`; only LifecycleClient, LifecycleKit and LifecycleLocks are built.
+# Its test target (AppTests) links LifecycleTesting under XCTest and Swift Testing, built too.
+# Run by `make package-test`; only LifecycleClient, LifecycleKit, LifecycleLocks and
+# LifecycleTesting are built.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,6 +34,8 @@ cp -R "$repo/Tests/package/App" "$repo/Tests/package/Logging" "$repo/Tests/packa
 ln -s "$repo" "$work/lifecycled"
 
 "$swift" build --package-path "$work/App" --product App 2>&1 | tee "$work/build.log"
+# The app's tests with LifecycleTesting, as a test target links it: built, not run.
+"$swift" build --package-path "$work/App" --build-tests 2>&1 | tee -a "$work/build.log"
 output=$("$work/App/.build/debug/App")
 echo "package-test: App ran: $output"
 case $output in

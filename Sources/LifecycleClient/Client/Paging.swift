@@ -13,6 +13,12 @@ public struct HistoryPage: Sendable, Equatable, Decodable {
     public var oldestRetainedVersion: Int64?
     /// Whether retention (`--history-limit`) dropped older records.
     public var olderDropped: Bool
+
+    /// Reads a page as the service writes it (`GET /v1/instances/{id}/history` saved to a file):
+    /// its times carry milliseconds, which Foundation's own date strategies refuse.
+    public init(json: Data) throws {
+        self = try LifecycleClient.decoder.decode(HistoryPage.self, from: json)
+    }
 }
 
 /// One page of instances (openapi `InstancePage`), in id order.
@@ -34,13 +40,19 @@ public struct InstanceFilter: Sendable, Equatable {
     public var hasIncompleteLaunch: Bool
     /// Only instances whose app reported something the model disagrees with.
     public var hasDivergence: Bool
+    /// Only instances carrying every one of these labels (`label=KEY=VALUE` each).
+    public var labels: [String: String]
 
-    public init(state: String? = nil, model: String? = nil, hasUnexpected: Bool = false, hasIncompleteLaunch: Bool = false, hasDivergence: Bool = false) {
+    public init(
+        state: String? = nil, model: String? = nil, hasUnexpected: Bool = false, hasIncompleteLaunch: Bool = false, hasDivergence: Bool = false,
+        labels: [String: String] = [:]
+    ) {
         self.state = state
         self.model = model
         self.hasUnexpected = hasUnexpected
         self.hasIncompleteLaunch = hasIncompleteLaunch
         self.hasDivergence = hasDivergence
+        self.labels = labels
     }
 
     var query: [URLQueryItem] {
@@ -50,6 +62,8 @@ public struct InstanceFilter: Sendable, Equatable {
         if hasUnexpected { query.append(URLQueryItem(name: "hasUnexpected", value: "true")) }
         if hasIncompleteLaunch { query.append(URLQueryItem(name: "hasIncompleteLaunch", value: "true")) }
         if hasDivergence { query.append(URLQueryItem(name: "hasDivergence", value: "true")) }
+        // Sorted: the same filter is the same URL.
+        query += labels.sorted { $0.key < $1.key }.map { URLQueryItem(name: "label", value: "\($0.key)=\($0.value)") }
         return query
     }
 }

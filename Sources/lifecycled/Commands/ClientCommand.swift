@@ -118,6 +118,12 @@ enum Output {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
+    /// A count and its noun, singular for one: "1 step", "2 steps", "3 entries" (`plural`
+    /// where adding an "s" is not it).
+    static func counted(_ count: Int, _ noun: String, plural: String? = nil) -> String {
+        "\(count) \(count == 1 ? noun : plural ?? noun + "s")"
+    }
+
     /// A record as the service writes it: members in the order of openapi.yaml's `Record`
     /// (Foundation's encoder keeps no order), times in UTC with milliseconds.
     static func json(_ record: Record) throws -> String {
@@ -167,9 +173,12 @@ enum Output {
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        // The service's form, UTC with milliseconds, to the millisecond it wrote: a time read
+        // back is a binary fraction of a second just below or above it, which
+        // ISO8601FormatStyle truncates (.313 printed .312); rounding gives the stored one back.
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
+            try container.encode(DeviceTime(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded()), offsetMinutes: 0).description)
         }
         return encoder
     }()

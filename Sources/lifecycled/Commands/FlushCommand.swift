@@ -14,7 +14,8 @@ struct FlushCommand {
 
         exit status: 0 the queue is empty; 1 the service cannot be reached (or answers 5xx/429),
         or a batch's answer cannot be written to the journal (a full disk: said at once, the
-        batch sent again with its keys next time), and the rest stays queued; 2 a bad command line.
+        batch sent again with its keys next time), and the rest stays queued; 2 a bad command line,
+        or a DIR that does not exist (it is not created).
 
         options:
           --queue DIR         the reporter journal's folder (as given to post --queue)
@@ -33,6 +34,11 @@ struct FlushCommand {
             throw UsageError("needs --queue DIR; see lifecycled flush --help")
         }
         guard parsed.positional.isEmpty else { throw UsageError("unexpected argument \(parsed.positional[0]); see lifecycled flush --help") }
+        // A mistyped folder would otherwise be created empty and "flushed": exit 0, the real queue untouched.
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: queue.directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw UsageError("no queue folder \(queue.directory): nothing was queued there (post --queue creates it); see lifecycled flush --help")
+        }
         self.queue = queue
     }
 
@@ -40,7 +46,7 @@ struct FlushCommand {
         let outcome = try await QueuedPost(queue: queue, client: ClientCommand.client(server, timeout: 10)).flush()
         Output.line(String(outcome.delivered))
         if let failure = outcome.failure {
-            Output.error("lifecycled flush: \(ClientCommand.describe(failure)); \(outcome.pending) item\(outcome.pending == 1 ? "" : "s") kept in \(queue.directory)")
+            Output.error("lifecycled flush: \(ClientCommand.describe(failure)); \(Output.counted(outcome.pending, "item")) kept in \(queue.directory)")
             return ClientCommand.Status.failure
         }
         return ClientCommand.Status.success

@@ -95,7 +95,12 @@ struct PostCommand {
 
             With --queue DIR it is queued first, then the queue is delivered; if the service cannot
             be reached (or answers 5xx or 429) it stays queued: "queued" and exit 0. A refusal that
-            waiting will not cure (401, 403) exits 1 at once, the item kept.
+            waiting will not cure (401, 403) exits 1 at once, the item kept. Before it is queued, an
+            event or action is checked against the instance's model: the service's, else the copy
+            kept in DIR/models.json from its last answer (or the model a queued create named). A
+            name or parameter the model lacks exits 2 naming the closest one, nothing queued; with
+            no model of the instance at hand and no built-in model declaring the name, it is queued
+            with a warning.
 
             options:
             \(QueueOptions.help)\(report)
@@ -145,18 +150,72 @@ struct PostCommand {
         switch kind {
         case .event, .action:
             let name = name ?? ""
-            let typing = ParameterTyping(input: name, isAction: kind == .action, definition: await definition(client), command: kind.command)
+            let definition: ModelDefinition?
+            if let queue {
+                definition = try await queuedDefinition(client, queue)
+            } else {
+                definition = words.isEmpty ? nil : await self.definition(client)
+            }
+            let typing = ParameterTyping(input: name, isAction: kind == .action, definition: definition, command: kind.command)
             let parameters = try typing.parameters(words)
+            if queue != nil {
+                let input: Input = kind == .event ? .event(name, parameters) : .action(name, parameters)
+                if let definition {
+                    try QueuedInputCheck.check(input, report: AppReport(believedState: believedState, ranHooks: ranHooks), against: definition)
+                } else if let warning = QueuedInputCheck.warning(name: name, isAction: kind == .action, instance: instance) {
+                    Output.error("lifecycled \(kind.command): \(warning)")
+                }
+            }
             item = kind == .event
                 ? .event(name, to: instance, parameters: parameters, believedState: believedState, ranHooks: ranHooks)
                 : .action(name, to: instance, parameters: parameters, believedState: believedState, ranHooks: ranHooks)
         case .relaunch:
             item = .launch(instance)
         case .create:
+            if let queue { try await rememberCreate(client, queue) }
             item = .create(instance, model: name)
         }
         if let queue { return try await QueuedPost(queue: queue, client: client).post(item, command: kind.command) }
         return try Self.report(await Self.send(item, client), command: kind.command)
+    }
+
+    /// The instance's model for an item about to be queued: the service's answer, kept in the
+    /// queue folder for the next time it cannot be asked, else the folder's copy; `nil` when
+    /// neither knows (no service, and no earlier answer or queued create for the instance).
+    private func queuedDefinition(_ client: LifecycleClient, _ queue: QueueOptions) async throws -> ModelDefinition? {
+        let kept = QueueModels.load(queue.directory)
+        let answered: ModelDescription
+        do {
+            answered = try await client.model(try await client.instance(instance).model)
+        } catch {
+            // Unreachable, no such instance yet (its create may be queued), a token reads
+            // refuse: the folder's copy answers, and the write itself reports the rest.
+            return kept.definition(of: instance)
+        }
+        let copy = QueueModels(
+            instances: kept.instances.merging([instance: answered.name]) { $1 }, models: kept.models.merging([answered.name: answered.definition]) { $1 }
+        )
+        if copy != kept { copy.keep(in: queue.directory, command: kind.command) }
+        return answered.definition
+    }
+
+    /// A queued create names the instance's model: kept in the queue folder, so that what is
+    /// queued after it for the instance is checked against it. A model the service answers it
+    /// does not have is a bad command line (the closest named), and nothing is queued.
+    private func rememberCreate(_ client: LifecycleClient, _ queue: QueueOptions) async throws {
+        guard let model = name else { return }
+        var kept = QueueModels.load(queue.directory)
+        do {
+            let answered = try await client.model(model)
+            kept.models[model] = answered.definition
+        } catch let error as LifecycleClientError where error.problem?.status == 404 {
+            let known = try await client.models().map(\.name)
+            throw UsageError("the service has no model \"\(model)\"; \(suggestion(for: model, among: known, kind: "model")); nothing queued")
+        } catch {
+            // Out of reach: the service checks the create when it is delivered.
+        }
+        kept.instances[instance] = model
+        kept.keep(in: queue.directory, command: kind.command)
     }
 
     /// Sends `item` alone as its single request; what it was answered.

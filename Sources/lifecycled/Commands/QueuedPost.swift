@@ -84,9 +84,10 @@ struct QueuedPost {
             switch event {
             case .delivered(let item, let result): answered.withLock { $0.append((item, result)) }
             case .gapDelivered(_, _, let result): answered.withLock { $0.append((nil, result)) }
-            case .damagedTail(let bytes): Output.error("lifecycled: cut off a damaged journal tail of \(bytes) bytes in \(directory)")
+            case .damagedTail(let bytes): Output.error("lifecycled: cut off a damaged journal tail of \(Output.counted(bytes, "byte")) in \(directory)")
             case .damaged(let damage): Output.error("lifecycled: \(QueuedPost.describe(damage)) in \(directory)")
-            case .dropped(let instance, let count): Output.error("lifecycled: dropped the \(count) oldest queued items of \(instance) (past the bound)")
+            case .dropped(let instance, let count):
+                Output.error("lifecycled: dropped \(count == 1 ? "the oldest queued item" : "the \(count) oldest queued items") of \(instance) (past the bound)")
             case .retrying, .journalUnavailable, .journalCaughtUp: break
             }
         }
@@ -108,8 +109,8 @@ struct QueuedPost {
     /// A journal's damage in one line: "3 damaged journal entries (412 bytes) skipped; 2 items lost, recorded as a gap on app-1".
     static func describe(_ damage: LifecycleReporter.Damage) -> String {
         let lost = damage.lostItems == 0 ? "no item lost"
-            : "\(damage.lostItems) item\(damage.lostItems == 1 ? "" : "s") lost, " + (damage.gapInstance.map { "recorded as a gap on \($0)" } ?? "no gap recorded (several instances)")
-        return "\(damage.entries) damaged journal entr\(damage.entries == 1 ? "y" : "ies") (\(damage.bytes) bytes) skipped; \(lost)"
+            : "\(Output.counted(damage.lostItems, "item")) lost, " + (damage.gapInstance.map { "recorded as a gap on \($0)" } ?? "no gap recorded (several instances)")
+        return "\(Output.counted(damage.entries, "damaged journal entry", plural: "damaged journal entries")) (\(Output.counted(damage.bytes, "byte"))) skipped; \(lost)"
     }
 
     /// Whether the service is only out of reach for now (no answer, 5xx, 429): the queue waits for it.

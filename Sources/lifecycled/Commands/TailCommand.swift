@@ -12,9 +12,13 @@ struct TailCommand {
         restarts or the connection drops, so no record is printed twice or skipped; standard
         error says so once when the service cannot be reached.
 
-        A line: SEQUENCE INSTANCE vVERSION KIND NAME FROM -> TO OUTCOME [HOOK, ...], then
-        "divergent" for a record whose reported belief or hooks differ from the model; a gap
-        (inputs the app's reporter dropped) says how many: "gap dropped=N". What a device sent
+        A line: SEQUENCE INSTANCE vVERSION KIND NAME FROM -> TO OUTCOME [HOOK, ...], then, for
+        a record whose reported belief or hooks differ from the model, "divergent" and what
+        diverged: "believed=STATE actual=STATE" (the state the app's code believed beside the
+        model's), "missing=[HOOK, ...]" and "extra=[HOOK, ...]" (hooks the model runs that the
+        app did not, and the reverse), or "hookOrder ran=[HOOK, ...]" (the same hooks in
+        another order); a gap (inputs the app's reporter dropped) says how many:
+        "gap dropped=N". What a device sent
         is shown as it is but for control characters, escaped so that a record stays one line
         and cannot move the cursor: \\n, \\r, \\t, a backslash as \\\\, any other as \\u{1B} (its
         code point in hexadecimal; C0, DEL, C1, U+2028, U+2029 and the bidi controls).
@@ -28,8 +32,8 @@ struct TailCommand {
           --divergent         only records with a divergence
           --after SEQ         start after this sequence number (0: every stored record first);
                               default: from now on
-          --json              print each record as the service's JSON instead (one line: its
-                              strings escape every control character as \\uXXXX)
+          --json              print each record as the service stored it, its JSON (one line:
+                              its strings escape every control character as \\uXXXX)
 
         """ + ServerOptions.help + "\n"
 
@@ -88,7 +92,16 @@ struct TailCommand {
             line += " " + record.parameters.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
         }
         line += " \(record.from) -> \(record.to) \(record.outcome.rawValue) [\(record.hooks.joined(separator: ", "))]"
-        if record.divergence != nil { line += " divergent" }
+        if let divergence = record.divergence {
+            // What diverged, on the record's line: a grep for the record finds the reason too.
+            line += " divergent"
+            if let state = divergence.state { line += " believed=\(state.believed) actual=\(state.actual)" }
+            if let hooks = divergence.hooks {
+                if !hooks.missing.isEmpty { line += " missing=[\(hooks.missing.joined(separator: ", "))]" }
+                if !hooks.extra.isEmpty { line += " extra=[\(hooks.extra.joined(separator: ", "))]" }
+                if hooks.orderOnly { line += " hookOrder ran=[\(hooks.ran.joined(separator: ", "))]" }
+            }
+        }
         return Readable.escaped(line)
     }
 }

@@ -2,7 +2,8 @@
 // An app's package as an iOS developer would write it: this repository (by path) beside two
 // packages whose modules are named like well-known ones (swift-log's `Logging`, sqlite-nio's
 // `CSQLite`). Swift 6 language mode (complete strict concurrency) with warnings as errors.
-// Tests/package/run.sh copies it to a temporary folder and builds it; it is not built in place.
+// Its tests use LifecycleTesting under XCTest and Swift Testing. Tests/package/run.sh copies it
+// to a temporary folder and builds it, tests included; it is not built in place.
 import PackageDescription
 
 let package = Package(
@@ -21,6 +22,12 @@ let package = Package(
                 .product(name: "Logging", package: "Logging"),
                 .product(name: "CSQLite", package: "CSQLite"),
             ],
+            swiftSettings: [.unsafeFlags(["-warnings-as-errors", "-strict-concurrency=complete"])]
+        ),
+        // The app's tests: LifecycleTesting (which imports XCTest) is linked here only.
+        .testTarget(
+            name: "AppTests",
+            dependencies: [.product(name: "LifecycleTesting", package: "lifecycled")],
             swiftSettings: [.unsafeFlags(["-warnings-as-errors", "-strict-concurrency=complete"])]
         ),
     ],

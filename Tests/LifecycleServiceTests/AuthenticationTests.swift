@@ -82,7 +82,7 @@ struct AuthenticationTests {
         #expect(try c.request("GET", "/v1/instances/app").status == 404)
     }
 
-    @Test("--protect-reads: reads, streams and /metrics need the token too; /healthz, the dashboard's files and OPTIONS stay open")
+    @Test("--protect-reads: reads, streams and /metrics need the token too; /healthz, the problem pages, the dashboard's files and OPTIONS stay open")
     func protectReads() throws {
         let server = try Self.guardedServer(protectReads: true)
         let c = try server.connect()
@@ -96,6 +96,11 @@ struct AuthenticationTests {
         #expect(try c.request("GET", "/metrics", headers: Self.bearer).status != 401)
         let health = try c.request("GET", "/healthz")
         #expect(health.status == 200 && health.json["writesNeedToken"] as? Bool == true && health.json["readsNeedToken"] as? Bool == true)
+        // Every route the middleware keeps open is one the service answers, without the token.
+        for route in Authentication.openRoutes where route != Router.fallbackTemplate {
+            let path = route.replacingOccurrences(of: "{kind}", with: ProblemKind.unexpectedEvent.rawValue)
+            #expect(try server.connect().request("GET", path).status == 200, "GET \(path) without a token")
+        }
         // The page's code loads without the token (it asks for one when the API refuses it).
         for path in Self.files {
             #expect(try server.connect().request("GET", path).status == 200, "GET \(path) without a token")

@@ -20,7 +20,7 @@ struct Authentication: Middleware {
         self.protectsReads = protectsReads
     }
 
-    /// Whether a route stays open to reads: the probes', the problem pages, and the dashboard's files. (This runs
+    /// Whether a route stays open to reads: the health check, the problem pages, and the dashboard's files. (This runs
     /// on every read: lengths, compared first, tell most templates from these without comparing
     /// text, which costs more between a long string and a short one than between two short ones.)
     static func isOpen(_ route: String?) -> Bool {
@@ -29,7 +29,8 @@ struct Authentication: Middleware {
         return openRoutes.contains { $0.utf8.count == length && $0 == route }
     }
 
-    private static let openRoutes = ["/healthz", "/readyz", "/problems/{kind}", Router.fallbackTemplate]
+    /// The route templates ``isOpen(_:)`` lets through: each one a route the service has.
+    static let openRoutes = ["/healthz", "/problems/{kind}", Router.fallbackTemplate]
 
     /// What a request presents its token with.
     private enum Credential {

@@ -9,6 +9,10 @@
 import { request, seg } from "./api.js";
 import { Graph } from "./graph.js";
 import { describeCondition, el, stateBadge } from "./model.js";
+import { formatRoute } from "./route.js";
+
+/** The list of the model's instances with these filters (route.js). */
+const listLink = (model, filters) => formatRoute({ view: "instances", model: model.name, filters });
 
 /** Whether the server counts divergences in coverage (a field later servers add). */
 const countsDivergences = (coverage) => coverage.states.some((s) => s.divergences !== undefined);
@@ -139,12 +143,12 @@ export class FleetView {
     document.getElementById("legend-divergence").hidden = !divergences;
     this.stateBody.replaceChildren(...model.states.map((state) => {
       const counts = statesByName.get(state.name);
-      const link = el("a", { href: `#/instances?state=${encodeURIComponent(state.name)}` }, stateBadge(model, state.name));
+      const link = el("a", { href: listLink(model, { state: state.name }) }, stateBadge(model, state.name));
       const divergent = counts?.divergences ?? 0;
       // The count leads to the instances in the state that diverged (those whose counters say so).
       const divergenceCell = !divergences ? null
         : el("td", { className: `num${divergent > 0 ? " problem" : ""}`, dataset: { counter: "divergences" } }, divergent > 0
-          ? el("a", { href: `#/instances?state=${encodeURIComponent(state.name)}&divergent=true`, "aria-label": `${divergent} divergent records into ${state.name}: list the instances there with divergences` }, `≠ ${divergent}`)
+          ? el("a", { href: listLink(model, { state: state.name, divergent: true, sort: "-divergences" }), "aria-label": `${divergent} divergent records into ${state.name}: list the instances there with divergences` }, `≠ ${divergent}`)
           : "0");
       return el("tr", { className: counts?.unexpected ? "warn" : "", dataset: { state: state.name } },
         el("th", { scope: "row" }, link), el("td", { text: state.kind }),
@@ -184,7 +188,7 @@ export class FleetView {
       if (divergences) {
         const divergent = coverage.states.reduce((n, s) => n + (s.divergences ?? 0), 0);
         this.summary.append(`${divergent.toLocaleString()} divergent records`,
-          divergent > 0 ? el("span", {}, " (", el("a", { href: "#/instances?divergent=true", id: "fleet-divergent-link" }, "list the instances with divergences"), ")") : "", "; ");
+          divergent > 0 ? el("span", {}, " (", el("a", { href: listLink(model, { divergent: true, sort: "-divergences" }), id: "fleet-divergent-link" }, "list the instances with divergences"), ")") : "", "; ");
       }
       this.summary.append(`${never} of ${coverage.rows.length} rows never taken.`);
     } else {

@@ -29,15 +29,59 @@ export class FleetView {
     this.again = false;
     this.timer = null;
     this.lastLoad = 0;
+    this.finding = null;
+    this.findingBanner = document.getElementById("fleet-finding");
+    this.findingText = document.getElementById("fleet-finding-text");
+    document.getElementById("fleet-finding-clear").addEventListener("click", () => this.highlight(null));
+  }
+
+  /**
+   * Marks a finding (null: none) on the graph and in the tables: its state (for an
+   * incomplete launch, its step's state, or the rows of the event it names), in view.
+   */
+  highlight(finding, words = null) {
+    this.finding = finding;
+    this.findingBanner.hidden = !finding;
+    if (finding) this.findingText.replaceChildren("On the graph: ", ...words);
+    this.paintFinding();
+    const [state] = this.findingStates();
+    if (state) this.graph.reveal(state);
+  }
+
+  findingStates() {
+    const f = this.finding;
+    if (!f) return [];
+    if (f.kind === "incompleteLaunch") return this.model.stateByName.has(f.step) ? [f.step] : [];
+    return f.state ? [f.state] : [];
+  }
+
+  findingRows() {
+    const f = this.finding;
+    if (f?.kind !== "incompleteLaunch" || this.model.stateByName.has(f.step)) return [];
+    return this.model.rows.filter((r) => r.event === f.step).map((r) => r.id);
+  }
+
+  paintFinding() {
+    const states = this.findingStates();
+    const rows = this.findingRows();
+    this.graph.markStates("finding", states);
+    this.graph.markRows("finding", rows);
+    for (const tr of this.stateBody.rows) tr.classList.toggle("finding", states.includes(tr.dataset.state));
+    for (const tr of this.rowBody.rows) tr.classList.toggle("finding", rows.includes(tr.dataset.row));
   }
 
   async show(model) {
     this.model = model;
     this.coverage = null;
+    this.finding = null;
+    this.findingBanner.hidden = true;
     this.renderTables();
     const drawn = this.graph.load(model.name);
     await Promise.all([drawn, this.reload()]);
-    if (this.model === model) this.paint();
+    if (this.model === model) {
+      this.paint();
+      this.paintFinding();
+    }
   }
 
   /** Records arrived: reload the counters soon, at most once a second. */
@@ -71,6 +115,7 @@ export class FleetView {
       }
       this.renderTables();
       this.paint();
+      this.paintFinding();
     })();
     try {
       await this.loading;
@@ -158,7 +203,7 @@ export class FleetView {
       const taken = rowsById.get(row.id)?.taken;
       const guard = row.when?.length ? el("span", { className: "muted", text: ` [${row.when.map(describeCondition).join(", ")}]` }) : null;
       const divergent = rowsById.get(row.id)?.divergent;
-      return el("tr", { className: taken === 0 ? "never" : "" },
+      return el("tr", { className: taken === 0 ? "never" : "", dataset: { row: row.id } },
         el("th", { scope: "row", text: row.id }), el("td", { text: row.from }),
         el("td", {}, row.event, guard), el("td", { text: row.to ?? `(stays)` }),
         el("td", { className: "num" }, taken === undefined ? "–" : taken === 0 ? el("span", { className: "never-label", text: "never" }) : String(taken)),

@@ -5,6 +5,7 @@
 // filters and order, the chosen instance; a reload or a shared link shows the same view.
 
 import { editToken, getJSON, onTokenChange, request, storedToken } from "./api.js";
+import { FindingsPanel, describeFinding } from "./findings.js";
 import { FleetView } from "./fleet.js";
 import { InstanceDetail } from "./instance.js";
 import { InstanceList } from "./list.js";
@@ -21,8 +22,18 @@ const liveStatus = document.getElementById("live-status");
 const pageError = document.getElementById("page-error");
 
 const fleet = new FleetView();
+const findings = new FindingsPanel({
+  onShow(finding) {
+    fleet.highlight(finding, describeFinding(model, finding));
+    const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
+    document.getElementById("fleet-graph-panel").scrollIntoView({ block: "start", behavior: still ? "auto" : "smooth" });
+  },
+});
 const trace = new TraceView();
-const detail = new InstanceDetail({ onDeleted: () => list.refresh() });
+const detail = new InstanceDetail({
+  onDeleted: () => list.refresh(),
+  labelLink: (label) => formatRoute({ view: "instances", model: model.name, filters: { labels: [label] } }),
+});
 const list = new InstanceList({
   // Filters changed on the page: the URL says so (replaced, not a new history entry per click).
   onChange() {
@@ -30,16 +41,18 @@ const list = new InstanceList({
     linkViews();
   },
   link: (id) => formatRoute({ view: "instances", id, model: model?.name, filters: list.filters() }),
-  describeFinding: async () => null,
+  describeFinding: (signature) => findings.describe(signature),
 });
 const stream = new Stream({
   onBatch(records) {
     fleet.changed();
+    findings.changed(records);
     list.apply(records);
     detail.receive(records);
   },
   onResync(reason) {
     fleet.changed();
+    if (reason !== "connected") findings.reload();
     detail.resync();
     if (reason !== "connected") list.refresh();
   },
@@ -60,7 +73,7 @@ async function setModel(name, filters = {}) {
   modelTitle.textContent = info.definition.title ?? "";
   localStorage.setItem(modelKey, name);
   stream.open(name);
-  settingModel = Promise.all([fleet.show(info), list.setModel(info, filters), detail.setModel(info), trace.setModel(info)]);
+  settingModel = Promise.all([fleet.show(info), findings.setModel(info), list.setModel(info, filters), detail.setModel(info), trace.setModel(info)]);
   await settingModel;
 }
 

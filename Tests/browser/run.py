@@ -302,6 +302,9 @@ class DashboardCase(unittest.TestCase):
     def setUpClass(cls):
         cls.server = Server(*cls.server_arguments)
         cls.api = API(cls.server, token=cls.token)
+        # A server without findings (before issue 33) answers the page's request 404, which the
+        # page says in words and Chromium logs.
+        cls.has_findings = cls.api.call("GET", "/v1/findings?model=ios-app")[0] != 404
         cls.driver = browser()
 
     @classmethod
@@ -311,6 +314,8 @@ class DashboardCase(unittest.TestCase):
 
     def setUp(self):
         self.expected_console = list(self.allowed_console)
+        if not self.has_findings:
+            self.expected_console.append(r"/v1/findings\?.* 404")
         self.metrics = None
 
     def set_width(self, width, height):
@@ -1287,6 +1292,134 @@ class Dashboard(DashboardCase):
         wait_until(lambda: self.driver.current_url.endswith("#/fleet?model=ios-app"), 2, "the fleet's URL")
         self.find("nav a[data-view='instances']").click()
         wait_until(lambda: self.list_ids() == expected and self.find("#filter-unexpected").is_selected(), 5, "the list as it was", self.list_ids)
+
+    # Findings and labels (issue 33, points 7 and 3).
+
+    def needs_service_side(self):
+        if not self.has_findings:
+            self.fail("this server has no GET /v1/findings (the service side of issue 33, branch wt33-backend)")
+
+    def create_labelled(self, instance, labels, steps=()):
+        self.api.ok("POST", "/v1/instances", {"id": instance, "model": "ios-app", "labels": labels}, expect=(201,))
+        for step in steps:
+            self.api.event(instance, step, expect=(200, 409))
+
+    def findings(self, **filters):
+        query = urllib.parse.urlencode({"model": "ios-app", "limit": 1000, **filters})
+        return self.api.ok("GET", f"/v1/findings?{query}", expect=(200,))["items"]
+
+    def shown_findings(self):
+        return self.js("""return [...document.querySelectorAll('#findings-list > li')].map(li =>
+            [li.dataset.signature, li.querySelector('.finding-instances').textContent])""")
+
+    def finding_requests(self):
+        return self.js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/findings?')).length")
+
+    def test_p_findings_live_leading_to_instances_and_the_graph(self):
+        """The findings panel lists GET /v1/findings in its order; records with problems on the
+        stream update it (a burst costs a few requests, not one per record); a finding opens
+        the list of its instances (in the URL: a reload keeps it) and marks its state on the
+        fleet's graph and in the states' table."""
+        self.needs_service_side()
+        for instance in ["f-late-1", "f-late-2"]:
+            self.create_labelled(instance, {"run": "p-run"}, COLD_START + [{"event": "willEnterForeground"}])
+        self.create_labelled("f-late-3", {"run": "p-run"}, COLD_START)
+        self.create_labelled("f-fine-1", {"run": "p-run"}, COLD_START)
+        self.load("#/fleet")
+        want = [f["signature"] for f in self.findings()][:20]
+        wait_until(lambda: [sig for sig, _ in self.shown_findings()] == want, 5, "the findings in the API's order", self.shown_findings)
+        finding = next(f for f in self.findings() if f["kind"] == "unexpected" and f.get("event") == "willEnterForeground" and f["state"] == "foreground")
+        sig = finding["signature"]
+        item = lambda: self.find(f"#findings-list > li[data-signature='{sig}']")
+        self.assertIn("willEnterForeground unexpected in foreground", item().text)
+        self.assertEqual(item().find_element(By.CSS_SELECTOR, ".finding-instances").text, f"{finding['instances']} instances")
+
+        # Live: a record with a problem updates its finding; a burst costs a few requests.
+        before = self.finding_requests()
+        self.api.event("f-late-3", {"event": "willEnterForeground"}, expect=(409,))
+        for _ in range(20):
+            self.api.event("f-late-1", {"event": "willEnterForeground"}, expect=(409,))
+        live = next(f for f in self.findings() if f["signature"] == sig)
+        self.assertEqual(live["instances"], finding["instances"] + 1)
+        wait_until(lambda: item().find_element(By.CSS_SELECTOR, ".finding-instances").text == f"{live['instances']} instances"
+                   and f"{live['count']} records" in item().text, 5, "the finding's figures, live", lambda: item().text)
+        self.assertLessEqual(self.finding_requests() - before, 4, "one reload per burst of records, not one per record")
+        # A new kind of problem appears without a reload.
+        diverged = self.api.event("f-fine-1", {"event": "willResignActive", "believedState": "foreground"})
+        self.assertTrue(diverged.get("divergence"))
+        wait_until(lambda: any(f["kind"] == "divergence" and f["signature"] in [s for s, _ in self.shown_findings()] for f in self.findings()),
+                   5, "the divergence's finding, live")
+        self.check_widths("the findings")
+        self.screenshot("findings-1400.png")
+
+        # Its state on the graph and in the table.
+        item().find_element(By.CSS_SELECTOR, "button[data-signature]").click()
+        wait_until(lambda: self.js("return [...document.querySelectorAll('#fleet-graph svg g.node.finding')].map(g => g.dataset.state)") == ["foreground"],
+                   2, "the finding's state marked on the graph")
+        self.assertEqual(self.js("return [...document.querySelectorAll('#state-table tr.finding')].map(tr => tr.dataset.state)"), ["foreground"])
+        self.assertIn("willEnterForeground unexpected in foreground", self.find("#fleet-finding").text)
+        self.screenshot("findings-on-graph-1400.png")
+
+        # Its instances: the list filtered by the finding, as the API lists them.
+        item().find_element(By.CSS_SELECTOR, ".finding-instances").click()
+        named = sorted(i["id"] for i in self.api.ok("GET", f"/v1/instances?model=ios-app&finding={urllib.parse.quote(sig, safe='')}&limit=1000")["items"])
+        self.assertEqual(named, ["f-late-1", "f-late-2", "f-late-3"])
+        wait_until(lambda: sorted(self.list_ids()) == named, 5, "the finding's instances", self.list_ids)
+        self.assertIn("willEnterForeground unexpected in foreground", self.find("#filter-finding").text)
+        self.assertEqual(urllib.parse.parse_qs(self.driver.current_url.split("?", 1)[1])["finding"], [sig])
+        self.driver.refresh()
+        wait_until(lambda: self.js("return document.body.dataset.ready") == "true", 15, "the page reloaded")
+        wait_until(lambda: sorted(self.list_ids()) == named, 5, "the finding's instances after a reload", self.list_ids)
+        wait_until(lambda: "willEnterForeground unexpected in foreground" in self.find("#filter-finding").text, 5, "the finding named after a reload")
+        self.find("#filter-finding-clear").click()
+        wait_until(lambda: len(self.list_ids()) > len(named), 5, "every instance again")
+        self.assertNotIn("finding", self.driver.current_url)
+
+        # At a phone's width: inside the window.
+        self.set_width(400, 800)
+        try:
+            self.load("#/fleet")
+            wait_until(lambda: self.finds(f"#findings-list > li[data-signature='{sig}']"), 5, "the findings at 400 px")
+            self.check_widths("the findings at 400 px")
+            spill = self.js("""const panel = document.getElementById('findings').getBoundingClientRect();
+                return Math.max(...[...document.querySelectorAll('#findings-list > li')].map(li => li.getBoundingClientRect().right - panel.right))""")
+            self.assertLessEqual(spill, 0, "each finding inside the panel")
+            self.screenshot("findings-400.png", slices=True)
+        finally:
+            self.reset_width()
+
+    def label_chips(self):
+        return self.js("return [...document.querySelectorAll('#detail-labels li')].map(li => li.textContent)")
+
+    def test_q_labels_in_the_details_and_the_lists_filter(self):
+        """An instance's labels show in its details, each leading to the instances that share
+        it; the list filters by labels (all must match), in the URL."""
+        self.needs_service_side()
+        self.create_labelled("q-1", {"run": "q-run-1", "app.version": "1.2", "device.model": "iPhone 15 Pro"}, COLD_START)
+        self.create_labelled("q-2", {"run": "q-run-1", "app.version": "2.0"})
+        self.create_labelled("q-3", {"run": "q-run-2", "app.version": "2.0"})
+        self.open_instance("q-1", "foreground")
+        wait_until(lambda: self.label_chips() == ["app.version=1.2", "device.model=iPhone 15 Pro", "run=q-run-1"], 5, "the labels", self.label_chips)
+        self.screenshot("labels-instance-1400.png")
+        self.find("#detail-labels li[data-key='run'] a").click()
+        wait_until(lambda: self.list_ids() == ["q-1", "q-2"], 5, "the instances of run q-run-1", self.list_ids)
+        self.assertEqual(self.js("return [...document.querySelectorAll('#filter-labels li')].map(li => li.dataset.label)"), ["run=q-run-1"])
+        self.assertEqual(urllib.parse.parse_qs(self.driver.current_url.split("?", 1)[1])["label"], ["run=q-run-1"])
+        # A second label: both must match.
+        self.find("#filter-label-input").send_keys("app.version=2.0", Keys.ENTER)
+        wait_until(lambda: self.list_ids() == ["q-2"], 5, "the instances with both labels", self.list_ids)
+        self.assertEqual(urllib.parse.parse_qs(self.driver.current_url.split("?", 1)[1])["label"], ["run=q-run-1", "app.version=2.0"])
+        self.assertIn("labelled run=q-run-1, app.version=2.0", self.find("#list-status").text)
+        # Malformed: said so, nothing changes.
+        self.find("#filter-label-input").send_keys("novalue", Keys.ENTER)
+        self.assertIn("key=value", self.find("#filter-label-status").text)
+        self.assertEqual(len(self.finds("#filter-labels li")), 2)
+        self.driver.refresh()
+        wait_until(lambda: self.js("return document.body.dataset.ready") == "true", 15, "the page reloaded")
+        wait_until(lambda: self.list_ids() == ["q-2"], 5, "the label filters after a reload", self.list_ids)
+        self.screenshot("labels-list-1400.png")
+        self.find("#filter-labels button[data-label='run=q-run-1']").click()
+        wait_until(lambda: self.list_ids() == ["q-2", "q-3"], 5, "the instances of version 2.0", self.list_ids)
 
     def replay_to(self, version):
         """Clicks a timeline record's "Replay to here" (brought to the middle of the window first)."""

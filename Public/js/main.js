@@ -221,8 +221,17 @@ document.getElementById("create-form").addEventListener("submit", async (event) 
   const form = event.target;
   const id = form.elements.id.value.trim();
   const status = document.getElementById("list-status");
+  // Labels, one `key=value` a line (split at the first `=`); the server checks keys and values.
+  const lines = form.elements.labels.value.split("\n").map((line) => line.trim()).filter(Boolean);
+  const malformed = lines.find((line) => line.indexOf("=") < 1);
+  if (malformed !== undefined) {
+    status.textContent = `Not created: the label "${malformed}" is not key=value.`;
+    return;
+  }
+  const labels = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
+  const body = { model: model.name, ...(id ? { id } : {}), ...(lines.length ? { labels } : {}) };
   try {
-    const { data } = await request("/v1/instances", { method: "POST", json: id ? { id, model: model.name } : { model: model.name } });
+    const { data } = await request("/v1/instances", { method: "POST", json: body });
     form.reset();
     status.textContent = `Created ${data.id}.`;
     list.first();

@@ -1420,6 +1420,14 @@ class Dashboard(DashboardCase):
         self.screenshot("labels-list-1400.png")
         self.find("#filter-labels button[data-label='run=q-run-1']").click()
         wait_until(lambda: self.list_ids() == ["q-2", "q-3"], 5, "the instances of version 2.0", self.list_ids)
+        # Labels given at creation on the page.
+        self.find("details.create summary").click()
+        self.find("#create-form input[name='id']").send_keys("q-made")
+        self.find("#create-form textarea[name='labels']").send_keys("run=q-run-3\napp.version=3.0")
+        self.find("#create-form button[type='submit']").click()
+        wait_until(lambda: self.api.call("GET", "/v1/instances/q-made")[0] == 200, 5, "the creation")
+        self.assertEqual(self.api.instance("q-made")["labels"], {"run": "q-run-3", "app.version": "3.0"})
+        wait_until(lambda: self.label_chips() == ["app.version=3.0", "run=q-run-3"], 5, "the new instance's labels", self.label_chips)
 
     def replay_to(self, version):
         """Clicks a timeline record's "Replay to here" (brought to the middle of the window first)."""

@@ -50,6 +50,7 @@ export class Graph {
     this.hint.append(this.hintText, " ", this.fitButton);
     this.hint.hidden = true;
     container.before(this.hint);
+    this.updateHint();
     new ResizeObserver(() => this.updateHint()).observe(container);
     this.model = null;
     this.svg = null;

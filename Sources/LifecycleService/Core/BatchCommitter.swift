@@ -286,7 +286,7 @@ extension InstanceRegistry.Write {
     /// The write's idempotency key, if it has one: remembered with what the write did.
     fileprivate var idempotencyKey: IdempotencyKey? {
         switch self {
-        case .create(_, _, _, let key), .apply(_, _, _, let key): key
+        case .create(_, _, _, let key, _), .apply(_, _, _, let key): key
         case .delete: nil
         }
     }

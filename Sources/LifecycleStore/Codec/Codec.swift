@@ -24,7 +24,19 @@ enum Codec {
             .text(s.window), .text(s.breadcrumb.step), .boolean(s.breadcrumb.isSceneConnected), .integer(s.counters.unexpected),
             .integer(s.counters.ignored), .integer(s.counters.incompleteLaunches), .integer(milliseconds(instance.createdAt)),
             .integer(milliseconds(instance.updatedAt)), .integer(s.counters.divergences), .integer(s.counters.dropped),
+            .text(try labelsText(instance.labels, of: instance.id)),
         ]
+    }
+
+    /// Labels as stored: a JSON object with its keys sorted (`{}` for none).
+    static func labelsText(_ labels: [String: String], of id: String) throws(StoreError) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            return String(decoding: try encoder.encode(labels), as: UTF8.self)
+        } catch {
+            throw StoreError("the labels of instance \(id) do not encode: \(error)", isSpecificToWrite: true)
+        }
     }
 
     static func instance<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> StoredInstance {
@@ -42,8 +54,16 @@ enum Codec {
             bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.boolean(8)),
             counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11), divergences: row.integer(14), dropped: row.integer(15))
         )
+        let labelsJSON = try row.text(16, named: "instances.labels of \(id)")
+        let labels: [String: String]
+        do {
+            labels = try JSONDecoder().decode([String: String].self, from: Data(labelsJSON.utf8))
+        } catch {
+            throw Row.damaged("the labels of instance \(id) do not decode (\(error)): \(labelsJSON)")
+        }
         return StoredInstance(
-            id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state
+            id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state,
+            labels: labels
         )
     }
 

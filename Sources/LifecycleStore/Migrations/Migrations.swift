@@ -20,7 +20,7 @@ extension [Migration] {
 
 /// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
-    static let all: [Migration] = [v1, v2, v3, v4]
+    static let all: [Migration] = [v1, v2, v3, v4, v5]
 
     /// SQLite's version 4, and `commit_counter`; UNIQUE (instance, version) backstops two replicas deciding on one state.
     static let v1 = Migration(
@@ -67,11 +67,15 @@ enum PostgresMigrations {
         "DROP INDEX idempotency_by_age", "CREATE INDEX idempotency_held ON idempotency (instance) WHERE released_at IS NULL",
         "CREATE INDEX idempotency_released ON idempotency (released_at) WHERE released_at IS NOT NULL"
     )
+
+    /// SQLite's version 8.
+    static let v5 = Migration("v5-labels", "ALTER TABLE instances ADD COLUMN labels text NOT NULL DEFAULT '{}'")
+
 }
 
 /// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
 enum SQLiteMigrations {
-    static let all: [Migration] = [v1, v2, v3, v4, v5, v6, v7]
+    static let all: [Migration] = [v1, v2, v3, v4, v5, v6, v7, v8]
 
     /// Version 1: instances, their records, idempotency keys with the responses they got, and `meta`.
     static let v1 = Migration(
@@ -188,4 +192,8 @@ enum SQLiteMigrations {
         CREATE INDEX idempotency_released ON idempotency(released_at) WHERE released_at IS NOT NULL;
         """
     )
+
+    /// Labels an instance was created with (a JSON object of strings, keys sorted): who it is. Those made before have none.
+    static let v8 = Migration("v8-labels", "ALTER TABLE instances ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';")
+
 }

@@ -50,7 +50,7 @@ struct SQLDialect: Sendable {
     init(window: String, greatest: String, keepsSequenceFloor: Bool, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String) {
         instanceColumnNames = [
             "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
-            "ignored", "incomplete_launches", "created_at", "updated_at", "divergences", "dropped",
+            "ignored", "incomplete_launches", "created_at", "updated_at", "divergences", "dropped", "labels",
         ]
         instanceColumns = instanceColumnNames.joined(separator: ", ")
         instances = SQLTable(name: "instances", columns: instanceColumns)

@@ -34,13 +34,22 @@ public struct InstanceFilter: Sendable, Equatable {
     public var hasIncompleteLaunch: Bool
     /// Only instances whose app reported something the model disagrees with.
     public var hasDivergence: Bool
+    /// Only instances carrying every one of these labels.
+    public var labels: [String: String]
+    /// Only instances that have this finding (a ``Finding/signature``).
+    public var finding: String?
 
-    public init(state: String? = nil, model: String? = nil, hasUnexpected: Bool = false, hasIncompleteLaunch: Bool = false, hasDivergence: Bool = false) {
+    public init(
+        state: String? = nil, model: String? = nil, hasUnexpected: Bool = false, hasIncompleteLaunch: Bool = false, hasDivergence: Bool = false,
+        labels: [String: String] = [:], finding: String? = nil
+    ) {
         self.state = state
         self.model = model
         self.hasUnexpected = hasUnexpected
         self.hasIncompleteLaunch = hasIncompleteLaunch
         self.hasDivergence = hasDivergence
+        self.labels = labels
+        self.finding = finding
     }
 
     var query: [URLQueryItem] {
@@ -50,6 +59,8 @@ public struct InstanceFilter: Sendable, Equatable {
         if hasUnexpected { query.append(URLQueryItem(name: "hasUnexpected", value: "true")) }
         if hasIncompleteLaunch { query.append(URLQueryItem(name: "hasIncompleteLaunch", value: "true")) }
         if hasDivergence { query.append(URLQueryItem(name: "hasDivergence", value: "true")) }
+        query += labelQuery(labels)
+        if let finding { query.append(URLQueryItem(name: "finding", value: finding)) }
         return query
     }
 }
@@ -123,4 +134,9 @@ extension LifecycleClient {
             return (page.items, page.nextAfter.map { String($0) })
         }
     }
+}
+
+/// `label=key=value` for each label, in key order.
+func labelQuery(_ labels: [String: String]) -> [URLQueryItem] {
+    labels.keys.sorted().map { URLQueryItem(name: "label", value: "\($0)=\(labels[$0]!)") }
 }

@@ -52,6 +52,7 @@ struct API: Sendable {
         router.addDeferred("POST", "/v1/instances/{id}/gaps", write(postGap))
         router.addDeferred("POST", Self.batchPath, postBatch)
         router.get("/v1/instances/{id}/history", read(history))
+        router.get("/v1/findings", read(listFindings))
         router.get("/v1/instances/{id}/stream", read(instanceStream))
         router.get("/v1/stream", read(globalStream))
         router.fallback = { [staticFiles] request in

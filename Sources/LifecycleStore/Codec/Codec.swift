@@ -176,6 +176,39 @@ extension Codec {
         page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
     }
 
+    // MARK: Findings: key, signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples
+
+    static let selectFindings = "SELECT signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples FROM findings"
+
+    static func columns(_ finding: StoredFinding) -> [ColumnValue] {
+        let s = finding.subject
+        let t = finding.totals
+        return [
+            .text(finding.key.stored), .text(s.signature), .text(finding.label), .text(s.kind.rawValue), .text(s.model), .text(s.state), .text(s.aspect),
+            .text(s.name), .integer(t.count), .integer(t.instances), .integer(milliseconds(t.firstSeen)), .integer(milliseconds(t.lastSeen)),
+            // Instance ids hold no space.
+            .text(t.examples.joined(separator: " ")),
+        ]
+    }
+
+    static func finding<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> StoredFinding {
+        let signature = try row.text(0, named: "findings.signature")
+        guard let kind = FindingKind(rawValue: try row.text(2, named: "findings.kind of \(signature)")) else {
+            throw Row.damaged("finding \(signature) has a kind lifecycled does not write")
+        }
+        let subject = FindingSubject(kind: kind, model: try row.text(3, named: "findings.model of \(signature)"), state: row.text(4), aspect: row.text(5), name: row.text(6))
+        let examples = try row.text(11, named: "findings.examples of \(signature)")
+        let totals = FindingTotals(
+            count: row.integer(7), instances: row.integer(8), firstSeen: row.date(9), lastSeen: row.date(10),
+            examples: examples.split(separator: " ").map(String.init)
+        )
+        return StoredFinding(subject: subject, label: try row.text(1, named: "findings.label of \(signature)"), totals: totals)
+    }
+
+    static func findingInstance<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> FindingInstance {
+        FindingInstance(instance: try row.text(0, named: "finding_instances.instance"), signature: try row.text(1, named: "finding_instances.signature"))
+    }
+
     // MARK: Coverage counters: model, kind, name, count
 
     static func counters(_ counts: CoverageCounts) -> [[ColumnValue]] {

@@ -9,6 +9,10 @@
 import { request, seg } from "./api.js";
 import { Graph } from "./graph.js";
 import { describeCondition, el, stateBadge } from "./model.js";
+import { formatRoute } from "./route.js";
+
+/** The list of the model's instances with these filters (route.js). */
+const listLink = (model, filters) => formatRoute({ view: "instances", model: model.name, filters });
 
 /** Whether the server counts divergences in coverage (a field later servers add). */
 const countsDivergences = (coverage) => coverage.states.some((s) => s.divergences !== undefined);
@@ -25,15 +29,59 @@ export class FleetView {
     this.again = false;
     this.timer = null;
     this.lastLoad = 0;
+    this.finding = null;
+    this.findingBanner = document.getElementById("fleet-finding");
+    this.findingText = document.getElementById("fleet-finding-text");
+    document.getElementById("fleet-finding-clear").addEventListener("click", () => this.highlight(null));
+  }
+
+  /**
+   * Marks a finding (null: none) on the graph and in the tables: its state (for an
+   * incomplete launch, its step's state, or the rows of the event it names), in view.
+   */
+  highlight(finding, words = null) {
+    this.finding = finding;
+    this.findingBanner.hidden = !finding;
+    if (finding) this.findingText.replaceChildren("On the graph: ", ...words);
+    this.paintFinding();
+    const [state] = this.findingStates();
+    if (state) this.graph.reveal(state);
+  }
+
+  findingStates() {
+    const f = this.finding;
+    if (!f) return [];
+    if (f.kind === "incompleteLaunch") return this.model.stateByName.has(f.step) ? [f.step] : [];
+    return f.state ? [f.state] : [];
+  }
+
+  findingRows() {
+    const f = this.finding;
+    if (f?.kind !== "incompleteLaunch" || this.model.stateByName.has(f.step)) return [];
+    return this.model.rows.filter((r) => r.event === f.step).map((r) => r.id);
+  }
+
+  paintFinding() {
+    const states = this.findingStates();
+    const rows = this.findingRows();
+    this.graph.markStates("finding", states);
+    this.graph.markRows("finding", rows);
+    for (const tr of this.stateBody.rows) tr.classList.toggle("finding", states.includes(tr.dataset.state));
+    for (const tr of this.rowBody.rows) tr.classList.toggle("finding", rows.includes(tr.dataset.row));
   }
 
   async show(model) {
     this.model = model;
     this.coverage = null;
+    this.finding = null;
+    this.findingBanner.hidden = true;
     this.renderTables();
     const drawn = this.graph.load(model.name);
     await Promise.all([drawn, this.reload()]);
-    if (this.model === model) this.paint();
+    if (this.model === model) {
+      this.paint();
+      this.paintFinding();
+    }
   }
 
   /** Records arrived: reload the counters soon, at most once a second. */
@@ -67,6 +115,7 @@ export class FleetView {
       }
       this.renderTables();
       this.paint();
+      this.paintFinding();
     })();
     try {
       await this.loading;
@@ -139,12 +188,12 @@ export class FleetView {
     document.getElementById("legend-divergence").hidden = !divergences;
     this.stateBody.replaceChildren(...model.states.map((state) => {
       const counts = statesByName.get(state.name);
-      const link = el("a", { href: `#/instances?state=${encodeURIComponent(state.name)}` }, stateBadge(model, state.name));
+      const link = el("a", { href: listLink(model, { state: state.name }) }, stateBadge(model, state.name));
       const divergent = counts?.divergences ?? 0;
       // The count leads to the instances in the state that diverged (those whose counters say so).
       const divergenceCell = !divergences ? null
         : el("td", { className: `num${divergent > 0 ? " problem" : ""}`, dataset: { counter: "divergences" } }, divergent > 0
-          ? el("a", { href: `#/instances?state=${encodeURIComponent(state.name)}&divergent=true`, "aria-label": `${divergent} divergent records into ${state.name}: list the instances there with divergences` }, `≠ ${divergent}`)
+          ? el("a", { href: listLink(model, { state: state.name, divergent: true, sort: "-divergences" }), "aria-label": `${divergent} divergent records into ${state.name}: list the instances there with divergences` }, `≠ ${divergent}`)
           : "0");
       return el("tr", { className: counts?.unexpected ? "warn" : "", dataset: { state: state.name } },
         el("th", { scope: "row" }, link), el("td", { text: state.kind }),
@@ -154,7 +203,7 @@ export class FleetView {
       const taken = rowsById.get(row.id)?.taken;
       const guard = row.when?.length ? el("span", { className: "muted", text: ` [${row.when.map(describeCondition).join(", ")}]` }) : null;
       const divergent = rowsById.get(row.id)?.divergent;
-      return el("tr", { className: taken === 0 ? "never" : "" },
+      return el("tr", { className: taken === 0 ? "never" : "", dataset: { row: row.id } },
         el("th", { scope: "row", text: row.id }), el("td", { text: row.from }),
         el("td", {}, row.event, guard), el("td", { text: row.to ?? `(stays)` }),
         el("td", { className: "num" }, taken === undefined ? "–" : taken === 0 ? el("span", { className: "never-label", text: "never" }) : String(taken)),
@@ -184,7 +233,7 @@ export class FleetView {
       if (divergences) {
         const divergent = coverage.states.reduce((n, s) => n + (s.divergences ?? 0), 0);
         this.summary.append(`${divergent.toLocaleString()} divergent records`,
-          divergent > 0 ? el("span", {}, " (", el("a", { href: "#/instances?divergent=true", id: "fleet-divergent-link" }, "list the instances with divergences"), ")") : "", "; ");
+          divergent > 0 ? el("span", {}, " (", el("a", { href: listLink(model, { divergent: true, sort: "-divergences" }), id: "fleet-divergent-link" }, "list the instances with divergences"), ")") : "", "; ");
       }
       this.summary.append(`${never} of ${coverage.rows.length} rows never taken.`);
     } else {

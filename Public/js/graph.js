@@ -35,15 +35,23 @@ export class Graph {
     container.tabIndex = 0;
     container.setAttribute("role", "region");
     container.setAttribute("aria-label", `${label} graph (scrolls when wider than the window)`);
-    // Said in words when the graph is wider than its region: the rest is out of sight.
+    // Said in words when the graph is wider than its region (the rest is out of sight), above
+    // it so that a phone shows it before the one node in view; with a button that scales the
+    // whole graph to the region's width, and back.
+    this.fitted = false;
+    this.hintText = document.createElement("span");
+    this.fitButton = document.createElement("button");
+    this.fitButton.type = "button";
+    this.fitButton.className = "quiet small fit-button";
+    this.fitButton.setAttribute("aria-pressed", "false");
+    this.fitButton.addEventListener("click", () => this.fit(!this.fitted));
     this.hint = document.createElement("p");
     this.hint.className = "scroll-hint muted";
-    this.hint.textContent = "The graph is wider than the window: scroll it sideways (or focus it and use the arrow keys).";
+    this.hint.append(this.hintText, " ", this.fitButton);
     this.hint.hidden = true;
-    container.after(this.hint);
-    new ResizeObserver(() => {
-      this.hint.hidden = container.scrollWidth <= container.clientWidth + 1;
-    }).observe(container);
+    container.before(this.hint);
+    this.updateHint();
+    new ResizeObserver(() => this.updateHint()).observe(container);
     this.model = null;
     this.svg = null;
     this.nodes = new Map();
@@ -89,7 +97,8 @@ export class Graph {
     svg.classList.toggle("wide", width > 2 * height);
     // Never narrower than the width at which edge labels are `smallestLabel` pixels tall.
     const labelSize = Math.min(...[...svg.querySelectorAll("g.edge text")].map((t) => Number(t.getAttribute("font-size")) || 14), 14);
-    svg.style.minWidth = `${Math.ceil((width + 28) * smallestLabel / labelSize)}px`;
+    this.readableWidth = `${Math.ceil((width + 28) * smallestLabel / labelSize)}px`;
+    svg.style.minWidth = this.fitted ? "0" : this.readableWidth;
     for (const g of svg.querySelectorAll("g[id]")) {
       const id = g.getAttribute("id");
       if (id.startsWith("state-")) {
@@ -114,10 +123,36 @@ export class Graph {
   }
 
   /**
+   * `true` scales the whole graph to its region's width (its labels may then be smaller
+   * than readable); `false` draws it at its readable size again, the region scrolling.
+   */
+  fit(on) {
+    this.fitted = on;
+    if (this.svg) {
+      this.svg.style.minWidth = on ? "0" : this.readableWidth;
+      this.svg.classList.toggle("fitted", on);
+    }
+    this.updateHint();
+    // Back at its readable size, the state last brought into view is brought back.
+    if (!on && this.revealed) this.reveal(this.revealed);
+  }
+
+  updateHint() {
+    const wider = this.container.scrollWidth > this.container.clientWidth + 1;
+    this.hint.hidden = !wider && !this.fitted;
+    this.fitButton.setAttribute("aria-pressed", String(this.fitted));
+    this.hintText.textContent = this.fitted
+      ? "The whole graph, scaled to the window's width."
+      : "The graph is wider than the window: scroll it sideways (or focus it and use the arrow keys).";
+    this.fitButton.textContent = this.fitted ? "Readable size" : "Fit to width";
+  }
+
+  /**
    * Scrolls the graph's region, when it scrolls, so that `state`'s node is in view; false
    * when it could not tell where the node is (no such node, or the view is hidden).
    */
   reveal(state) {
+    this.revealed = state;
     const node = this.nodes.get(state);
     const box = node?.getBoundingClientRect();
     if (!box?.width) return false;

@@ -17,13 +17,15 @@ const fact = (term, ...value) => el("div", { dataset: { fact: term } }, el("dt",
 
 export class InstanceDetail {
   /** `onDeleted(id)` is called after this page deleted an instance. */
-  constructor({ onDeleted }) {
+  constructor({ onDeleted, labelLink }) {
     this.onDeleted = onDeleted;
+    this.labelLink = labelLink;
     this.graph = new Graph(document.getElementById("instance-graph"), "Instance");
     this.heading = document.getElementById("detail-heading");
     this.empty = document.getElementById("detail-empty");
     this.body = document.getElementById("detail-body");
     this.facts = document.getElementById("detail-facts");
+    this.labels = document.getElementById("detail-labels");
     this.replayRecord = document.getElementById("replay-record");
     this.factsCaption = document.getElementById("facts-caption");
     this.graphCaption = document.getElementById("graph-caption");
@@ -140,6 +142,7 @@ export class InstanceDetail {
     this.empty.hidden = true;
     this.body.hidden = false;
     this.facts.replaceChildren(el("div", {}, el("dt", { text: "Loading" }), el("dd", { text: "…" })));
+    this.labels.hidden = true;
     let instance;
     try {
       ({ data: instance } = await request(`/v1/instances/${seg(id)}`));
@@ -445,8 +448,23 @@ export class InstanceDetail {
       ...(i.counters.dropped === undefined ? [] : [fact("Dropped on the device", String(i.counters.dropped))]),
       fact("Updated", timeElement(i.updatedAt)),
     );
+    this.renderLabels();
     this.facts.dataset.state = i.state;
     this.facts.dataset.replay = "false";
+  }
+
+  /** Who the instance is (set at creation): each label leads to the list of the instances that share it. */
+  renderLabels() {
+    const labels = this.instance?.labels;
+    // Only servers that keep labels send them.
+    this.labels.hidden = labels === undefined;
+    if (labels === undefined) return;
+    const entries = Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const list = this.labels.querySelector("ul");
+    list.replaceChildren(...entries.map(([key, value]) => el("li", { dataset: { key } },
+      el("a", { className: "chip label-chip", href: this.labelLink(`${key}=${value}`), title: `List the instances labelled ${key}=${value}` },
+        el("span", { className: "label-key", text: key }), "=", el("span", { className: "label-value", text: value })))));
+    this.labels.querySelector(".none").hidden = entries.length > 0;
   }
 
   /**

@@ -4,19 +4,36 @@
 // list does not jump while someone reads it.
 //
 // The filters for counted problems (hasUnexpected, hasIncompleteLaunch,
-// hasDivergence) are the server's: they search every instance, so the broken ones are one page however
-// large the fleet. Sorting is the page's own, of the rows on screen: a page in
+// hasDivergence), labels and findings are the server's: they search every instance, so the broken ones are one page however
+// large the fleet. The filters and the order live in the page's URL (route.js): `onChange` tells
+// the page when someone changed them here. Sorting is the page's own, of the rows on screen: a page in
 // another order would need a cursor over counters that change with every record,
 // and the filters already bring the broken instances together.
 
 import { request } from "./api.js";
 import { el, stateBadge } from "./model.js";
+import { normalizeFilters, sameFilters } from "./route.js";
 
 /** The counters the list shows, in its column order. */
 const counted = new Set(["unexpected", "incompleteLaunches", "divergences"]);
 
 export class InstanceList {
-  constructor() {
+  /**
+   * `onChange()` is called when someone changes the filters or the order on the page;
+   * `link(id)` is the address of an instance with the list as it is; `describeFinding(signature)`
+   * resolves to a finding's description in words (or null).
+   */
+  constructor({ onChange, link, describeFinding }) {
+    this.onChange = onChange;
+    this.link = link;
+    this.describeFinding = describeFinding;
+    this.labelInput = document.getElementById("filter-label-input");
+    this.labelList = document.getElementById("filter-labels");
+    this.labelStatus = document.getElementById("filter-label-status");
+    this.findingNotice = document.getElementById("filter-finding");
+    this.findingText = document.getElementById("filter-finding-text");
+    this.labels = [];
+    this.finding = "";
     this.body = document.querySelector("#instance-list tbody");
     this.status = document.getElementById("list-status");
     this.stateFilter = document.getElementById("filter-state");
@@ -40,11 +57,23 @@ export class InstanceList {
     this.created = 0;
     this.generation = 0;
 
-    this.stateFilter.addEventListener("change", () => this.first());
-    this.limitFilter.addEventListener("change", () => this.first());
-    this.unexpectedFilter.addEventListener("change", () => this.first());
-    this.incompleteFilter.addEventListener("change", () => this.first());
-    this.divergentFilter.addEventListener("change", () => this.first());
+    for (const control of [this.stateFilter, this.limitFilter, this.unexpectedFilter, this.incompleteFilter, this.divergentFilter]) {
+      control.addEventListener("change", () => this.changed());
+    }
+    document.getElementById("filter-label-add").addEventListener("click", () => this.addLabel());
+    this.labelList.addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-label]");
+      if (!button) return;
+      this.labels = this.labels.filter((label) => label !== button.dataset.label);
+      this.renderLabels();
+      this.changed();
+      this.labelInput.focus();
+    });
+    document.getElementById("filter-finding-clear").addEventListener("click", () => {
+      this.finding = "";
+      this.renderFinding();
+      this.changed();
+    });
     for (const th of this.headings) {
       th.querySelector("button").addEventListener("click", () => {
         const key = th.dataset.sort;
@@ -52,6 +81,7 @@ export class InstanceList {
         this.sortDescending = key === this.sortKey ? !this.sortDescending : counted.has(key);
         this.sortKey = key;
         this.sort();
+        this.onChange();
       });
     }
     this.prev.addEventListener("click", () => {
@@ -67,32 +97,106 @@ export class InstanceList {
       }
     });
     document.getElementById("list-refresh").addEventListener("click", () => this.first());
-    document.getElementById("filter-state").form.addEventListener("submit", (e) => e.preventDefault());
+    // Enter in the label field adds the label (the form has nothing else to submit).
+    document.getElementById("filter-state").form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      if (document.activeElement === this.labelInput) this.addLabel();
+    });
   }
 
-  setModel(model, state = "") {
+  /** A filter or the order changed on the page: a new first page, and the URL follows. */
+  changed() {
+    this.first();
+    this.onChange();
+  }
+
+  /** Adds the label typed (`key=value`) to the filters, unless it is malformed. */
+  addLabel() {
+    const text = this.labelInput.value.trim();
+    const at = text.indexOf("=");
+    if (at < 1 || at === text.length - 1) {
+      this.labelStatus.textContent = "A label filter is key=value, for example run=nightly-42.";
+      return;
+    }
+    this.labelStatus.textContent = "";
+    this.labelInput.value = "";
+    if (this.labels.includes(text)) return;
+    this.labels.push(text);
+    this.renderLabels();
+    this.changed();
+  }
+
+  renderLabels() {
+    this.labelList.replaceChildren(...this.labels.map((label) => el("li", { className: "chip label-chip", dataset: { label } },
+      el("span", { text: label }),
+      el("button", { type: "button", className: "remove", dataset: { label }, "aria-label": `Remove the label filter ${label}`, text: "×" }))));
+    this.labelList.hidden = this.labels.length === 0;
+  }
+
+  async renderFinding() {
+    const signature = this.finding;
+    this.findingNotice.hidden = !signature;
+    if (!signature) return;
+    this.findingText.textContent = "a finding";
+    const words = await this.describeFinding(signature);
+    if (this.finding === signature) this.findingText.textContent = words ?? `signature ${signature}`;
+  }
+
+  /** The filters and order as they are on the page (route.js's shape). */
+  filters() {
+    return normalizeFilters({
+      state: this.stateFilter.value,
+      unexpected: this.unexpectedFilter.checked,
+      incomplete: this.incompleteFilter.checked,
+      divergent: this.divergentFilter.checked,
+      labels: this.labels,
+      finding: this.finding,
+      limit: this.limitFilter.value,
+      sort: `${this.sortDescending ? "-" : ""}${this.sortKey}`,
+    });
+  }
+
+  /** Sets the controls to `filters` (from the URL); false when they were already so. */
+  showFilters(filters) {
+    const f = normalizeFilters(filters);
+    this.stateFilter.value = this.model.stateByName.has(f.state) ? f.state : "";
+    this.unexpectedFilter.checked = f.unexpected;
+    this.incompleteFilter.checked = f.incomplete;
+    this.divergentFilter.checked = f.divergent;
+    this.labels = f.labels;
+    this.finding = f.finding;
+    this.limitFilter.value = f.limit;
+    const descending = f.sort.startsWith("-");
+    const key = f.sort.replace(/^-/, "");
+    this.sortKey = this.headings.some((th) => th.dataset.sort === key) ? key : "id";
+    this.sortDescending = this.sortKey === key && descending;
+    this.renderLabels();
+    this.renderFinding();
+  }
+
+  setModel(model, filters = {}) {
     this.model = model;
     this.stateFilter.replaceChildren(el("option", { value: "", text: "any state" }),
       ...model.states.map((s) => el("option", { value: s.name, text: s.name })));
-    this.stateFilter.value = model.stateByName.has(state) ? state : "";
+    this.showFilters(filters);
     return this.first();
   }
 
-  /** The filters a link asked for (`#/instances?state=…&divergent=true`). */
-  filterFromRoute(state, divergent) {
-    // A link to the divergent instances names its state or means any; one naming a state
-    // alone leaves the problem filters as they were.
-    const wanted = state ?? (divergent ? "" : this.stateFilter.value);
-    const checked = divergent || this.divergentFilter.checked;
-    if (this.stateFilter.value === wanted && this.divergentFilter.checked === checked) return;
-    this.stateFilter.value = wanted;
-    this.divergentFilter.checked = checked;
-    if (divergent) {
-      // The instances with the most divergences first.
-      this.sortKey = "divergences";
-      this.sortDescending = true;
-    }
-    this.first();
+  /** The filters a link or a reload asked for; a new first page only when they differ. */
+  setFilters(filters) {
+    if (sameFilters(filters, this.filters())) return false;
+    const before = this.filters();
+    this.showFilters(filters);
+    const after = this.filters();
+    // Only the order changed: the page on screen is sorted again, not reloaded.
+    if (JSON.stringify({ ...before, sort: "" }) === JSON.stringify({ ...after, sort: "" })) this.sort();
+    else this.first();
+    return true;
+  }
+
+  /** Each row's link carries the list's filters (after they or the order changed). */
+  relink() {
+    for (const [id, { tr }] of this.rows) tr.querySelector("a").href = this.link(id);
   }
 
   first() {
@@ -114,6 +218,8 @@ export class InstanceList {
     if (this.incompleteFilter.checked) params.set("hasIncompleteLaunch", "true");
     const divergent = this.divergentFilter.checked;
     if (divergent) params.set("hasDivergence", "true");
+    for (const label of this.labels) params.append("label", label);
+    if (this.finding) params.set("finding", this.finding);
     const cursor = this.cursors[this.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
     this.status.textContent = "Loading…";
@@ -140,7 +246,7 @@ export class InstanceList {
     this.next.disabled = !page.nextCursor;
     const first = (this.cursors.length - 1) * Number(this.limitFilter.value);
     const problems = [this.unexpectedFilter.checked && "with unexpected events", this.incompleteFilter.checked && "with incomplete launches",
-      divergent && "with divergences"].filter(Boolean);
+      divergent && "with divergences", this.finding && "with the finding", this.labels.length && `labelled ${this.labels.join(", ")}`].filter(Boolean);
     const filter = (this.stateFilter.value ? ` in ${this.stateFilter.value}` : "") + (problems.length ? ` ${problems.join(" and ")}` : "");
     this.status.textContent = page.items.length === 0
       ? (this.cursors.length === 1 ? `No instances${filter}.` : "No more instances.")
@@ -149,7 +255,7 @@ export class InstanceList {
   }
 
   row(instance) {
-    const link = el("a", { href: `#/instances/${encodeURIComponent(instance.id)}`, text: instance.id });
+    const link = el("a", { href: this.link(instance.id), text: instance.id });
     const badgeCell = el("td", {}, stateBadge(this.model, instance.state));
     const counters = { ...instance.counters };
     const count = (key) => el("td", { className: "num", dataset: { counter: key } });

@@ -24,6 +24,8 @@ public protocol InstanceStore: AnyObject, Sendable {
     func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage
     /// The committed coverage counters of every model (see ``StoreTransaction/addCoverage(_:)``).
     func loadCoverage() throws(StoreError) -> CoverageCounts
+    /// The committed findings and their instances (see ``StoreTransaction/storeFindings(_:instances:)``).
+    func loadFindings() throws(StoreError) -> StoredFindings
     /// Ends the store's connections and threads; later calls fail.
     func close()
 }
@@ -50,6 +52,13 @@ public protocol StoreTransaction {
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup
     /// Adds `counts` to the stored coverage counters: once a transaction, so that each counter is written once.
     func addCoverage(_ counts: CoverageCounts) throws(StoreError)
+    /// The findings stored under `keys`, as committed (one round trip).
+    func findings(_ keys: [FindingKey]) throws(StoreError) -> [StoredFinding]
+    /// Which of the instances named have which findings, as committed (one round trip).
+    func findingInstances(of instances: [String]) throws(StoreError) -> Set<FindingInstance>
+    /// Stores `findings` (each replacing the one under its key) and the pairs `instances`: once a transaction, so that
+    /// each finding is written once however many records it counts. A delete drops the instance's pairs.
+    func storeFindings(_ findings: [StoredFinding], instances: [FindingInstance]) throws(StoreError)
 }
 
 extension StoreTransaction {

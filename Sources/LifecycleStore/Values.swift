@@ -8,13 +8,16 @@ public struct StoredInstance: Sendable, Equatable {
     public var createdAt: Date
     public var updatedAt: Date
     public var state: InstanceState
+    /// Who the instance is (an app's version, a test run's id): set at creation, never changed.
+    public var labels: [String: String]
 
-    public init(id: String, model: String, createdAt: Date, updatedAt: Date, state: InstanceState) {
+    public init(id: String, model: String, createdAt: Date, updatedAt: Date, state: InstanceState, labels: [String: String] = [:]) {
         self.id = id
         self.model = model
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.state = state
+        self.labels = labels
     }
 }
 

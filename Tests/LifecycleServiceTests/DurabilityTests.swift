@@ -135,7 +135,7 @@ struct DurabilityTests {
 
     @Test("a full disk answers 503 with Retry-After and changes nothing", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func fullDisk() throws {
-        let server = try TestServer { $0.maxDatabasePages = 15 }  // the schema (a page a table and index) and a few records
+        let server = try TestServer { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
         let c = try server.connect()
         try c.makeInstance("app", events: ["didFinishLaunching"])
         var failure: HTTPResponse?

@@ -116,9 +116,9 @@ struct CoverageStoreTests {
         }
         do {
             let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
-            // Versions 4 to 7 undone.
+            // Versions 4 to 9 undone.
             try database.execute("""
-                DROP TABLE coverage; DROP INDEX records_divergent; ALTER TABLE records DROP COLUMN divergent;
+                DROP TABLE findings; DROP TABLE finding_instances; DROP TABLE coverage; DROP INDEX records_divergent; ALTER TABLE records DROP COLUMN divergent; ALTER TABLE instances DROP COLUMN labels;
                 ALTER TABLE instances DROP COLUMN divergences; ALTER TABLE instances DROP COLUMN dropped;
                 DROP INDEX idempotency_held; DROP INDEX idempotency_released; ALTER TABLE idempotency DROP COLUMN released_at;
                 CREATE INDEX idempotency_by_age ON idempotency(created_at); PRAGMA user_version = 3

@@ -127,9 +127,9 @@ struct DivergenceStoreTests {
         }
         instance.state = machine.snapshot
         #expect(instance.state.counters.unexpected == 2)
-        // The rows as version 4 holds them: without the last column of each (the last two of an instance).
+        // The rows as version 4 holds them: without the last column of each (the last three of an instance).
         let statements = [
-            "INSERT INTO instances VALUES (\(Self.literals(try Codec.columns(of: instance).dropLast(2), backend)))",
+            "INSERT INTO instances VALUES (\(Self.literals(try Codec.columns(of: instance).dropLast(3), backend)))",
         ] + rows.map { "INSERT INTO records (seq, instance, version, kind, outcome, body) VALUES (\(Self.literals($0.dropLast(), backend)))" }
 
         let open = try Self.opener(

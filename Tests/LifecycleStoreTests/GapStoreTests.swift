@@ -49,9 +49,9 @@ struct GapStoreTests {
         }
         instance.state = machine.snapshot
         #expect(instance.state.counters.divergences == 1)
-        // The rows as version 5 holds them: an instance without its last column.
+        // The rows as version 5 holds them: an instance without its last two columns.
         let statements = [
-            "INSERT INTO instances VALUES (\(DivergenceStoreTests.literals(try Codec.columns(of: instance).dropLast(), backend)))",
+            "INSERT INTO instances VALUES (\(DivergenceStoreTests.literals(try Codec.columns(of: instance).dropLast(2), backend)))",
         ] + rows.map { "INSERT INTO records (seq, instance, version, kind, outcome, body, divergent) VALUES (\(DivergenceStoreTests.literals($0, backend)))" }
 
         let open = try DivergenceStoreTests.opener(

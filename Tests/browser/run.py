@@ -21,7 +21,11 @@ one and the hooks expected, ran, missing and extra (or order only); the device's
 occurredAt beside the server's time; the fleet's divergences per state as coverage counts
 them, leading to the instances with divergences (divergence-*.png). Issue 20: a gap (inputs
 dropped on the device) in the timeline and the replay, in words with its own mark, and the
-instance's dropped count (gap-*.png). It also
+instance's dropped count (gap-*.png). Issue 33: at a phone's width (400 px, emulated through
+the DevTools protocol: headless Chromium makes no window under 500 px) and at 1400, the
+instance graph fits or scrolls with every node reachable, tapping an instance brings its
+details into view, and the filters and the chosen instance live in the URL (phone-*.png).
+It also
 measures how long the page takes to load with 10,000 instances (figures printed, never
 asserted).
 
@@ -47,6 +51,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service as ChromeService
@@ -285,6 +290,15 @@ def wait_until(condition, timeout=10.0, message="condition", explain=None):
         time.sleep(0.05)
 
 
+# A server without findings (before issue 33) answers the page's request 404, which the page
+# says in words and Chromium logs.
+NO_FINDINGS = r"/v1/findings\?.* 404"
+
+
+def has_findings(api):
+    return api.call("GET", "/v1/findings?model=ios-app")[0] != 404
+
+
 class DashboardCase(unittest.TestCase):
     """One server and one browser per class; every test ends with no console errors."""
 
@@ -297,6 +311,7 @@ class DashboardCase(unittest.TestCase):
     def setUpClass(cls):
         cls.server = Server(*cls.server_arguments)
         cls.api = API(cls.server, token=cls.token)
+        cls.has_findings = has_findings(cls.api)
         cls.driver = browser()
 
     @classmethod
@@ -306,6 +321,21 @@ class DashboardCase(unittest.TestCase):
 
     def setUp(self):
         self.expected_console = list(self.allowed_console)
+        if not self.has_findings:
+            self.expected_console.append(NO_FINDINGS)
+        self.metrics = None
+
+    def set_width(self, width, height):
+        """The page at `width` × `height` CSS px, through the DevTools protocol's device metrics:
+        headless Chromium makes no window narrower than 500 px. Under 500 px it is a phone's
+        (`mobile`: the viewport meta tag applies, scrollbars overlay the page)."""
+        self.metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500}
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", self.metrics)
+
+    def reset_width(self):
+        self.metrics = None
+        self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        self.driver.set_window_size(1400, 1000)
 
     def tearDown(self):
         self.assertNoConsoleErrors()
@@ -356,7 +386,8 @@ class DashboardCase(unittest.TestCase):
         # next click lands where the page no longer is).
         width, scroll = self.js("return innerWidth"), self.js("return [scrollX, scrollY]")
         height = min(self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]["height"], 6000)
-        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": math.ceil(height), "deviceScaleFactor": 1, "mobile": False})
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": math.ceil(height), "deviceScaleFactor": 1,
+                                                                           "mobile": bool(self.metrics and self.metrics["mobile"])})
         try:
             size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
             height = min(size["height"], 6000)
@@ -374,7 +405,11 @@ class DashboardCase(unittest.TestCase):
                 with open(target, "wb") as f:
                     f.write(base64.b64decode(shot["data"]))
         finally:
-            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            # Back to the width the test set (see set_width), or the window's own.
+            if self.metrics:
+                self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", self.metrics)
+            else:
+                self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
             self.js("scrollTo(arguments[0], arguments[1])", *scroll)
         log(f"screenshot {path}")
 
@@ -841,8 +876,8 @@ class Dashboard(DashboardCase):
         self.api.event("bg-launch-twice-narrow", {"event": "didBecomeActive"}, expect=(409,))
         try:
             for width, height in [(1400, 900), (400, 800)]:
-                self.driver.set_window_size(width, height)
-                inner = self.js("return window.innerWidth")
+                self.set_width(width, height)
+                inner = width
                 for name in self.VIEWS:
                     with self.subTest(view=name, width=width):
                         self.view(name)
@@ -895,7 +930,7 @@ class Dashboard(DashboardCase):
                     return [...document.querySelectorAll('#scenario-table button')].filter(b => b.getBoundingClientRect().right > panel.right + 0.5).length""")
                 self.assertEqual(outside, 0, f"scenario buttons inside the panel at {width}")
         finally:
-            self.driver.set_window_size(1400, 1000)
+            self.reset_width()
 
     def fleet_table_spill(self):
         """How far the fleet tables' farthest cell reaches past their panel's inner right edge (px)."""
@@ -1052,7 +1087,7 @@ class Dashboard(DashboardCase):
         self.assertEqual(self.find(f"#instance-list tr[data-id='{instance}'] td[data-counter='divergences']").text, "3")
 
         # The same at a narrow window: nothing wider than it, the details inside their cards.
-        self.driver.set_window_size(400, 800)
+        self.set_width(400, 800)
         try:
             self.open_instance(instance, "foreground")
             wait_until(lambda: self.timeline_versions()[:1] == [agreed["version"]], 5, "the timeline")
@@ -1079,7 +1114,7 @@ class Dashboard(DashboardCase):
             self.assertEqual(self.find("#state-table tr[data-state='foreground'] td[data-counter='divergences']").get_attribute("data-label"), "Divergences")
             self.screenshot("divergence-fleet-400.png", slices=True)
         finally:
-            self.driver.set_window_size(1400, 1000)
+            self.reset_width()
 
     def test_n_a_gap_of_dropped_reports_in_timeline_replay_and_facts(self):
         """A reporter that dropped queued inputs says how many (issue 20): the gap's record is
@@ -1137,6 +1172,274 @@ class Dashboard(DashboardCase):
                    lambda: self.find("#trace-result").text)
         self.assertEqual(len(self.finds("#trace-result tbody tr")), 4, "the four events, not the gaps")
         self.assertNoConsoleErrors()
+
+    # A phone's width (issue 33, point 8).
+
+    def in_view(self, selector):
+        """Whether the element's top is inside the window (what a tap should bring into view)."""
+        return self.js("""const box = document.querySelector(arguments[0]).getBoundingClientRect();
+            return box.top >= 0 && box.top < innerHeight - 40""", selector)
+
+    def unreachable_nodes(self, graph):
+        """The states of the graph's nodes that scrolling its region sideways cannot bring
+        wholly inside it (each node is scrolled to, then measured)."""
+        return self.js("""const region = document.getElementById(arguments[0]);
+            const missed = [];
+            for (const node of region.querySelectorAll('svg g.node')) {
+              let box = node.getBoundingClientRect(), r = region.getBoundingClientRect();
+              region.scrollLeft += box.left + box.width / 2 - (r.left + region.clientLeft + region.clientWidth / 2);
+              box = node.getBoundingClientRect(); r = region.getBoundingClientRect();
+              const left = r.left + region.clientLeft, top = r.top + region.clientTop;
+              if (box.left < left - 1 || box.right > left + region.clientWidth + 1 || box.top < top - 1 || box.bottom > top + region.clientHeight + 1) {
+                missed.push(node.dataset.state);
+              }
+            }
+            return missed""", graph)
+
+    def graph_width(self, graph):
+        return self.js("""const region = document.getElementById(arguments[0]);
+            return [region.querySelector('svg').getBoundingClientRect().width, region.clientWidth]""", graph)
+
+    def test_o_a_phones_width_graph_details_and_url(self):
+        """At 400 px (and 1400): the instance graph fits its region or scrolls with every node
+        reachable, and a button fits it to the width; tapping an instance in the list brings its
+        details into view; the filters, the order and the chosen instance live in the URL, so a
+        reload, and the same link in a tab that last showed another model, show the same view."""
+        for index in range(3):
+            instance = f"a-phone-{index}"
+            self.api.create(instance)
+            for step in COLD_START:
+                self.api.event(instance, step)
+        for instance, times in [("a-phone-1", 1), ("a-phone-2", 2)]:
+            for _ in range(times):
+                self.api.event(instance, {"event": "willEnterForeground"}, expect=(409,))
+        other = next(m["name"] for m in self.api.ok("GET", "/v1/models")["items"] if m["name"] != "ios-app")
+        try:
+            for width, height in [(400, 800), (1400, 900)]:
+                with self.subTest(width=width):
+                    self.set_width(width, height)
+                    self.check_phone_width(width, other)
+        finally:
+            self.reset_width()
+
+    def check_phone_width(self, width, other):
+        there = sorted((-i["counters"]["unexpected"], i["id"]) for i in self.api.all_instances("ios-app")
+                       if i["state"] == "foreground" and i["counters"]["unexpected"] > 0)
+        expected = [i for _, i in there][:100]
+        self.assertIn("a-phone-2", expected)
+        self.assertNotIn("a-phone-0", expected)
+        self.load("#/instances")
+        wait_until(lambda: "a-phone-0" in self.list_ids(), 5, "the list", self.list_ids)
+        # Filters and order chosen on the page.
+        Select(self.find("#filter-state")).select_by_value("foreground")
+        self.find("#filter-unexpected").click()
+        self.find("#instance-list th[data-sort='unexpected'] button").click()
+        wait_until(lambda: self.list_ids() == expected, 5, "the filtered list, the most unexpected first", self.list_ids)
+        if width < 500:
+            self.assertFalse(self.in_view("#detail-heading"), "at a phone's width the details are below the list")
+        # Tapping an instance brings its details into view.
+        self.find("#instance-list tr[data-id='a-phone-2'] a").click()
+        wait_until(lambda: "a-phone-2" in self.find("#detail-heading").text and self.current_state() == "foreground", 5, "a-phone-2's details")
+        wait_until(lambda: self.in_view("#detail-heading"), 2, "the details brought into view")
+        self.assertEqual(self.js("return innerWidth"), width)
+        self.settled(self.api.instance("a-phone-2")["version"])
+        fragment = self.driver.current_url.split("#", 1)[1]
+        path, query = fragment.split("?", 1)
+        self.assertEqual(path, "/instances/a-phone-2")
+        self.assertEqual(urllib.parse.parse_qs(query), {"model": ["ios-app"], "state": ["foreground"], "unexpected": ["true"], "sort": ["-unexpected"]},
+                         "the filters, the order and the model in the URL")
+
+        # The graph: every node reachable by scrolling its region; fitted, every node inside it.
+        self.assertLessEqual(self.js("return document.documentElement.scrollWidth"), width, "no wider than the window")
+        self.assertEqual(self.unreachable_nodes("instance-graph"), [], f"every node reachable at {width}")
+        drawn, room = self.graph_width("instance-graph")
+        hint = self.find("#instance-graph").find_element(By.XPATH, "preceding-sibling::p[contains(@class, 'scroll-hint')]")
+        fit = hint.find_element(By.CSS_SELECTOR, "button.fit-button")
+        if drawn > room + 1:
+            self.assertTrue(hint.is_displayed() and "scroll it sideways" in hint.text, "a graph wider than its region says so, above it")
+            self.js("arguments[0].scrollIntoView({block: 'center'})", fit)
+            fit.click()
+            wait_until(lambda: self.graph_width("instance-graph")[0] <= self.graph_width("instance-graph")[1] + 1, 2, "the graph fitted to the width")
+            self.assertEqual(fit.get_attribute("aria-pressed"), "true")
+            self.assertEqual(self.js("return document.getElementById('instance-graph').scrollWidth - document.getElementById('instance-graph').clientWidth"), 0)
+            self.assertEqual(self.unreachable_nodes("instance-graph"), [], "every node inside the fitted graph")
+            self.screenshot(f"phone-graph-fitted-{width}.png", slices=width < 500)
+            fit.click()
+            wait_until(lambda: self.graph_width("instance-graph")[0] > self.graph_width("instance-graph")[1] + 1, 2, "the graph at its readable size again")
+            inside = """const region = document.getElementById('instance-graph').getBoundingClientRect();
+                const node = document.querySelector('#instance-graph svg g.current').getBoundingClientRect();
+                return node.left >= region.left - 1 && node.right <= region.right + 1"""
+            wait_until(lambda: self.js(inside), 2, "the current state in view again")
+        else:
+            self.assertTrue(not hint.is_displayed(), "no hint where the graph fits")
+        self.js("document.getElementById('detail-heading').scrollIntoView()")
+        self.screenshot(f"phone-instance-{width}.png", slices=width < 500)
+
+        # The same view after a reload, and from the link in a tab that last showed another model.
+        def same_view(what):
+            wait_until(lambda: self.list_ids() == expected, 5, f"{what}: the same list", self.list_ids)
+            wait_until(lambda: "a-phone-2" in self.find("#detail-heading").text and self.current_state() == "foreground", 5, f"{what}: a-phone-2's details")
+            self.assertEqual(Select(self.find("#model-select")).first_selected_option.get_attribute("value"), "ios-app", f"{what}: the model")
+            self.assertEqual(Select(self.find("#filter-state")).first_selected_option.get_attribute("value"), "foreground", f"{what}: the state filter")
+            self.assertTrue(self.find("#filter-unexpected").is_selected(), f"{what}: the problem filter")
+            self.assertEqual(self.find("#instance-list th[data-sort='unexpected']").get_attribute("aria-sort"), "descending", f"{what}: the order")
+            self.assertTrue(self.find("#instance-list tr[data-id='a-phone-2']").get_attribute("class").count("selected"), f"{what}: the row chosen")
+            wait_until(lambda: self.in_view("#detail-heading"), 2, f"{what}: the details in view")
+            self.assertEqual(self.driver.current_url.split("#", 1)[1], fragment, f"{what}: the same URL")
+
+        self.driver.refresh()
+        wait_until(lambda: self.js("return document.body.dataset.ready") == "true", 15, "the page reloaded")
+        same_view("reloaded")
+        self.js("localStorage.setItem('lifecycled.model', arguments[0])", other)
+        self.load("#" + fragment)
+        same_view("a shared link")
+        self.assertEqual(self.js("return localStorage.getItem('lifecycled.model')"), "ios-app", "the link's model is the one shown")
+        # The views' links keep the model and the list's filters.
+        self.find("nav a[data-view='fleet']").click()
+        wait_until(lambda: self.driver.current_url.endswith("#/fleet?model=ios-app"), 2, "the fleet's URL")
+        self.find("nav a[data-view='instances']").click()
+        wait_until(lambda: self.list_ids() == expected and self.find("#filter-unexpected").is_selected(), 5, "the list as it was", self.list_ids)
+
+    # Findings and labels (issue 33, points 7 and 3).
+
+    def needs_service_side(self):
+        if not self.has_findings:
+            self.fail("this server has no GET /v1/findings (the service side of issue 33, branch wt33-backend)")
+
+    def needs_labels(self):
+        if self.api.call("GET", "/v1/instances?model=ios-app&label=run%3Dx")[0] != 200:
+            self.fail("this server has no labels (the service side of issue 33, branch wt33-backend)")
+
+    def create_labelled(self, instance, labels, steps=()):
+        self.api.ok("POST", "/v1/instances", {"id": instance, "model": "ios-app", "labels": labels}, expect=(201,))
+        for step in steps:
+            self.api.event(instance, step, expect=(200, 409))
+
+    def findings(self, **filters):
+        query = urllib.parse.urlencode({"model": "ios-app", "limit": 1000, **filters})
+        return self.api.ok("GET", f"/v1/findings?{query}", expect=(200,))["items"]
+
+    def shown_findings(self):
+        return self.js("""return [...document.querySelectorAll('#findings-list > li')].map(li =>
+            [li.dataset.signature, li.querySelector('.finding-instances').textContent])""")
+
+    def finding_requests(self):
+        return self.js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/findings?')).length")
+
+    def test_p_findings_live_leading_to_instances_and_the_graph(self):
+        """The findings panel lists GET /v1/findings in its order; records with problems on the
+        stream update it (a burst costs a few requests, not one per record); a finding opens
+        the list of its instances (in the URL: a reload keeps it) and marks its state on the
+        fleet's graph and in the states' table."""
+        self.needs_service_side()
+        for instance in ["f-late-1", "f-late-2"]:
+            self.create_labelled(instance, {"run": "p-run"}, COLD_START + [{"event": "willEnterForeground"}])
+        self.create_labelled("f-late-3", {"run": "p-run"}, COLD_START)
+        self.create_labelled("f-fine-1", {"run": "p-run"}, COLD_START)
+        self.load("#/fleet")
+        want = [f["signature"] for f in self.findings()][:20]
+        wait_until(lambda: [sig for sig, _ in self.shown_findings()] == want, 5, "the findings in the API's order", self.shown_findings)
+        finding = next(f for f in self.findings() if f["kind"] == "unexpected" and f.get("event") == "willEnterForeground" and f["state"] == "foreground")
+        sig = finding["signature"]
+        item = lambda: self.find(f"#findings-list > li[data-signature='{sig}']")
+        self.assertIn("willEnterForeground unexpected in foreground", item().text)
+        self.assertEqual(item().find_element(By.CSS_SELECTOR, ".finding-instances").text, f"{finding['instances']} instances")
+
+        # Live: a record with a problem updates its finding; a burst costs a few requests.
+        before = self.finding_requests()
+        self.api.event("f-late-3", {"event": "willEnterForeground"}, expect=(409,))
+        for _ in range(20):
+            self.api.event("f-late-1", {"event": "willEnterForeground"}, expect=(409,))
+        live = next(f for f in self.findings() if f["signature"] == sig)
+        self.assertEqual(live["instances"], finding["instances"] + 1)
+        wait_until(lambda: item().find_element(By.CSS_SELECTOR, ".finding-instances").text == f"{live['instances']} instances"
+                   and f"{live['count']} records" in item().text, 5, "the finding's figures, live", lambda: item().text)
+        self.assertLessEqual(self.finding_requests() - before, 4, "one reload per burst of records, not one per record")
+        # A new kind of problem appears without a reload.
+        diverged = self.api.event("f-fine-1", {"event": "willResignActive", "believedState": "terminating"})
+        self.assertTrue(diverged.get("divergence"))
+        wait_until(lambda: any(f["kind"] == "divergence" and f["signature"] in [s for s, _ in self.shown_findings()] for f in self.findings()),
+                   5, "the divergence's finding, live")
+        self.check_widths("the findings")
+        self.screenshot("findings-1400.png")
+
+        # Its state on the graph and in the table.
+        item().find_element(By.CSS_SELECTOR, "button[data-signature]").click()
+        wait_until(lambda: self.js("return [...document.querySelectorAll('#fleet-graph svg g.node.finding')].map(g => g.dataset.state)") == ["foreground"],
+                   2, "the finding's state marked on the graph")
+        self.assertEqual(self.js("return [...document.querySelectorAll('#state-table tr.finding')].map(tr => tr.dataset.state)"), ["foreground"])
+        self.assertIn("willEnterForeground unexpected in foreground", self.find("#fleet-finding").text)
+        self.screenshot("findings-on-graph-1400.png")
+
+        # Its instances: the list filtered by the finding, as the API lists them.
+        item().find_element(By.CSS_SELECTOR, ".finding-instances").click()
+        named = sorted(i["id"] for i in self.api.ok("GET", f"/v1/instances?model=ios-app&finding={urllib.parse.quote(sig, safe='')}&limit=1000")["items"])
+        self.assertLessEqual({"f-late-1", "f-late-2", "f-late-3"}, set(named))
+        self.assertNotIn("f-fine-1", named)
+        wait_until(lambda: sorted(self.list_ids()) == named, 5, "the finding's instances", self.list_ids)
+        self.assertIn("willEnterForeground unexpected in foreground", self.find("#filter-finding").text)
+        self.assertEqual(urllib.parse.parse_qs(self.driver.current_url.split("?", 1)[1])["finding"], [sig])
+        self.driver.refresh()
+        wait_until(lambda: self.js("return document.body.dataset.ready") == "true", 15, "the page reloaded")
+        wait_until(lambda: sorted(self.list_ids()) == named, 5, "the finding's instances after a reload", self.list_ids)
+        wait_until(lambda: "willEnterForeground unexpected in foreground" in self.find("#filter-finding").text, 5, "the finding named after a reload")
+        self.find("#filter-finding-clear").click()
+        wait_until(lambda: len(self.list_ids()) > len(named), 5, "every instance again")
+        self.assertNotIn("finding", self.driver.current_url)
+
+        # At a phone's width: inside the window.
+        self.set_width(400, 800)
+        try:
+            self.load("#/fleet")
+            wait_until(lambda: self.finds(f"#findings-list > li[data-signature='{sig}']"), 5, "the findings at 400 px")
+            self.check_widths("the findings at 400 px")
+            spill = self.js("""const panel = document.getElementById('findings').getBoundingClientRect();
+                return Math.max(...[...document.querySelectorAll('#findings-list > li')].map(li => li.getBoundingClientRect().right - panel.right))""")
+            self.assertLessEqual(spill, 0, "each finding inside the panel")
+            self.screenshot("findings-400.png", slices=True)
+        finally:
+            self.reset_width()
+
+    def label_chips(self):
+        return self.js("return [...document.querySelectorAll('#detail-labels li')].map(li => li.textContent)")
+
+    def test_q_labels_in_the_details_and_the_lists_filter(self):
+        """An instance's labels show in its details, each leading to the instances that share
+        it; the list filters by labels (all must match), in the URL."""
+        self.needs_labels()
+        self.create_labelled("q-1", {"run": "q-run-1", "app.version": "1.2", "device.model": "iPhone 15 Pro"}, COLD_START)
+        self.create_labelled("q-2", {"run": "q-run-1", "app.version": "2.0"})
+        self.create_labelled("q-3", {"run": "q-run-2", "app.version": "2.0"})
+        self.open_instance("q-1", "foreground")
+        wait_until(lambda: self.label_chips() == ["app.version=1.2", "device.model=iPhone 15 Pro", "run=q-run-1"], 5, "the labels", self.label_chips)
+        self.screenshot("labels-instance-1400.png")
+        self.find("#detail-labels li[data-key='run'] a").click()
+        wait_until(lambda: self.list_ids() == ["q-1", "q-2"], 5, "the instances of run q-run-1", self.list_ids)
+        self.assertEqual(self.js("return [...document.querySelectorAll('#filter-labels li')].map(li => li.dataset.label)"), ["run=q-run-1"])
+        self.assertEqual(urllib.parse.parse_qs(self.driver.current_url.split("?", 1)[1])["label"], ["run=q-run-1"])
+        # A second label: both must match.
+        self.find("#filter-label-input").send_keys("app.version=2.0", Keys.ENTER)
+        wait_until(lambda: self.list_ids() == ["q-2"], 5, "the instances with both labels", self.list_ids)
+        self.assertEqual(urllib.parse.parse_qs(self.driver.current_url.split("?", 1)[1])["label"], ["run=q-run-1", "app.version=2.0"])
+        self.assertIn("labelled run=q-run-1, app.version=2.0", self.find("#list-status").text)
+        # Malformed: said so, nothing changes.
+        self.find("#filter-label-input").send_keys("novalue", Keys.ENTER)
+        self.assertIn("key=value", self.find("#filter-label-status").text)
+        self.assertEqual(len(self.finds("#filter-labels li")), 2)
+        self.driver.refresh()
+        wait_until(lambda: self.js("return document.body.dataset.ready") == "true", 15, "the page reloaded")
+        wait_until(lambda: self.list_ids() == ["q-2"], 5, "the label filters after a reload", self.list_ids)
+        self.screenshot("labels-list-1400.png")
+        self.find("#filter-labels button[data-label='run=q-run-1']").click()
+        wait_until(lambda: self.list_ids() == ["q-2", "q-3"], 5, "the instances of version 2.0", self.list_ids)
+        # Labels given at creation on the page.
+        self.find("details.create summary").click()
+        self.find("#create-form input[name='id']").send_keys("q-made")
+        self.find("#create-form textarea[name='labels']").send_keys("run=q-run-3\napp.version=3.0")
+        self.find("#create-form button[type='submit']").click()
+        wait_until(lambda: self.api.call("GET", "/v1/instances/q-made")[0] == 200, 5, "the creation")
+        self.assertEqual(self.api.instance("q-made")["labels"], {"run": "q-run-3", "app.version": "3.0"})
+        wait_until(lambda: self.label_chips() == ["app.version=3.0", "run=q-run-3"], 5, "the new instance's labels", self.label_chips)
 
     def replay_to(self, version):
         """Clicks a timeline record's "Replay to here" (brought to the middle of the window first)."""
@@ -1198,7 +1501,7 @@ class Dashboard(DashboardCase):
         for step in COLD_START:
             self.api.event("narrow-1", step)
         still(self.driver, scheme="dark")
-        self.driver.set_window_size(420, 1400)
+        self.set_width(420, 1400)
         try:
             self.open_instance("narrow-1", "foreground")
             background = self.js("return getComputedStyle(document.body).backgroundColor")
@@ -1209,7 +1512,7 @@ class Dashboard(DashboardCase):
             self.screenshot("instance-narrow-dark.png")
         finally:
             still(self.driver)
-            self.driver.set_window_size(1400, 1000)
+            self.reset_width()
 
 
 class WritesNeedToken(DashboardCase):
@@ -1285,7 +1588,9 @@ class LoadTime(unittest.TestCase):
             log(f"page ready with {count} instances: median {statistics.median(timings):.0f} ms, "
                 f"min {min(timings):.0f} ms, max {max(timings):.0f} ms over {len(timings)} cold loads "
                 f"(navigation start to the page's 'lifecycled-ready' mark)")
-            errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            allowed = [] if has_findings(API(server)) else [NO_FINDINGS]
+            errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
+                      and not any(re.search(pattern, e["message"]) for pattern in allowed)]
             self.assertEqual(errors, [])
         finally:
             driver.quit()

@@ -11,7 +11,8 @@ import LifecycleLocks
 ///
 /// What counts, and the events each notification makes (the app's state, not a scene's):
 /// - The first process start of an install creates its instance (``instance``, a UUID kept in the
-///   reporter's folder) with the `ios-app` model; every later one is a relaunch, reported before
+///   reporter's folder) with the `ios-app` model and labels (``labels(bundleURL:environment:adding:)``);
+///   every later one is a relaunch, reported before
 ///   its `didFinishLaunching`, so the service finds a launch that never finished by itself.
 /// - A launch into the background is a process start like any other: a relaunch, then
 ///   `didFinishLaunching`, and nothing more until a window connects (UIKit posts no
@@ -103,7 +104,8 @@ public final class LifecycleAppObserver: Sendable {
             return
         }
         let launchedAt = DeviceTime.now()
-        if let id = try Self.startProcess(reporter, in: configuration.directory, launchedAt: launchedAt) { resolved.withLock { $0 = id } }
+        let labels = Self.labels(bundleURL: bundleURL, adding: configuration.labels)
+        if let id = try Self.startProcess(reporter, in: configuration.directory, launchedAt: launchedAt, labels: labels) { resolved.withLock { $0 = id } }
         let handler = Handler(
             reporter: reporter, directory: configuration.directory, resolved: resolved, launchedAt: launchedAt, window: window,
             report: report, parameters: parameters, onError: onError
@@ -147,7 +149,7 @@ public final class LifecycleAppObserver: Sendable {
     /// would clone the install. The id is written after the create is queued: a kill in
     /// between leaves an instance with no launch behind and the next start makes another,
     /// rather than an id the service never heard of.
-    static func startProcess(_ reporter: LifecycleReporter, in directory: URL, launchedAt: DeviceTime) throws -> String? {
+    static func startProcess(_ reporter: LifecycleReporter, in directory: URL, launchedAt: DeviceTime, labels: [String: String] = [:]) throws -> String? {
         guard reporter.status.journalUnavailable == nil else { return nil }
         let file = directory.appendingPathComponent(instanceFile)
         let data: Data
@@ -163,9 +165,54 @@ public final class LifecycleAppObserver: Sendable {
             return id
         }
         let id = UUID().uuidString.lowercased()
-        try reporter.create(instance: id, model: "ios-app")
+        try reporter.create(instance: id, model: "ios-app", labels: labels)
         try Data("\(id)\n".utf8).write(to: file, options: .atomic)
         return id
+    }
+
+    /// The labels the install's instance is created with: `app.version` and `app.build` from the
+    /// bundle's `CFBundleShortVersionString` and `CFBundleVersion`, `os.version` from
+    /// `ProcessInfo`, `device.model` from `uname` (a simulator's from `SIMULATOR_MODEL_IDENTIFIER`),
+    /// `run` from `LIFECYCLED_RUN` when set (a UI test passes it through
+    /// `XCUIApplication.launchEnvironment`), then the app's own (`adding`), which win. A value the
+    /// service would refuse is trimmed to what it takes (control characters dropped, 256
+    /// characters at most); a label still invalid, and any past 16, is left out: a refused create
+    /// would leave the install unreported.
+    public static func labels(
+        bundleURL: URL = Bundle.main.bundleURL, environment: [String: String] = ProcessInfo.processInfo.environment, adding own: [String: String] = [:]
+    ) -> [String: String] {
+        var found: [String: String] = [:]
+        let info = Bundle(url: bundleURL)?.infoDictionary ?? [:]
+        found["app.version"] = info["CFBundleShortVersionString"] as? String
+        found["app.build"] = info["CFBundleVersion"] as? String
+        let os = ProcessInfo.processInfo.operatingSystemVersion
+        found["os.version"] = "\(os.majorVersion).\(os.minorVersion).\(os.patchVersion)"
+        found["device.model"] = environment["SIMULATOR_MODEL_IDENTIFIER"] ?? machine()
+        found["run"] = environment["LIFECYCLED_RUN"]
+        found.merge(own) { _, app in app }
+        var labels: [String: String] = [:]
+        // The app's own first when there are too many.
+        for key in own.keys.sorted() + found.keys.filter({ own[$0] == nil }).sorted() {
+            let value = String(String.UnicodeScalarView(found[key]!.unicodeScalars.filter { $0.properties.generalCategory != .control }.prefix(256)))
+            guard labels.count < 16, isValidLabelKey(key), !value.isEmpty else { continue }
+            labels[key] = value
+        }
+        return labels
+    }
+
+    /// Whether the service takes `key` as a label's: 1 to 64 characters from `A-Z a-z 0-9 . _ -`.
+    static func isValidLabelKey(_ key: String) -> Bool {
+        (1...64).contains(key.utf8.count) && key.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2E || byte == 0x5F || byte == 0x2D
+        }
+    }
+
+    /// The hardware's model name as `uname` says it (`iPhone15,2` on a device); `nil` when it says none.
+    static func machine() -> String? {
+        var system = utsname()
+        guard uname(&system) == 0 else { return nil }
+        let name = withUnsafeBytes(of: &system.machine) { bytes in String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self) }
+        return name.isEmpty ? nil : name
     }
 }
 

@@ -34,6 +34,8 @@ public struct BatchItem: Sendable, Equatable {
     public var parameters: [String: Value]
     /// The model of a `create` (`nil`: the service's default, `ios-app`).
     public var model: String?
+    /// The labels of a `create`: who the instance is.
+    public var labels: [String: String]
     /// The state the app's own machine is in after the input, as its code says.
     public var believedState: String?
     /// The hooks the app's code ran for the input, in order.
@@ -50,13 +52,14 @@ public struct BatchItem: Sendable, Equatable {
     public init(
         instance: String, kind: Kind, name: String? = nil, parameters: [String: Value] = [:], model: String? = nil,
         believedState: String? = nil, ranHooks: [String]? = nil, occurredAt: DeviceTime? = nil, dropped: Int? = nil,
-        idempotencyKey: String? = LifecycleClient.makeIdempotencyKey(), expectedVersion: Int64? = nil
+        idempotencyKey: String? = LifecycleClient.makeIdempotencyKey(), expectedVersion: Int64? = nil, labels: [String: String] = [:]
     ) {
         self.instance = instance
         self.kind = kind
         self.name = name
         self.parameters = parameters
         self.model = model
+        self.labels = labels
         self.believedState = believedState
         self.ranHooks = ranHooks
         self.occurredAt = occurredAt
@@ -66,8 +69,10 @@ public struct BatchItem: Sendable, Equatable {
     }
 
     /// Creates `instance` if absent (`PUT`).
-    public static func create(_ instance: String, model: String? = nil, idempotencyKey: String? = LifecycleClient.makeIdempotencyKey()) -> BatchItem {
-        BatchItem(instance: instance, kind: .create, model: model, idempotencyKey: idempotencyKey)
+    public static func create(
+        _ instance: String, model: String? = nil, labels: [String: String] = [:], idempotencyKey: String? = LifecycleClient.makeIdempotencyKey()
+    ) -> BatchItem {
+        BatchItem(instance: instance, kind: .create, model: model, idempotencyKey: idempotencyKey, labels: labels)
     }
 
     /// An event, with what the app reports of it.
@@ -113,6 +118,7 @@ public struct BatchItem: Sendable, Equatable {
         switch kind {
         case .create:
             if let model { body["model"] = .string(model) }
+            if !labels.isEmpty { body["labels"] = .object(labels.mapValues(JSONValue.string)) }
         case .event, .action:
             body = parameters.mapValues(JSONValue.init)
             body[kind.rawValue] = .string(name ?? "")

@@ -8,10 +8,13 @@ extension LifecycleClient {
     /// `model` its default (`ios-app`) when `nil`. An existing id is a 409 problem.
     ///
     /// Sent again with the same `idempotencyKey`, it answers the instance the first call made.
-    public func createInstance(id: String? = nil, model: String? = nil, idempotencyKey: String? = makeIdempotencyKey()) async throws -> Instance {
+    public func createInstance(
+        id: String? = nil, model: String? = nil, labels: [String: String] = [:], idempotencyKey: String? = makeIdempotencyKey()
+    ) async throws -> Instance {
         var body: [String: JSONValue] = [:]
         if let id { body["id"] = .string(id) }
         if let model { body["model"] = .string(model) }
+        if !labels.isEmpty { body["labels"] = .object(labels.mapValues(JSONValue.string)) }
         let request = try APIRequest(write: "POST", "/v1/instances", json: body, idempotencyKey: idempotencyKey)
         return try await send(request, as: Instance.self, success: [201])
     }
@@ -19,8 +22,11 @@ extension LifecycleClient {
     /// Creates `id` if absent (`PUT /v1/instances/{id}`); idempotent for the same model
     /// (`created` is `false` when it existed). Another model is a 409 problem.
     @discardableResult
-    public func putInstance(_ id: String, model: String? = nil) async throws -> (instance: Instance, created: Bool) {
-        let body: [String: JSONValue]? = model.map { ["model": .string($0)] }
+    public func putInstance(_ id: String, model: String? = nil, labels: [String: String] = [:]) async throws -> (instance: Instance, created: Bool) {
+        var members: [String: JSONValue] = [:]
+        if let model { members["model"] = .string(model) }
+        if !labels.isEmpty { members["labels"] = .object(labels.mapValues(JSONValue.string)) }
+        let body: [String: JSONValue]? = members.isEmpty ? nil : members
         let request = try APIRequest(write: "PUT", "/v1/instances/\(Self.segment(id))", json: body, idempotencyKey: nil)
         let response = try await send(request, success: [200, 201])
         return (try Self.decode(Instance.self, from: response), response.status == 201)

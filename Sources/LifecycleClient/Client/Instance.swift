@@ -23,6 +23,29 @@ public struct Instance: Sendable, Equatable, Decodable {
     public var counters: Counters
     public var createdAt: Date
     public var updatedAt: Date
+    /// Who it is, as set when it was created (`app.version`, `run`, …); empty when none, and from a
+    /// service that has no labels.
+    public var labels: [String: String]
+
+    private enum CodingKeys: String, CodingKey {
+        case id, model, state, version, launchCount, bufferedAction, window, breadcrumb, counters, createdAt, updatedAt, labels
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        model = try c.decode(String.self, forKey: .model)
+        state = try c.decode(String.self, forKey: .state)
+        version = try c.decode(Int64.self, forKey: .version)
+        launchCount = try c.decode(Int64.self, forKey: .launchCount)
+        bufferedAction = try c.decodeIfPresent(PendingAction.self, forKey: .bufferedAction)
+        window = try c.decodeIfPresent(String.self, forKey: .window)
+        breadcrumb = try c.decode(Breadcrumb.self, forKey: .breadcrumb)
+        counters = try c.decode(Counters.self, forKey: .counters)
+        createdAt = try c.decode(Date.self, forKey: .createdAt)
+        updatedAt = try c.decode(Date.self, forKey: .updatedAt)
+        labels = try c.decodeIfPresent([String: String].self, forKey: .labels) ?? [:]
+    }
 }
 
 /// The service's health (`GET /healthz`).

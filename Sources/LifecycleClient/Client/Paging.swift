@@ -13,12 +13,6 @@ public struct HistoryPage: Sendable, Equatable, Decodable {
     public var oldestRetainedVersion: Int64?
     /// Whether retention (`--history-limit`) dropped older records.
     public var olderDropped: Bool
-
-    /// Reads a page as the service writes it (`GET /v1/instances/{id}/history` saved to a file):
-    /// its times carry milliseconds, which Foundation's own date strategies refuse.
-    public init(json: Data) throws {
-        self = try LifecycleClient.decoder.decode(HistoryPage.self, from: json)
-    }
 }
 
 /// One page of instances (openapi `InstancePage`), in id order.
@@ -40,12 +34,14 @@ public struct InstanceFilter: Sendable, Equatable {
     public var hasIncompleteLaunch: Bool
     /// Only instances whose app reported something the model disagrees with.
     public var hasDivergence: Bool
-    /// Only instances carrying every one of these labels (`label=KEY=VALUE` each).
+    /// Only instances carrying every one of these labels.
     public var labels: [String: String]
+    /// Only instances that have this finding (a ``Finding/signature``).
+    public var finding: String?
 
     public init(
         state: String? = nil, model: String? = nil, hasUnexpected: Bool = false, hasIncompleteLaunch: Bool = false, hasDivergence: Bool = false,
-        labels: [String: String] = [:]
+        labels: [String: String] = [:], finding: String? = nil
     ) {
         self.state = state
         self.model = model
@@ -53,6 +49,7 @@ public struct InstanceFilter: Sendable, Equatable {
         self.hasIncompleteLaunch = hasIncompleteLaunch
         self.hasDivergence = hasDivergence
         self.labels = labels
+        self.finding = finding
     }
 
     var query: [URLQueryItem] {
@@ -62,8 +59,8 @@ public struct InstanceFilter: Sendable, Equatable {
         if hasUnexpected { query.append(URLQueryItem(name: "hasUnexpected", value: "true")) }
         if hasIncompleteLaunch { query.append(URLQueryItem(name: "hasIncompleteLaunch", value: "true")) }
         if hasDivergence { query.append(URLQueryItem(name: "hasDivergence", value: "true")) }
-        // Sorted: the same filter is the same URL.
-        query += labels.sorted { $0.key < $1.key }.map { URLQueryItem(name: "label", value: "\($0.key)=\($0.value)") }
+        query += labelQuery(labels)
+        if let finding { query.append(URLQueryItem(name: "finding", value: finding)) }
         return query
     }
 }
@@ -137,4 +134,9 @@ extension LifecycleClient {
             return (page.items, page.nextAfter.map { String($0) })
         }
     }
+}
+
+/// `label=key=value` for each label, in key order.
+func labelQuery(_ labels: [String: String]) -> [URLQueryItem] {
+    labels.keys.sorted().map { URLQueryItem(name: "label", value: "\($0)=\(labels[$0]!)") }
 }

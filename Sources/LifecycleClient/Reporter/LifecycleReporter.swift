@@ -99,10 +99,10 @@ public final class LifecycleReporter: Sendable {
         try core.enqueue(instance: instance, kind: .launch, occurredAt: occurredAt)
     }
 
-    /// Queues the creation of `instance` (of `model`; `nil`: the service's default), a no-op on
-    /// the service when it exists with that model.
-    public func create(instance: String, model: String? = nil) throws {
-        try core.enqueue(instance: instance, kind: .create, model: model)
+    /// Queues the creation of `instance` (of `model`; `nil`: the service's default) with
+    /// `labels` (who it is; see docs/TRIAGE.md), a no-op on the service when it exists with that model.
+    public func create(instance: String, model: String? = nil, labels: [String: String] = [:]) throws {
+        try core.enqueue(instance: instance, kind: .create, model: model, labels: labels)
     }
 
     /// Tries to deliver now, cutting a backoff wait short (but not a `Retry-After` the service

@@ -35,6 +35,8 @@ public struct QueuedItem: Sendable, Codable, Equatable {
     public var ranHooks: [String]?
     /// When it happened, on the device's clock.
     public var occurredAt: DeviceTime?
+    /// The labels of a `create` (absent from entries journaled before labels).
+    public var labels: [String: String]? = nil
 }
 
 /// A report that items were dropped past the bound, or lost to damage, waiting to be sent as a

@@ -80,11 +80,11 @@ final class ReporterCore: Sendable {
 
     func enqueue(
         instance: String, kind: QueuedItem.Kind, name: String? = nil, parameters: [String: Value] = [:], model: String? = nil,
-        believedState: String? = nil, ranHooks: [String]? = nil, occurredAt: DeviceTime? = nil
+        believedState: String? = nil, ranHooks: [String]? = nil, occurredAt: DeviceTime? = nil, labels: [String: String] = [:]
     ) throws {
         let time = occurredAt ?? (kind == .create ? nil : DeviceTime.now())
         let item = QueuedItem(sequence: 0, key: LifecycleClient.makeIdempotencyKey(), instance: instance, kind: kind, name: name, parameters: parameters,
-                              model: model, believedState: believedState, ranHooks: ranHooks, occurredAt: time)
+                              model: model, believedState: believedState, ranHooks: ranHooks, occurredAt: time, labels: labels.isEmpty ? nil : labels)
         let (events, sync, failure) = state.withLock { s in
             var events = openIfDue(&s)
             var failure: (any Error)?
@@ -539,6 +539,6 @@ extension QueuedItem {
         case .launch: .launch
         }
         return BatchItem(instance: instance, kind: kind, name: name, parameters: parameters, model: model, believedState: believedState,
-                         ranHooks: ranHooks, occurredAt: occurredAt, idempotencyKey: key)
+                         ranHooks: ranHooks, occurredAt: occurredAt, idempotencyKey: key, labels: labels ?? [:])
     }
 }

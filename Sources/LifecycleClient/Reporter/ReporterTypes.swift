@@ -33,6 +33,9 @@ extension LifecycleReporter {
         /// a cost of milliseconds a sync off the reporting thread. Off by default: an app's
         /// process being killed, the usual loss, needs no sync at all (invariant 2 on `Journal`).
         public var powerLossDurable: Bool
+        /// Labels of the instance an adapter creates (``LifecycleAppObserver``), beside those it
+        /// fills itself (`app.version`, `run`, …); the app's win over the adapter's for one key.
+        public var labels: [String: String]
         /// The journal's writes and cuts: a test's fail as a full disk would.
         var journalIO = Journal.IO.system
 
@@ -40,8 +43,9 @@ extension LifecycleReporter {
         public init(
             directory: URL, batchSize: Int = 100, maxItems: Int = 10_000, maxBytes: Int = 8 << 20,
             initialBackoff: TimeInterval = 0.5, maxBackoff: TimeInterval = 30, compactionThreshold: Int = 1 << 20,
-            deliversAutomatically: Bool = true, powerLossDurable: Bool = false
+            deliversAutomatically: Bool = true, powerLossDurable: Bool = false, labels: [String: String] = [:]
         ) {
+            self.labels = labels
             self.directory = directory
             self.batchSize = max(1, min(batchSize, 1000))
             self.maxItems = max(1, maxItems)

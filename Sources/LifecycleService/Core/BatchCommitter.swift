@@ -90,6 +90,8 @@ struct BatchCommitter {
                 if case .present(let instance, _)? = view.staged[id] { try transaction.update(instance) }
             }
             if !attempt.coverage.isEmpty { try transaction.addCoverage(attempt.coverage) }
+            let findings = try attempt.tally.store(in: transaction)
+            if !findings.findings.isEmpty { attempt.findings = .written(findings.findings, instances: findings.instances) }
             attempt.staged = view.staged
         }
         attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
@@ -142,6 +144,7 @@ struct BatchCommitter {
             attempt.didWrite = true
             view.staged[instance.id] = .deleted
             view.addedInstances -= 1
+            attempt.tally.delete(instance.id)
             attempt.notes.append(("instance deleted", [("id", instance.id)]))
             return .success(.deleted)
 
@@ -160,6 +163,7 @@ struct BatchCommitter {
             attempt.didWrite = true
             view.staged[id] = .present(instance, machine)
             attempt.coverage.count(record, model: instance.model)
+            attempt.tally.count(record, of: instance)
             attempt.applied.append((instance.model, record))
             dirty.insert(id)
             if isUnexpected {
@@ -177,7 +181,7 @@ struct BatchCommitter {
         // Others committed before this transaction: their records go to the hub first, and
         // the cache is current again only once it holds theirs too.
         let isCaughtUp = catchUp.catchUp(before: attempt.startSequence)
-        cache.publish(attempt.staged, adding: attempt.coverage)
+        cache.publish(attempt.staged, adding: attempt.coverage, findings: attempt.findings)
         // Before the answers: a client that is answered and then resumes a stream from the
         // sequence number it was given finds the record already there. (If the records before
         // them could not be read, they wait for the next catch-up, which reads them from the store.)
@@ -227,6 +231,9 @@ private struct Attempt {
     var seconds = 0.0
     /// What the records written add to the coverage counters.
     var coverage = CoverageCounts()
+    /// What they add to the findings, and what was stored of them.
+    var tally = FindingTally()
+    var findings = FindingChanges.none
 }
 
 /// What is committed as one transaction's writes see it: from the cache while it is current,
@@ -286,7 +293,7 @@ extension InstanceRegistry.Write {
     /// The write's idempotency key, if it has one: remembered with what the write did.
     fileprivate var idempotencyKey: IdempotencyKey? {
         switch self {
-        case .create(_, _, _, let key), .apply(_, _, _, let key): key
+        case .create(_, _, _, let key, _), .apply(_, _, _, let key): key
         case .delete: nil
         }
     }

@@ -23,12 +23,17 @@ final class InstanceCache: Sendable {
     private let report: @Sendable (ServiceEvent) -> Void
 
     /// A cache holding `instances` (sorted by id, each with its machine) and `coverage`.
-    init(sortedByID instances: [(StoredInstance, Machine)], coverage: CoverageCounts, report: @escaping @Sendable (ServiceEvent) -> Void) {
+    init(
+        sortedByID instances: [(StoredInstance, Machine)], coverage: CoverageCounts, findings: StoredFindings = StoredFindings(),
+        report: @escaping @Sendable (ServiceEvent) -> Void
+    ) {
         var entries: [String: CachedInstance] = [:]
         entries.reserveCapacity(instances.count)
         for (instance, machine) in instances { entries[instance.id] = CachedInstance(instance: instance, machine: machine) }
         let index = InstanceIndex(sortedByID: instances.map { (id: $0.0.id, facts: $0.0.indexFacts) })
-        state = LockedValue(CacheState(entries: entries, index: index, coverage: coverage))
+        var state = CacheState(entries: entries, index: index, coverage: coverage)
+        state.apply(.replaced(findings))
+        self.state = LockedValue(state)
         self.report = report
     }
 
@@ -112,12 +117,31 @@ final class InstanceCache: Sendable {
     /// Makes what committed visible to readers, all at once: `added` counts the commit's
     /// records, and `replacing` is the whole of the counters as read from the store. For the
     /// committer only.
-    func publish(_ changes: [String: StagedInstance], adding added: CoverageCounts?, replacing: CoverageCounts? = nil) {
-        guard !changes.isEmpty || replacing != nil else { return }
+    func publish(_ changes: [String: StagedInstance], adding added: CoverageCounts?, replacing: CoverageCounts? = nil, findings: FindingChanges = .none) {
+        if changes.isEmpty, replacing == nil, case .none = findings { return }
         state.withLock { state in
             if let replacing { state.coverage = replacing }
             if let added { state.coverage.add(added) }
             for (id, change) in changes { state.apply(change, to: id) }
+            // After the instances: a finding's instance deleted in the same commit is not filed.
+            state.apply(findings)
+        }
+    }
+
+    /// The findings over every instance (`label` `nil`) or over those carrying `label`, that
+    /// pass `isWanted`, most widespread first (instances, then records, then signature), at
+    /// most `limit`. Walks the findings of that label only.
+    func findings(label: LabelMatch?, limit: Int, where isWanted: (StoredFinding) -> Bool) -> [StoredFinding] {
+        let found = state.withLock { state in (state.findings[label?.text ?? ""] ?? [:]).values.filter(isWanted) }
+        return Array(found.sorted { a, b in
+            (a.totals.instances, a.totals.count, b.subject.signature) > (b.totals.instances, b.totals.count, a.subject.signature)
+        }.prefix(limit))
+    }
+
+    /// How many findings there are over every instance, per kind.
+    var findingCounts: [FindingKind: Int] {
+        state.withLock { state in
+            (state.findings[""] ?? [:]).values.reduce(into: [:]) { counts, finding in counts[finding.subject.kind, default: 0] += 1 }
         }
     }
 
@@ -175,9 +199,25 @@ private struct CacheState {
     var index: InstanceIndex
     /// Rows taken (and taken with a divergence), unexpected events and divergences per state, as committed.
     var coverage: CoverageCounts
+    /// Per label (`""`: every instance) and signature, the findings as committed.
+    var findings: [String: [String: StoredFinding]] = [:]
     var listReads = 0
     /// The last ``CachedInstance/stamp`` given.
     var changes: UInt64 = 0
+
+    mutating func apply(_ changes: FindingChanges) {
+        switch changes {
+        case .none: return
+        case .written(let written, let instances):
+            for finding in written { findings[finding.label, default: [:]][finding.subject.signature] = finding }
+            for pair in instances where entries[pair.instance] != nil { index.fileFinding(pair.signature, of: pair.instance) }
+        case .replaced(let stored):
+            findings = [:]
+            for finding in stored.findings { findings[finding.label, default: [:]][finding.subject.signature] = finding }
+            index.removeAllFindings()
+            for pair in stored.instances where entries[pair.instance] != nil { index.fileFinding(pair.signature, of: pair.instance) }
+        }
+    }
 
     mutating func apply(_ change: StagedInstance, to id: String) {
         switch change {

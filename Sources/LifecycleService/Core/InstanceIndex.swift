@@ -59,9 +59,18 @@ struct SortedIDs {
         return true
     }
 
-    /// Up to `limit` ids after `cursor` (from the first when `nil`), and whether more follow.
-    /// Touches only the ids it returns and one more: a binary search, then a short walk.
-    func page(after cursor: String?, limit: Int) -> (ids: [String], hasMore: Bool) {
+    /// Whether `id` is here: a binary search.
+    func contains(_ id: String) -> Bool {
+        let chunk = chunkIndex(notBelow: id)
+        guard chunk < chunks.count else { return false }
+        let position = Self.firstIndex(notBelow: id, in: chunks[chunk])
+        return position < chunks[chunk].count && chunks[chunk][position] == id
+    }
+
+    /// Up to `limit` ids after `cursor` (from the first when `nil`) that pass `isWanted`, and whether more follow.
+    /// Touches only the ids it returns and one more: a binary search, then a short walk (with `isWanted`, the ids
+    /// it turns away too).
+    func page(after cursor: String?, limit: Int, where isWanted: (String) -> Bool = { _ in true }) -> (ids: [String], hasMore: Bool) {
         var chunk = 0
         var position = 0
         if let cursor {
@@ -76,9 +85,11 @@ struct SortedIDs {
                 position = 0
                 continue
             }
-            if ids.count == limit { return (ids, true) }
-            ids.append(chunks[chunk][position])
+            let id = chunks[chunk][position]
             position += 1
+            guard isWanted(id) else { continue }
+            if ids.count == limit { return (ids, true) }
+            ids.append(id)
         }
         return (ids, false)
     }
@@ -136,17 +147,37 @@ struct ListFilter: Hashable, Sendable {
     var hasIncompleteLaunch = false
     /// Only instances with a divergence on their counters: where the app's code went wrong.
     var hasDivergence = false
+    /// Only instances carrying every one of these labels.
+    var labels: Set<LabelMatch> = []
+    /// Only instances that have this finding (its ``FindingKey/signature``).
+    var finding: String? = nil
+
+    /// The filter without labels and finding: what ``InstanceIndex`` keeps one list for each of.
+    var withoutSets: ListFilter { ListFilter(model: model, state: state, hasUnexpected: hasUnexpected, hasIncompleteLaunch: hasIncompleteLaunch, hasDivergence: hasDivergence) }
 }
 
 /// The sorted ids matching each ``ListFilter`` that matches any instance, so a filtered list
 /// page walks only ids that match, however few that is. An instance is in every list whose
 /// filter it passes: four without a counted problem (any or its model, any or its state),
 /// up to thirty-two with all three. The ``InstanceCache`` keeps it, under its lock, as the committer publishes.
+///
+/// Besides, one list per label (`key=value`) and one per finding (signature) an instance has.
+/// Labels and findings are not multiplied into the lists above (an instance with sixteen labels
+/// would be in hundreds of lists): a page that names them walks the shortest of the lists its
+/// filter names and keeps the ids every other one holds (a binary search each), so a page of
+/// one label or one finding alone walks only matching ids, and a combination walks at most the
+/// rarest part of it. Only the ids kept are read as instances.
 struct InstanceIndex {
     /// What an instance is filed under.
-    typealias Facts = (model: String, state: String, hasUnexpected: Bool, hasIncompleteLaunch: Bool, hasDivergence: Bool)
+    typealias Facts = (model: String, state: String, hasUnexpected: Bool, hasIncompleteLaunch: Bool, hasDivergence: Bool, labels: [String: String])
 
     private var lists: [ListFilter: SortedIDs] = [:]
+    /// Per label, `key=value`, the instances carrying it.
+    private var labelLists: [String: SortedIDs] = [:]
+    /// Per finding's signature, the instances that have it (``fileFinding(_:of:)``).
+    private var findingLists: [String: SortedIDs] = [:]
+    /// Per instance with findings, their signatures: what a delete takes out of ``findingLists``.
+    private var findingsOf: [String: Set<String>] = [:]
 
     init() {}
 
@@ -154,28 +185,57 @@ struct InstanceIndex {
     /// time grows with instances, so it pays for an append per list rather than a search.
     init(sortedByID instances: [(id: String, facts: Facts)]) {
         var lists: [ListFilter: [String]] = [:]
+        var labelLists: [String: [String]] = [:]
         for (id, facts) in instances {
             for filter in Self.filters(passedBy: facts) { lists[filter, default: []].append(id) }
+            for (key, value) in facts.labels { labelLists[LabelMatch(key: key, value: value).text, default: []].append(id) }
         }
         self.lists = lists.mapValues { SortedIDs(sorted: $0) }
+        self.labelLists = labelLists.mapValues { SortedIDs(sorted: $0) }
     }
 
     mutating func insert(_ id: String, _ facts: Facts) {
         for filter in Self.filters(passedBy: facts) { lists[filter, default: SortedIDs()].insert(id) }
+        for (key, value) in facts.labels { labelLists[LabelMatch(key: key, value: value).text, default: SortedIDs()].insert(id) }
     }
 
+    /// Takes `id` out of every list, its findings' too: a deleted instance has none any more.
     mutating func remove(_ id: String, _ facts: Facts) {
+        unfile(id, facts)
+        for signature in findingsOf.removeValue(forKey: id) ?? [] { Self.remove(id, from: signature, in: &findingLists) }
+    }
+
+    /// Takes `id` out of the lists `facts` file it under.
+    private mutating func unfile(_ id: String, _ facts: Facts) {
         for filter in Self.filters(passedBy: facts) {
             lists[filter]?.remove(id)
             // Lists go with their last id, so filters do not outlive their instances.
             if lists[filter]?.isEmpty == true { lists[filter] = nil }
         }
+        for (key, value) in facts.labels { Self.remove(id, from: LabelMatch(key: key, value: value).text, in: &labelLists) }
+    }
+
+    /// Files `id` under the finding `signature` (again is a no-op).
+    mutating func fileFinding(_ signature: String, of id: String) {
+        guard findingsOf[id, default: []].insert(signature).inserted else { return }
+        findingLists[signature, default: SortedIDs()].insert(id)
+    }
+
+    /// Forgets every finding's instances (a replica reads them again from the store).
+    mutating func removeAllFindings() {
+        findingLists = [:]
+        findingsOf = [:]
+    }
+
+    private static func remove(_ id: String, from list: String, in lists: inout [String: SortedIDs]) {
+        lists[list]?.remove(id)
+        if lists[list]?.isEmpty == true { lists[list] = nil }
     }
 
     /// Moves `id` between lists when what it is filed under changed.
     mutating func update(_ id: String, from old: Facts, to new: Facts) {
         guard old != new else { return }
-        remove(id, old)
+        unfile(id, old)
         insert(id, new)
     }
 
@@ -190,7 +250,22 @@ struct InstanceIndex {
 
     /// A page of the ids matching `filter`; see ``SortedIDs/page(after:limit:)``.
     func page(_ filter: ListFilter, after cursor: String?, limit: Int) -> (ids: [String], hasMore: Bool) {
-        lists[filter]?.page(after: cursor, limit: limit) ?? ([], false)
+        var named: [SortedIDs] = []
+        for label in filter.labels {
+            guard let list = labelLists[label.text] else { return ([], false) }
+            named.append(list)
+        }
+        if let finding = filter.finding {
+            guard let list = findingLists[finding] else { return ([], false) }
+            named.append(list)
+        }
+        guard let base = lists[filter.withoutSets] else { return ([], false) }
+        if named.isEmpty { return base.page(after: cursor, limit: limit) }
+        // A filter of no model, state or counter: every instance's list, which the named ones are within.
+        if filter.withoutSets != ListFilter() { named.append(base) }
+        named.sort { $0.count < $1.count }
+        let others = named.dropFirst()
+        return named[0].page(after: cursor, limit: limit) { id in others.allSatisfy { $0.contains(id) } }
     }
 
     /// How many instances each model has in each state that has any.
@@ -225,6 +300,6 @@ struct InstanceIndex {
 extension StoredInstance {
     /// What ``InstanceIndex`` files the instance under.
     var indexFacts: InstanceIndex.Facts {
-        (model, state.state, state.counters.unexpected > 0, state.counters.incompleteLaunches > 0, state.counters.divergences > 0)
+        (model, state.state, state.counters.unexpected > 0, state.counters.incompleteLaunches > 0, state.counters.divergences > 0, labels)
     }
 }

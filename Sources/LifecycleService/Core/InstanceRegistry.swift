@@ -57,7 +57,7 @@ final class InstanceRegistry: Sendable {
         for instance in try store.loadInstances().sorted(by: { $0.id < $1.id }) {
             instances.append((instance, try instance.restoredMachine(among: models)))
         }
-        cache = InstanceCache(sortedByID: instances, coverage: try store.loadCoverage(), report: report)
+        cache = InstanceCache(sortedByID: instances, coverage: try store.loadCoverage(), findings: try store.loadFindings(), report: report)
         storage = StorageStatus(report: report)
         let catchUp = ReplicaCatchUp(
             store: store, cache: cache, hub: hub, health: storage, models: models, cacheThrough: cacheThrough, report: report
@@ -118,6 +118,14 @@ final class InstanceRegistry: Sendable {
     func coverage(of model: Model) -> ModelCoverage {
         cache.coverage(of: model)
     }
+
+    /// Findings as last committed (``InstanceCache/findings(label:limit:where:)``).
+    func findings(label: LabelMatch?, limit: Int, where isWanted: (StoredFinding) -> Bool) -> [StoredFinding] {
+        cache.findings(label: label, limit: limit, where: isWanted)
+    }
+
+    /// Findings over every instance, per kind, for `/metrics`.
+    var findingCounts: [FindingKind: Int] { cache.findingCounts }
 
     /// Instances read by all list pages so far.
     var instancesReadByLists: Int { cache.instancesReadByLists }

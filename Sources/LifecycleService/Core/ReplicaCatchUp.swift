@@ -108,6 +108,7 @@ struct ReplicaCatchUp {
         }
         let fresh = try store.instances(touched.sorted())
         let coverage = try store.loadCoverage()
+        let findings = try store.loadFindings()
         var changes: [String: StagedInstance] = Dictionary(uniqueKeysWithValues: touched.map { ($0, .deleted) })
         for instance in fresh {
             do {
@@ -117,7 +118,7 @@ struct ReplicaCatchUp {
                 changes[instance.id] = nil
             }
         }
-        cache.publish(changes, adding: nil, replacing: coverage)
+        cache.publish(changes, adding: nil, replacing: coverage, findings: .replaced(findings))
         cacheThrough = target
     }
 

@@ -45,7 +45,7 @@ enum WriteRules {
         _ write: InstanceRegistry.Write, at time: Date, models: [String: Model], maxInstances: Int, in committed: some CommittedState
     ) throws(StoreError) -> WriteDecision {
         switch write {
-        case .create(let id, let name, let isPut, let key):
+        case .create(let id, let name, let isPut, let key, let labels):
             guard let model = models[name] else {
                 return .answer(.failure(.unknownModel(name, suggestion: suggestion(for: name, among: models.keys.sorted(), kind: "model"))))
             }
@@ -61,7 +61,7 @@ enum WriteRules {
             }
             guard try committed.instanceCount() < maxInstances else { return .answer(.failure(.instanceLimit(maxInstances))) }
             let machine = Machine(model: model)
-            return .create(StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot), machine)
+            return .create(StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot, labels: labels), machine)
 
         case .delete(let id, let expected):
             guard let instance = try committed.instance(id)?.instance else { return .answer(.failure(.unknownInstance(id))) }

@@ -7,7 +7,8 @@ import LifecycleStore
 extension InstanceRegistry {
     /// A change to make, in the order it arrived.
     enum Write: Sendable {
-        case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?)
+        /// `labels`: who the instance is (``InstanceLabels``), checked already.
+        case create(id: String, model: String, isPut: Bool, key: IdempotencyKey?, labels: [String: String] = [:])
         /// `expected`: the tags `If-Match` names, one of which the instance must match; `nil` for any.
         case delete(id: String, expected: [InstanceTag]?)
         case apply(ReportedInput, id: String, expected: [InstanceTag]?, key: IdempotencyKey?)
@@ -15,14 +16,14 @@ extension InstanceRegistry {
         /// The instance the write names.
         var instanceID: String {
             switch self {
-            case .create(let id, _, _, _), .delete(let id, _), .apply(_, let id, _, _): id
+            case .create(let id, _, _, _, _), .delete(let id, _), .apply(_, let id, _, _): id
             }
         }
 
         /// What the write is, for logs.
         var summary: String {
             switch self {
-            case .create(_, _, let isPut, _): isPut ? "put" : "create"
+            case .create(_, _, let isPut, _, _): isPut ? "put" : "create"
             case .delete: "delete"
             case .apply(let reported, _, _, _):
                 switch reported.input {

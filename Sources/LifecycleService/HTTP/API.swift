@@ -52,6 +52,7 @@ struct API: Sendable {
         router.addDeferred("POST", "/v1/instances/{id}/gaps", write(postGap))
         router.addDeferred("POST", Self.batchPath, postBatch)
         router.get("/v1/instances/{id}/history", read(history))
+        router.get("/v1/findings", read(listFindings))
         router.get("/v1/instances/{id}/stream", read(instanceStream))
         router.get("/v1/stream", read(globalStream))
         router.fallback = { [staticFiles] request in
@@ -146,15 +147,16 @@ struct API: Sendable {
     func createInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
         let members = try request.jsonMembers(isRequired: false)
         try refuseNUL(in: members)
-        let body = members.mapValues(BodyValue.init)
+        let labels = try InstanceLabels.parse(members["labels"])
+        let body = members.filter { $0.key != "labels" }.mapValues(BodyValue.init)
         for key in body.keys where key != "id" && key != "model" {
-            throw .badRequest("unknown field \"\(key)\"; an instance takes \"id\" and \"model\"")
+            throw .badRequest("unknown field \"\(key)\"; an instance takes \"id\", \"model\" and \"labels\"")
         }
         let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
         guard isValidInstanceID(id) else { throw .unprocessable(invalidInstanceID) }
         let model = try stringField(body, "model") ?? Model.iosApp.name
         let key = try request.idempotencyKey(endpoint: "POST /v1/instances", body: request.body.isEmpty ? nil : members, tokenScope: tokenScope)
-        return .create(id: id, model: model, isPut: false, key: key)
+        return .create(id: id, model: model, isPut: false, key: key, labels: labels)
     }
 
     func putInstance(_ request: Request) throws(Problem) -> InstanceRegistry.Write {
@@ -165,12 +167,14 @@ struct API: Sendable {
     /// `PUT /v1/instances/{id}`, and a batch's create item.
     func putWrite(_ arguments: WriteArguments) throws(Problem) -> InstanceRegistry.Write {
         guard isValidInstanceID(arguments.id) else { throw .badRequest(invalidInstanceID) }
-        let body = try arguments.members(isRequired: false).mapValues(BodyValue.init)
+        let members = try arguments.members(isRequired: false)
+        let labels = try InstanceLabels.parse(members["labels"])
+        let body = members.filter { $0.key != "labels" }.mapValues(BodyValue.init)
         for key in body.keys where key != "model" {
-            throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\"")
+            throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\" and \"labels\"")
         }
         let model = try stringField(body, "model") ?? Model.iosApp.name
-        return .create(id: arguments.id, model: model, isPut: true, key: arguments.key)
+        return .create(id: arguments.id, model: model, isPut: true, key: arguments.key, labels: labels)
     }
 
     func getInstance(_ request: Request) throws(Problem) -> Response {
@@ -183,12 +187,14 @@ struct API: Sendable {
     }
 
     func listInstances(_ request: Request) throws(Problem) -> Response {
-        try request.checkQuery(allowing: ["state", "model", "hasUnexpected", "hasIncompleteLaunch", "hasDivergence", "limit", "cursor"])
+        try request.checkQuery(
+            allowing: ["state", "model", "hasUnexpected", "hasIncompleteLaunch", "hasDivergence", "label", "finding", "limit", "cursor"], repeatable: ["label"]
+        )
         let limit = Int(try request.integerQuery("limit", default: 100, in: 1...1000))
         let filter = ListFilter(
             model: request.query("model"), state: request.query("state"),
             hasUnexpected: try request.flagQuery("hasUnexpected"), hasIncompleteLaunch: try request.flagQuery("hasIncompleteLaunch"),
-            hasDivergence: try request.flagQuery("hasDivergence")
+            hasDivergence: try request.flagQuery("hasDivergence"), labels: Set(try request.labelQuery()), finding: request.query("finding")
         )
         if let state = filter.state, !registry.stateNames.contains(state) {
             throw .badRequest("no loaded model has a state \"\(state)\"; \(suggestion(for: state, among: registry.stateNames, kind: "state"))")

@@ -15,6 +15,7 @@ struct InstanceView: Encodable {
     var counters: Counters
     var createdAt: Date
     var updatedAt: Date
+    var labels: [String: String]
 
     init(_ instance: StoredInstance) {
         id = instance.id
@@ -28,10 +29,11 @@ struct InstanceView: Encodable {
         counters = instance.state.counters
         createdAt = instance.createdAt
         updatedAt = instance.updatedAt
+        labels = instance.labels
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, model, state, version, launchCount, bufferedAction, window, breadcrumb, counters, createdAt, updatedAt
+        case id, model, state, version, launchCount, bufferedAction, window, breadcrumb, counters, createdAt, updatedAt, labels
     }
 
     /// Absent values are written as `null` so clients see every field.
@@ -48,6 +50,7 @@ struct InstanceView: Encodable {
         try c.encode(counters, forKey: .counters)
         try c.encode(createdAt, forKey: .createdAt)
         try c.encode(updatedAt, forKey: .updatedAt)
+        try c.encode(labels, forKey: .labels)
     }
 }
 

@@ -24,7 +24,19 @@ enum Codec {
             .text(s.window), .text(s.breadcrumb.step), .boolean(s.breadcrumb.isSceneConnected), .integer(s.counters.unexpected),
             .integer(s.counters.ignored), .integer(s.counters.incompleteLaunches), .integer(milliseconds(instance.createdAt)),
             .integer(milliseconds(instance.updatedAt)), .integer(s.counters.divergences), .integer(s.counters.dropped),
+            .text(try labelsText(instance.labels, of: instance.id)),
         ]
+    }
+
+    /// Labels as stored: a JSON object with its keys sorted (`{}` for none).
+    static func labelsText(_ labels: [String: String], of id: String) throws(StoreError) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            return String(decoding: try encoder.encode(labels), as: UTF8.self)
+        } catch {
+            throw StoreError("the labels of instance \(id) do not encode: \(error)", isSpecificToWrite: true)
+        }
     }
 
     static func instance<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> StoredInstance {
@@ -42,8 +54,16 @@ enum Codec {
             bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.boolean(8)),
             counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11), divergences: row.integer(14), dropped: row.integer(15))
         )
+        let labelsJSON = try row.text(16, named: "instances.labels of \(id)")
+        let labels: [String: String]
+        do {
+            labels = try JSONDecoder().decode([String: String].self, from: Data(labelsJSON.utf8))
+        } catch {
+            throw Row.damaged("the labels of instance \(id) do not decode (\(error)): \(labelsJSON)")
+        }
         return StoredInstance(
-            id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state
+            id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state,
+            labels: labels
         )
     }
 
@@ -154,6 +174,39 @@ extension Codec {
     static func bounds<Row: StoredRow>(_ row: Row, into page: inout ReplayPage) {
         page.droppedThrough = row.integer(0)
         page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
+    }
+
+    // MARK: Findings: key, signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples
+
+    static let selectFindings = "SELECT signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples FROM findings"
+
+    static func columns(_ finding: StoredFinding) -> [ColumnValue] {
+        let s = finding.subject
+        let t = finding.totals
+        return [
+            .text(finding.key.stored), .text(s.signature), .text(finding.label), .text(s.kind.rawValue), .text(s.model), .text(s.state), .text(s.aspect),
+            .text(s.name), .integer(t.count), .integer(t.instances), .integer(milliseconds(t.firstSeen)), .integer(milliseconds(t.lastSeen)),
+            // Instance ids hold no space.
+            .text(t.examples.joined(separator: " ")),
+        ]
+    }
+
+    static func finding<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> StoredFinding {
+        let signature = try row.text(0, named: "findings.signature")
+        guard let kind = FindingKind(rawValue: try row.text(2, named: "findings.kind of \(signature)")) else {
+            throw Row.damaged("finding \(signature) has a kind lifecycled does not write")
+        }
+        let subject = FindingSubject(kind: kind, model: try row.text(3, named: "findings.model of \(signature)"), state: row.text(4), aspect: row.text(5), name: row.text(6))
+        let examples = try row.text(11, named: "findings.examples of \(signature)")
+        let totals = FindingTotals(
+            count: row.integer(7), instances: row.integer(8), firstSeen: row.date(9), lastSeen: row.date(10),
+            examples: examples.split(separator: " ").map(String.init)
+        )
+        return StoredFinding(subject: subject, label: try row.text(1, named: "findings.label of \(signature)"), totals: totals)
+    }
+
+    static func findingInstance<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> FindingInstance {
+        FindingInstance(instance: try row.text(0, named: "finding_instances.instance"), signature: try row.text(1, named: "finding_instances.signature"))
     }
 
     // MARK: Coverage counters: model, kind, name, count

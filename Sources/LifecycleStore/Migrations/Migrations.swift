@@ -20,7 +20,7 @@ extension [Migration] {
 
 /// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
-    static let all: [Migration] = [v1, v2, v3, v4]
+    static let all: [Migration] = [v1, v2, v3, v4, v5, v6]
 
     /// SQLite's version 4, and `commit_counter`; UNIQUE (instance, version) backstops two replicas deciding on one state.
     static let v1 = Migration(
@@ -67,11 +67,27 @@ enum PostgresMigrations {
         "DROP INDEX idempotency_by_age", "CREATE INDEX idempotency_held ON idempotency (instance) WHERE released_at IS NULL",
         "CREATE INDEX idempotency_released ON idempotency (released_at) WHERE released_at IS NOT NULL"
     )
+
+    /// SQLite's version 8.
+    static let v5 = Migration("v5-labels", "ALTER TABLE instances ADD COLUMN labels text NOT NULL DEFAULT '{}'")
+
+    /// SQLite's version 9.
+    static let v6 = Migration(
+        "v6-findings",
+        """
+        CREATE TABLE findings (
+            key text PRIMARY KEY, signature text NOT NULL, label text NOT NULL, kind text NOT NULL, model text NOT NULL, state text,
+            aspect text, name text, count bigint NOT NULL, instances bigint NOT NULL, first_seen bigint NOT NULL, last_seen bigint NOT NULL,
+            examples text NOT NULL
+        )
+        """,
+        "CREATE TABLE finding_instances (instance text NOT NULL, signature text NOT NULL, PRIMARY KEY (instance, signature))"
+    )
 }
 
 /// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
 enum SQLiteMigrations {
-    static let all: [Migration] = [v1, v2, v3, v4, v5, v6, v7]
+    static let all: [Migration] = [v1, v2, v3, v4, v5, v6, v7, v8, v9]
 
     /// Version 1: instances, their records, idempotency keys with the responses they got, and `meta`.
     static let v1 = Migration(
@@ -186,6 +202,24 @@ enum SQLiteMigrations {
         DROP INDEX idempotency_by_age;
         CREATE INDEX idempotency_held ON idempotency(instance) WHERE released_at IS NULL;
         CREATE INDEX idempotency_released ON idempotency(released_at) WHERE released_at IS NOT NULL;
+        """
+    )
+
+    /// Labels an instance was created with (a JSON object of strings, keys sorted): who it is. Those made before have none.
+    static let v8 = Migration("v8-labels", "ALTER TABLE instances ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';")
+
+    /// Findings (docs/TRIAGE.md): per signature, over every instance (label '') and per label `key=value`, what the
+    /// records add up to, kept by each commit; which instances have which, so each counts once. Records already kept
+    /// are not counted: findings start with this version.
+    static let v9 = Migration(
+        "v9-findings",
+        """
+        CREATE TABLE findings (
+            key TEXT PRIMARY KEY, signature TEXT NOT NULL, label TEXT NOT NULL, kind TEXT NOT NULL, model TEXT NOT NULL, state TEXT,
+            aspect TEXT, name TEXT, count INTEGER NOT NULL, instances INTEGER NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL,
+            examples TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE finding_instances (instance TEXT NOT NULL, signature TEXT NOT NULL, PRIMARY KEY (instance, signature)) WITHOUT ROWID;
         """
     )
 }

@@ -270,6 +270,10 @@ public final class PostgresStore: InstanceStore, Sendable {
         try read("cannot load coverage counters") { (connection) throws(PostgreSQLError) in try connection.coverage() }
     }
 
+    public func loadFindings() throws(StoreError) -> StoredFindings {
+        try read("cannot load findings") { (connection) throws(PostgreSQLError) in try connection.storedFindings() }
+    }
+
     public func replay(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) throws(StoreError) -> ReplayPage {
         try read("cannot replay records after \(after)") { (connection) throws(PostgreSQLError) in
             try connection.replay(after: after, through: through, filter: filter, limit: limit)

@@ -50,7 +50,7 @@ struct SQLDialect: Sendable {
     init(window: String, greatest: String, keepsSequenceFloor: Bool, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String) {
         instanceColumnNames = [
             "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
-            "ignored", "incomplete_launches", "created_at", "updated_at", "divergences", "dropped",
+            "ignored", "incomplete_launches", "created_at", "updated_at", "divergences", "dropped", "labels",
         ]
         instanceColumns = instanceColumnNames.joined(separator: ", ")
         instances = SQLTable(name: "instances", columns: instanceColumns)
@@ -91,6 +91,14 @@ struct SQLTable: Sendable {
               released_at = NULL
             """
     )
+    static let findings = SQLTable(
+        name: "findings", columns: "key, signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples",
+        onConflict: """
+            ON CONFLICT (key) DO UPDATE SET count = excluded.count, instances = excluded.instances, first_seen = excluded.first_seen,
+              last_seen = excluded.last_seen, examples = excluded.examples
+            """
+    )
+    static let findingInstances = SQLTable(name: "finding_instances", columns: "instance, signature", onConflict: "ON CONFLICT (instance, signature) DO NOTHING")
     static let coverage = SQLTable(
         name: "coverage", columns: "model, kind, name, count", onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
     )
@@ -124,6 +132,13 @@ extension SQLConnection {
         var counts = CoverageCounts()
         try forEachRow("SELECT model, kind, name, count FROM coverage", []) { (row) throws(Failure) in try Codec.addCounter(row, to: &counts) }
         return counts
+    }
+
+    func storedFindings() throws(Failure) -> StoredFindings {
+        StoredFindings(
+            findings: try rows(Codec.selectFindings, [], Codec.finding),
+            instances: try rows("SELECT instance, signature FROM finding_instances", [], Codec.findingInstance)
+        )
     }
 
     /// An instance's records (divergent ones only, if asked) after the version of the record `$2` names (not from the

@@ -26,6 +26,8 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     private var drops: [String: Int64] = [:]
     private var keys: [String: Codec.StoredKey] = [:]
     private var coverage = CoverageCounts()
+    private var findings: [StoredFinding] = []
+    private var findingInstances: [FindingInstance] = []
 
     init(
         _ connection: Connection, sequence: Int64, instanceCount: Int64?, historyLimit: Int, releasedKeyLifetime: TimeInterval,
@@ -88,10 +90,12 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         var statements = try waitingStatements() + [
             SQLStatement("DELETE FROM instances WHERE id = $1", [.text(instance.id)]),
             SQLStatement("DELETE FROM records WHERE instance = $1", [.text(instance.id)]),
+            // Its findings keep counting it (history), but it has them no more: one made again under its id starts afresh.
+            SQLStatement("DELETE FROM finding_instances WHERE instance = $1", [.text(instance.id)]),
             // Its keys outlive it a while, so a replay is refused, not applied to one made again under its id.
             SQLStatement("UPDATE idempotency SET released_at = $2 WHERE instance = $1 AND released_at IS NULL", [.text(instance.id), .integer(Codec.milliseconds(time))]),
         ]
-        let deleted = statements.count - 3
+        let deleted = statements.count - 4
         statements += Connection.inserting([Codec.tombstone(numbered, of: instance, at: time, json: encode(numbered))], into: .tombstones)
         // The deletion record expires: keep its number, the largest, from reuse.
         if Connection.dialect.keepsSequenceFloor { statements.append(SQLStatement(Connection.dialect.raising("sequence_floor"), [.integer(numbered)])) }
@@ -133,6 +137,29 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         coverage.add(counts)
     }
 
+    func findings(_ keys: [FindingKey]) throws(StoreError) -> [StoredFinding] {
+        guard !keys.isEmpty else { return [] }
+        return try run("cannot read findings") { () throws(Connection.Failure) in
+            var values: [ColumnValue] = []
+            let condition = Connection.dialect.anyOf("key", keys.map(\.stored), &values)
+            return try connection.rows("\(Codec.selectFindings) WHERE \(condition)", values, Codec.finding)
+        }
+    }
+
+    func findingInstances(of instances: [String]) throws(StoreError) -> Set<FindingInstance> {
+        guard !instances.isEmpty else { return [] }
+        return try run("cannot read findings' instances") { () throws(Connection.Failure) in
+            var values: [ColumnValue] = []
+            let condition = Connection.dialect.anyOf("instance", instances, &values)
+            return Set(try connection.rows("SELECT instance, signature FROM finding_instances WHERE \(condition)", values, Codec.findingInstance))
+        }
+    }
+
+    func storeFindings(_ findings: [StoredFinding], instances: [FindingInstance]) throws(StoreError) {
+        self.findings += findings
+        findingInstances += instances
+    }
+
     /// Statements (one a table on PostgreSQL) that write what waits, which then waits no more.
     func waitingStatements() throws(StoreError) -> [SQLStatement] {
         var statements: [SQLStatement] = []
@@ -148,7 +175,11 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
             statements += Connection.inserting(keys.map { Codec.key($0.key, fingerprint: $0.value.fingerprint, $0.value.write, at: now) }, into: .keys)
         }
         if !coverage.isEmpty { statements += Connection.inserting(Codec.counters(coverage), into: .coverage) }
-        (instances, records, drops, keys, coverage) = ([:], [], [:], [:], CoverageCounts())
+        if !findings.isEmpty { statements += Connection.inserting(findings.map(Codec.columns), into: .findings) }
+        if !findingInstances.isEmpty {
+            statements += Connection.inserting(findingInstances.map { [.text($0.instance), .text($0.signature)] }, into: .findingInstances)
+        }
+        (instances, records, drops, keys, coverage, findings, findingInstances) = ([:], [], [:], [:], CoverageCounts(), [], [])
         return statements
     }
 }

@@ -254,6 +254,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
         try read("cannot load coverage counters") { (database) throws(SQLiteError) in try database.coverage() }
     }
 
+    public func loadFindings() throws(StoreError) -> StoredFindings {
+        try read("cannot load findings") { (database) throws(SQLiteError) in try database.storedFindings() }
+    }
+
     /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
     public func integrityCheck() throws(StoreError) -> String {
         try read("cannot check integrity") { (database) throws(SQLiteError) in

@@ -73,3 +73,31 @@ struct LabelClientTests {
         #expect(instance.labels["run"] == "ui-9" && instance.labels["os.version"] != nil)
     }
 }
+
+@Suite("findings in the client")
+struct FindingClientTests {
+    @Test("findings decode, filter, and name their instances")
+    func findings() async throws {
+        let server = try ClientTestServer()
+        let client = server.client()
+        for id in ["f-1", "f-2"] {
+            try await client.putInstance(id, labels: ["run": id == "f-1" ? "r1" : "r2"])
+            _ = try await client.postEvent("didBecomeActive", to: id)
+        }
+        try await client.postEvent("didFinishLaunching", to: "f-1", believedState: "foreground")
+        let all = try await client.findings()
+        #expect(all.map(\.kind) == [.unexpected, .divergence])
+        let unexpected = try #require(all.first)
+        #expect(unexpected.state == "initializing" && unexpected.event == "didBecomeActive" && unexpected.count == 2 && unexpected.instances == 2)
+        #expect(unexpected.examples == ["f-1", "f-2"] && unexpected.firstSeen <= unexpected.lastSeen)
+        #expect(all.last?.diverged?.believedState == "foreground" && all.last?.diverged?.missingHook == nil && all.last?.state == "launching")
+        #expect(try await client.findings(kind: .divergence).map(\.signature) == [all[1].signature])
+        #expect(try await client.findings(label: ("run", "r2")).map(\.count) == [1])
+        #expect(try await client.findings(since: Date().addingTimeInterval(3600)).isEmpty)
+        #expect(try await client.findings(since: Date(timeIntervalSince1970: 0)).count == 2)
+        let listed = try await client.instancePage(filter: InstanceFilter(finding: unexpected.signature))
+        #expect(listed.items.map(\.id) == ["f-1", "f-2"])
+        let refused = await problem { try await client.findings(model: "nokia") }
+        #expect(refused?.status == 400)
+    }
+}

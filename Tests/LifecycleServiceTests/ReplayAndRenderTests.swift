@@ -91,6 +91,9 @@ struct ReplayAndRenderTests {
                     ALTER TABLE records DROP COLUMN divergent;
                     ALTER TABLE instances DROP COLUMN divergences;
                     ALTER TABLE instances DROP COLUMN dropped;
+                    ALTER TABLE instances DROP COLUMN labels;
+                    DROP TABLE findings;
+                    DROP TABLE finding_instances;
                     PRAGMA user_version = 2;
                     """)
                 let insert = try database.prepare("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5, ?6)")

@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleHTTP
+import LifecycleStore
 
 /// What `GET /metrics` answers, gathered at each scrape from where each number lives: the
 /// request counters (``RequestMetrics``), the committer's (``CommitMetrics``), the instance
@@ -44,6 +45,10 @@ final class ServiceMetrics: Sendable {
                 out.sample("lifecycled_instances", [("model", model), ("state", state)], counts[model]?[state] ?? 0)
             }
         }
+
+        out.family("lifecycled_findings", .gauge, help: "Findings (signatures of GET /v1/findings) by kind, from the stored findings (so right after a restart too); every kind is listed.")
+        let findings = registry.findingCounts
+        for kind in FindingKind.allCases { out.sample("lifecycled_findings", [("kind", kind.rawValue)], findings[kind] ?? 0) }
 
         registry.metrics.write(to: &out)
 

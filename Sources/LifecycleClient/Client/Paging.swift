@@ -13,6 +13,12 @@ public struct HistoryPage: Sendable, Equatable, Decodable {
     public var oldestRetainedVersion: Int64?
     /// Whether retention (`--history-limit`) dropped older records.
     public var olderDropped: Bool
+
+    /// Reads a page as the service writes it (`GET /v1/instances/{id}/history` saved to a file):
+    /// its times carry milliseconds, which Foundation's own date strategies refuse.
+    public init(json: Data) throws {
+        self = try LifecycleClient.decoder.decode(HistoryPage.self, from: json)
+    }
 }
 
 /// One page of instances (openapi `InstancePage`), in id order.

@@ -41,6 +41,31 @@ private func cleanAndStuck(_ client: LifecycleClient) async throws {
         }
     }
 
+    @Test func everyInstanceARunMadeIsCheckedByItsLabel() async throws {
+        let server = try ClientTestServer()
+        let client = server.client()
+        try await cleanAndStuck(client)
+        for id in ["run-a", "run-b"] {
+            _ = try await client.createInstance(id: id, labels: ["run": "ui-7"])
+            try await client.postEvent("didFinishLaunching", to: id)
+            try await client.postEvent("willConnectToWindow", to: id, parameters: ["window": .string("main")])
+            try await client.postEvent("didBecomeActive", to: id)
+        }
+        try await client.postEvent("didFinishLaunching", to: "run-b")
+        await withKnownIssue {
+            let checks = await expectCleanLifecycle(.labels(["run": "ui-7"]), client: client)
+            #expect(checks.map(\.instance) == ["run-a", "run-b"], "only the run's instances, not clean or stuck")
+        } matching: { issue in
+            let text = issue.comments.map(\.rawValue).joined()
+            return text.hasPrefix("1 problem in 1 of 2 instances\nrun-b seq ")
+        }
+        await withKnownIssue {
+            await expectCleanLifecycle(.labels(["run": "ui-8"]), client: client)
+        } matching: { issue in
+            issue.comments.map(\.rawValue).joined() == "no instance carries the labels run=ui-8"
+        }
+    }
+
     @Test func aWaitThatRunsOutFailsTheTestSayingForWhat() async throws {
         let server = try ClientTestServer()
         try await cleanAndStuck(server.client())

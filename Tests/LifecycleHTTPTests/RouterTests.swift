@@ -8,7 +8,7 @@ struct RouterTests {
     func routing() {
         var router = Router()
         router.get("/v1/things/{id}") { .text("thing \($0.parameters["id"] ?? "")") }
-        router.addDeferred("POST", "/v1/things/{id}") { request, respond in respond(.text("posted \(request.parameters["id"] ?? "")", status: 201)) }
+        router.addDeferred(.post, "/v1/things/{id}") { request, respond in respond(.text("posted \(request.parameters["id"] ?? "")", status: 201)) }
         #expect(router.respond(to: Request(method: "GET", path: "/v1/things/42")).body.bytes == Array("thing 42".utf8))
         #expect(router.respond(to: Request(method: "HEAD", path: "/v1/things/42")).status == 200)
         let posted = router.respond(to: Request(method: "POST", path: "/v1/things/7"))

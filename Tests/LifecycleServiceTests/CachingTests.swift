@@ -72,8 +72,8 @@ struct CachingTests {
         for (method, pattern) in router.routeList where !pattern.hasSuffix("/stream") {
             let path = pattern.replacingOccurrences(of: "{model}", with: "ios-app").replacingOccurrences(of: "{id}", with: "app")
                 .replacingOccurrences(of: "{name}", with: "cold-start")
-            let response = method == "GET" || method == "DELETE" ? try c.request(method, path) : try c.request(method, path, json: "{}")
-            answers.append(("\(method) \(path)", response))
+            let response = method == .get || method == .delete ? try c.request(method.rawValue, path) : try c.request(method.rawValue, path, json: "{}")
+            answers.append(("\(method.rawValue) \(path)", response))
         }
         for (method, path) in [("GET", "/v1/nothing"), ("PATCH", "/v1/instances"), ("GET", "/v1/instances?limit=0"), ("GET", "/v1/instances/app")] {
             answers.append(("\(method) \(path)", try c.request(method, path)))

@@ -28,7 +28,7 @@ struct OpenAPITests {
     func routesMatch() throws {
         let server = try TestServer()
         let router = API(registry: server.service!.registry, staticFiles: nil, metrics: server.service!.metrics).makeRouter()
-        let routed = Set(router.routeList.map { "\($0.method) \($0.pattern)" })
+        let routed = Set(router.routeList.map { "\($0.method.rawValue) \($0.pattern)" })
         let documented = try Self.documentedOperations()
         #expect(routed.count == 25)
         #expect(routed == documented)

@@ -14,7 +14,11 @@ final class TestServer {
     var dataDirectory: String { configuration.dataDirectory }
     var port: UInt16 { service!.port }
 
-    init(configure: (inout Configuration) -> Void = { _ in }) throws {
+    /// Whether the service opens a port (see ``RouterClient/init(configure:)`` for one that does not).
+    let listening: Bool
+
+    init(listening: Bool = true, configure: (inout Configuration) -> Void = { _ in }) throws {
+        self.listening = listening
         root = TemporaryDirectory()
         let publicDirectory = root.path + "/Public"
         try FileManager.default.createDirectory(atPath: publicDirectory + "/js", withIntermediateDirectories: true)
@@ -30,7 +34,7 @@ final class TestServer {
         configuration.logLevel = .warning
         configure(&configuration)
         if configuration.databaseURL == nil { configuration.databaseURL = try TestStore.databaseURL(for: configuration.dataDirectory) }
-        service = try Service(configuration: configuration)
+        service = try Service(configuration: configuration, listening: listening)
     }
 
     deinit { service?.stop() }
@@ -39,7 +43,7 @@ final class TestServer {
     func restart() throws {
         service?.stop()
         service = nil
-        service = try Service(configuration: configuration)
+        service = try Service(configuration: configuration, listening: listening)
     }
 
     func connect() throws -> WireClient { try WireClient(port: port) }

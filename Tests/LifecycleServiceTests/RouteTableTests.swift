@@ -64,8 +64,9 @@ struct RouteTableTests {
 
     @Test("each route answers its row, and every route has one")
     func everyRoute() throws {
-        let c = try RouterClient()
-        let service = try #require(c.server.service)
+        let server = try TestServer(.router)
+        let c = server.router()
+        let service = try #require(server.service)
         let router = API(registry: service.registry, staticFiles: nil, metrics: service.metrics).makeRouter()
         var covered: Set<String> = []
         for row in Self.rows {
@@ -83,7 +84,7 @@ struct RouteTableTests {
 
     @Test("answers no route gives: 405 with Allow, HEAD as GET, an unknown method, the fallback")
     func answersAroundTheRoutes() throws {
-        let c = try RouterClient()
+        let c = try TestServer(.router).router()
         try c.makeInstance("app")
         let patch = try c.request("PATCH", "/v1/instances/app")
         #expect(patch.status == 405 && patch.header("allow") == "GET, HEAD, PUT, DELETE")

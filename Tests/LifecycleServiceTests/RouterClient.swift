@@ -20,13 +20,6 @@ struct RouterClient: APIClient {
         self.server = server
     }
 
-    /// A client of a service of its own that opens no port: request in, response out, no
-    /// socket (the service's store, registry, middlewares and router are the real ones).
-    /// Tests of what the API answers start here; those of the wire start a ``TestServer``.
-    init(configure: (inout Configuration) -> Void = { _ in }) throws {
-        server = try TestServer(listening: false, configure: configure)
-    }
-
     /// The running service's pipeline: after ``TestServer/restart()``, the new one's.
     var pipeline: Pipeline { server.service!.server.pipeline }
 

@@ -63,7 +63,7 @@ struct CachingTests {
 
     @Test("every API answer says whether it may be kept: no-cache with an ETag, no-store without; files and streams keep their own")
     func everyAnswerHasCacheControl() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app", events: coldStart)
         let router = API(registry: server.service!.registry, staticFiles: nil, metrics: server.service!.metrics).makeRouter()

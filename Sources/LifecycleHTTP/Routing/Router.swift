@@ -14,6 +14,8 @@ public struct Router: Sendable {
         var pattern: String
         var segments: [Segment]
         var handler: Target
+        /// Whether any segment is a capture: a route without (most) makes no parameters.
+        var hasCaptures: Bool
     }
 
     private enum Target: Sendable {
@@ -54,7 +56,8 @@ public struct Router: Sendable {
             }
             return .literal(Array(bytes))
         }
-        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: target))
+        let hasCaptures = segments.contains { if case .capture = $0 { true } else { false } }
+        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: target, hasCaptures: hasCaptures))
         table = Table(routes: routes.map { ($0.method, $0.segments) })
     }
 
@@ -97,7 +100,7 @@ public struct Router: Sendable {
         switch destination(of: request) {
         case .route(let index):
             request.route = routes[index].pattern
-            request.parameters = parameters(of: routes[index], in: request.path)
+            request.parameters = parameters(of: index, in: request.path)
             request.endpoint = index
         case .otherMethods(let pattern, _):
             request.route = pattern
@@ -119,7 +122,7 @@ public struct Router: Sendable {
         switch destination(of: request) {
         case .route(let index):
             var routed = request
-            routed.parameters = parameters(of: routes[index], in: request.path)
+            routed.parameters = parameters(of: index, in: request.path)
             return run(routes[index], routed)
         case .otherMethods(_, let allow):
             return .now(.methodNotAllowed(request, allow: allow))
@@ -143,24 +146,25 @@ public struct Router: Sendable {
         return path.withUTF8(body)
     }
 
-    /// The values of a matched route's captures in `path`, by name. Empty segments are
-    /// skipped, as `//` means `/` (as the table does).
-    private func parameters(of route: Route, in path: String) -> [String: String] {
-        // A route without captures (most) makes no dictionary.
-        guard route.segments.contains(where: { if case .capture = $0 { true } else { false } }) else { return [:] }
+    /// The values of the captures of the route at `index` in `path`, by name. Empty segments
+    /// are skipped, as `//` means `/` (as the table does).
+    private func parameters(of index: Int, in path: String) -> [String: String] {
+        guard routes[index].hasCaptures else { return [:] }
+        // By index: a copy of the route would retain and release all it holds.
+        let segments = routes[index].segments
         return Self.withBytes(of: path) { bytes in
             var parameters: [String: String] = [:]
             var segment = 0
             var position = 0
             let slash = UInt8(ascii: "/")
-            while position < bytes.count, segment < route.segments.count {
+            while position < bytes.count, segment < segments.count {
                 if bytes[position] == slash {
                     position += 1
                     continue
                 }
                 var end = position
                 while end < bytes.count, bytes[end] != slash { end += 1 }
-                if case .capture(let name) = route.segments[segment] {
+                if case .capture(let name) = segments[segment] {
                     parameters[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[position..<end]), as: UTF8.self)
                 }
                 segment += 1

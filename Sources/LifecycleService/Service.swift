@@ -25,7 +25,14 @@ public final class Service: Sendable {
     public var port: UInt16 { server.port }
 
     /// Opens the store, restores every instance and starts serving.
-    public init(configuration: Configuration) throws(StartError) {
+    public convenience init(configuration: Configuration) throws(StartError) {
+        try self.init(configuration: configuration, listening: true)
+    }
+
+    /// Opens the store and restores every instance; starts serving only when `listening`.
+    /// A service that does not listen answers only through its server's pipeline, called in-process: for tests
+    /// of what the API answers, without a socket.
+    init(configuration: Configuration, listening: Bool) throws(StartError) {
         self.configuration = configuration
         let logger = LineLogger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
@@ -80,7 +87,7 @@ public final class Service: Sendable {
             pipeline: Pipeline(router: router, middlewares: Self.middlewares(configuration, token: token, logger: logger, metrics: requestMetrics))
         )
         do {
-            try server.start()
+            if listening { try server.start() }
         } catch {
             registry.stop()
             hub.stop()

@@ -12,7 +12,7 @@ func snapshot(_ c: some APIClient, _ id: String) throws -> (instance: [UInt8], h
 struct APITests {
     @Test("health, models and a model's rows with stable ids")
     func healthAndModels() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let health = try c.request("GET", "/healthz")
         #expect(health.status == 200 && health.json["status"] as? String == "ok")
@@ -38,7 +38,7 @@ struct APITests {
 
     @Test("create with POST: generated or given id, model default, Location; errors change nothing")
     func createWithPost() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let generated = try c.request("POST", "/v1/instances", body: [], contentType: nil)
         #expect(generated.status == 201)
@@ -60,7 +60,7 @@ struct APITests {
         #expect(try c.request("POST", "/v1/instances", json: #"{"id": "has space"}"#).status == 422)
         #expect(try c.request("POST", "/v1/instances", json: #"{"id": "\#(String(repeating: "a", count: 129))"}"#).status == 422)
         // Refused on its head, so its connection closes (the body is not read).
-        #expect(try server.connect().request("POST", "/v1/instances", headers: [], body: Array(#"{"id": "x"}"#.utf8), contentType: "text/plain").status == 415)
+        #expect(try server.router().request("POST", "/v1/instances", headers: [], body: Array(#"{"id": "x"}"#.utf8), contentType: "text/plain").status == 415)
         #expect(try c.request("GET", "/v1/instances/x").status == 404, "no failed create left an instance")
         let list = try c.request("GET", "/v1/instances").json["items"] as? [[String: Any]]
         #expect(list?.count == 2)
@@ -68,7 +68,7 @@ struct APITests {
 
     @Test("PUT is idempotent; a different model conflicts")
     func put() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let first = try c.request("PUT", "/v1/instances/app-1", body: [], contentType: nil)
         #expect(first.status == 201)
@@ -82,7 +82,7 @@ struct APITests {
 
     @Test("get with ETag, delete, and 404 after")
     func getAndDelete() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("gone", events: ["didFinishLaunching"])
         let got = try c.request("GET", "/v1/instances/gone")
@@ -104,7 +104,7 @@ struct APITests {
 
     @Test("list filters by state and model and pages by cursor")
     func list() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         for i in 0..<7 { try c.makeInstance(String(format: "ios-%02d", i), events: i % 2 == 0 ? coldStart : []) }
         for i in 0..<3 { try c.makeInstance("droid-\(i)", model: "android-activity") }
@@ -142,7 +142,7 @@ struct APITests {
 
     @Test("a cold start, backgrounding and an unexpected event, as records")
     func events() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app")
         let launched = try c.event("app", #"{"event": "didFinishLaunching"}"#)
@@ -238,7 +238,7 @@ struct APITests {
 
     @Test("If-Match with the current version applies")
     func ifMatch() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching"])
         let applied = try c.event("app", #"{"event": "willConnectToWindow", "window": "w"}"#, headers: [("If-Match", "\"1\"")])
@@ -249,7 +249,7 @@ struct APITests {
 
     @Test("actions: buffered, replaced, then delivered on entering foreground")
     func actions() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching", "willConnectToWindow"])
         let first = try c.request("POST", "/v1/instances/app/actions", json: #"{"action": "openURL", "url": "https://duckduckgo.com"}"#)
@@ -267,7 +267,7 @@ struct APITests {
 
     @Test("relaunch resets to initializing and counts launches; history pages by sequence")
     func relaunchAndHistory() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app", events: coldStart)
         let relaunch = try c.request("POST", "/v1/instances/app/relaunches", body: [], contentType: nil)
@@ -303,7 +303,7 @@ struct APITests {
 
     @Test("static files: types, index, and nothing outside the folder")
     func staticFiles() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let index = try c.request("GET", "/")
         #expect(index.status == 200 && index.header("content-type") == "text/html; charset=utf-8")

@@ -66,8 +66,8 @@ extension Response {
 struct BatchFailureTests {
     @Test("a write that fails on its own fails alone: the rest of its batch commits, durably")
     func failingWriteFailsAlone() throws {
-        let server = try TestServer()
-        var c = try server.connect()
+        let server = try TestServer(.router)
+        var c = server.router()
         for id in ["h0", "h1", "h2", "h3", "h4", "bad"] { try c.makeInstance(id, events: coldStart) }
         try poison(server, "poison", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
 
@@ -102,14 +102,14 @@ struct BatchFailureTests {
         #expect(try c.request("GET", "/v1/instances/fresh").status == 200)
         let before = try state()
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         #expect(try state() == before, "what was answered is what was stored")
     }
 
     @Test("a batch item that fails on its own is that item's 503, with Retry-After on the batch; the other items commit")
     func failingBatchItemFailsAlone() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         for id in ["h0", "bad"] { try c.makeInstance(id, events: coldStart) }
         try poison(server, "poison", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
         let answer = try c.request("POST", "/v1/batch", json: batchBody([
@@ -135,8 +135,8 @@ struct BatchFailureTests {
 
     @Test("after a failed batch, a create's refusals and answers match whether the create is stored")
     func failedCreate() throws {
-        let server = try TestServer()
-        var c = try server.connect()
+        let server = try TestServer(.router)
+        var c = server.router()
         try c.makeInstance("bad", events: coldStart)
         try poison(server, "poison_records", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
         try poison(server, "poison_instances", "BEFORE INSERT ON instances WHEN NEW.id = 'ghost'")
@@ -161,7 +161,7 @@ struct BatchFailureTests {
         // Each create of "ghost" tried to store it and failed; nothing exists to apply an event to.
         #expect(failed.map(\.status) == [503, 503, 503, 404, 201])
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         #expect(try c.request("GET", "/v1/instances/made").status == 200)
         #expect(try c.request("GET", "/v1/instances/ghost").status == 404)
         #expect(try c.request("GET", "/v1/instances/other").status == 200)
@@ -169,8 +169,8 @@ struct BatchFailureTests {
 
     @Test("after a failed batch, a delete's 404s and answers match whether the delete is stored")
     func failedDelete() throws {
-        let server = try TestServer()
-        var c = try server.connect()
+        let server = try TestServer(.router)
+        var c = server.router()
         for id in ["bad", "gone", "keeper"] { try c.makeInstance(id, events: coldStart) }
         try poison(server, "poison_records", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
         try poison(server, "poison_delete", "BEFORE DELETE ON instances WHEN OLD.id = 'keeper'")
@@ -193,7 +193,7 @@ struct BatchFailureTests {
         #expect(failed.map(\.status) == [503, 200, 503, 200])
         #expect(failed[1].json["version"] as? Int == 4 && failed[3].json["version"] as? Int == 5)
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         #expect(try c.request("GET", "/v1/instances/gone").status == 404)
         let keeper = try c.request("GET", "/v1/instances/keeper").json
         #expect(keeper["version"] as? Int == 5 && keeper["state"] as? String == "background")
@@ -202,8 +202,8 @@ struct BatchFailureTests {
 
     @Test("after a failed batch, If-Match is decided against the version actually stored")
     func failedEventThenIfMatch() throws {
-        let server = try TestServer()
-        var c = try server.connect()
+        let server = try TestServer(.router)
+        var c = server.router()
         for id in ["bad", "app", "tv"] { try c.makeInstance(id, events: coldStart) }
         try poison(server, "poison_records", "BEFORE INSERT ON records WHEN NEW.instance = 'bad'")
         try poison(server, "poison_resign", #"BEFORE INSERT ON records WHEN NEW.instance = 'app' AND CAST(NEW.body AS TEXT) LIKE '%"willResignActive"%'"#)
@@ -227,7 +227,7 @@ struct BatchFailureTests {
         #expect(failed.map(\.status) == [503, 200, 200, 412])
         #expect(failed[3].detail?.hasPrefix("instance \"app\" is at version 5 (ETag \"5-") == true, "\(failed[3])")
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         let tv = try c.request("GET", "/v1/instances/tv").json
         #expect(tv["version"] as? Int == 4 && tv["state"] as? String == "background")
         let app = try c.request("GET", "/v1/instances/app").json
@@ -238,8 +238,8 @@ struct BatchFailureTests {
 
     @Test("/healthz answers 503 with the reason while the store cannot commit, and 200 once it can")
     func healthReportsStorage() throws {
-        let server = try TestServer { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
-        let c = try server.connect()
+        let server = try TestServer(.router) { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
+        let c = server.router()
         #expect(try c.request("GET", "/healthz").status == 200)
         try c.makeInstance("app", events: ["didFinishLaunching"])
         var refused: HTTPResponse?

@@ -200,8 +200,8 @@ struct BatchTests {
 
     @Test("a batch sent again replays every keyed item as first answered, a keyed create's 201 too; its unkeyed items apply again")
     func retryReplays() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         let items = [
             BatchItemSpec(instance: "app", kind: .create, body: #"{"model":"ios-app"}"#, key: "create-app"),
             BatchItemSpec(instance: "app", kind: .event, body: #"{"event":"didFinishLaunching"}"#, key: "e1"),
@@ -240,8 +240,8 @@ struct BatchTests {
 
     @Test("an empty batch answers no results and stores nothing")
     func empty() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         let answer = try c.request("POST", "/v1/batch", json: #"{"items": []}"#)
         #expect(answer.status == 200)
         #expect(answer.text == "{\"results\":[]}\n")
@@ -249,8 +249,8 @@ struct BatchTests {
 
     @Test("a malformed batch, or one with an item its endpoint would answer 400, is refused whole with 400 naming it, and nothing is stored")
     func malformed() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         try c.makeInstance("app", events: coldStart)
         let good = #"{"instance":"new","kind":"create"},{"instance":"app","kind":"event","body":{"event":"willResignActive"}}"#
         let tooMany = #"{"items":["# + Array(repeating: #"{"instance":"app","kind":"launch"}"#, count: 1001).joined(separator: ",") + "]}"

@@ -15,7 +15,7 @@ struct BrowserHeadersTests {
 
     @Test("the dashboard and static files carry the security headers; API answers and refusals nosniff")
     func securityHeaders() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let connection = server.router()
         for (method, path) in [("GET", "/"), ("GET", "/js/app.js"), ("GET", "/nothing")] {
             let response = try connection.request(method, path)
@@ -32,7 +32,7 @@ struct BrowserHeadersTests {
 
     @Test("without --cors-origin: no CORS header at all, and a preflight is 405 like any OPTIONS")
     func corsOff() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let connection = server.router()
         let response = try connection.request("GET", "/v1/models", headers: [("Origin", "https://qa.example.com")])
         #expect(response.status == 200 && response.header("access-control-allow-origin") == nil)
@@ -44,7 +44,7 @@ struct BrowserHeadersTests {
 
     @Test("with --cors-origin: listed origins get CORS headers and preflights; others get none, and 403 on preflight")
     func corsOn() throws {
-        let server = try TestServer { $0.corsOrigins = ["https://qa.example.com", "http://localhost:3000"] }
+        let server = try TestServer(.router) { $0.corsOrigins = ["https://qa.example.com", "http://localhost:3000"] }
         let connection = server.router()
 
         let preflight = try connection.request("OPTIONS", "/v1/instances/x/events", headers: [

@@ -8,8 +8,8 @@ import Testing
 struct CachingTests {
     @Test("GET /v1/instances/{id}: If-None-Match naming its ETag (strong, weak, in a list, or *) is 304 without a body, until the instance moves on")
     func instanceRevalidates() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         try c.makeInstance("app", events: coldStart)
         let first = try c.request("GET", "/v1/instances/app")
         let etag = try #require(first.header("etag"))
@@ -36,8 +36,8 @@ struct CachingTests {
 
     @Test("an instance deleted and made again under its id has new ETags: the old one revalidates to the new body and If-Match with it is 412")
     func instanceMadeAgain() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         try c.makeInstance("again", events: ["didFinishLaunching"])
         let old = try c.request("GET", "/v1/instances/again")
         let oldTag = try #require(old.header("etag"))
@@ -63,7 +63,7 @@ struct CachingTests {
 
     @Test("every API answer says whether it may be kept: no-cache with an ETag, no-store without; files and streams keep their own")
     func everyAnswerHasCacheControl() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app", events: coldStart)
         let router = API(registry: server.service!.registry, staticFiles: nil, metrics: server.service!.metrics).makeRouter()
@@ -72,8 +72,8 @@ struct CachingTests {
         for (method, pattern) in router.routeList where !pattern.hasSuffix("/stream") {
             let path = pattern.replacingOccurrences(of: "{model}", with: "ios-app").replacingOccurrences(of: "{id}", with: "app")
                 .replacingOccurrences(of: "{name}", with: "cold-start")
-            let response = method == "GET" || method == "DELETE" ? try c.request(method, path) : try c.request(method, path, json: "{}")
-            answers.append(("\(method) \(path)", response))
+            let response = method == .get || method == .delete ? try c.request(method.rawValue, path) : try c.request(method.rawValue, path, json: "{}")
+            answers.append(("\(method.rawValue) \(path)", response))
         }
         for (method, path) in [("GET", "/v1/nothing"), ("PATCH", "/v1/instances"), ("GET", "/v1/instances?limit=0"), ("GET", "/v1/instances/app")] {
             answers.append(("\(method) \(path)", try c.request(method, path)))
@@ -89,7 +89,7 @@ struct CachingTests {
 
     @Test("refusals before any handler (a missing token, a spent rate budget) are not kept either")
     func refusalsAreNotKept() throws {
-        let server = try TestServer {
+        let server = try TestServer(.router) {
             $0.token = "s3cret.T0ken_for-tests~"
             $0.protectReads = true
             $0.rateLimit = 1

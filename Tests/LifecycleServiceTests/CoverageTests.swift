@@ -117,7 +117,7 @@ struct CoverageTests {
 
     @Test("counts match the records, survive a restart and a delete, and go on counting")
     func countsMatchRecords() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var c = server.router()
         try Self.makeFleet(c)
         try Self.expectMatchesRecords(c, instances: ["a", "b", "c"])
@@ -171,7 +171,7 @@ struct CoverageTests {
 
     @Test("divergent records are counted per row and per state (an unexpected event's in its from), match the records and survive a restart and a delete")
     func divergences() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var c = server.router()
         try c.makeInstance("d")
         // r2 taken with a belief that agrees: taken, not divergent.
@@ -223,7 +223,7 @@ struct CoverageTests {
 
     @Test("a fresh server has every row never taken; an unknown model is 404")
     func freshServer() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let answer = try c.coverage()
         #expect(answer["model"] as? String == "ios-app")
@@ -260,7 +260,7 @@ struct CoverageTests {
 struct ConformanceTests {
     @Test("a conforming trace: records, beliefs, rows exercised")
     func conforming() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let response = try c.conformance("ios-app", """
             {"steps": [
@@ -299,7 +299,7 @@ struct ConformanceTests {
 
     @Test("a wrong event, a belief mismatch and a bad parameter are each the first problem at their step")
     func problems() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let wrong = try c.conformance("ios-app", """
             {"steps": [{"event": "didFinishLaunching"}, {"event": "didBecomeActive"}, {"event": "willConnectToWindow", "window": "w", "believedState": "foreground"}]}
@@ -333,7 +333,7 @@ struct ConformanceTests {
 
     @Test("ranHooks in a trace: a missing hook, an extra one and the same hooks in another order are each a hookDivergence at their step, with the record's divergence")
     func hookDivergences() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let launch = #"{"event": "didFinishLaunching", "ranHooks": ["Launching.init"]}"#
         let connect = #"{"event": "willConnectToWindow", "window": "main", "ranHooks": ["Connected.init"]}"#
@@ -394,7 +394,7 @@ struct ConformanceTests {
 
     @Test("bad requests are refused with a problem; unknown names suggest the one meant; nothing is stored")
     func badRequests() throws {
-        let server = try TestServer { $0.maxBodySize = 1 << 20 }
+        let server = try TestServer(.router) { $0.maxBodySize = 1 << 20 }
         let c = server.router()
         let unknownEvent = try c.conformance("ios-app", #"{"steps": [{"event": "didFinishLaunching"}, {"event": "didBecomeActiv"}]}"#)
         #expect(unknownEvent.status == 422 && unknownEvent.header("content-type") == "application/problem+json")
@@ -444,7 +444,7 @@ struct ConformanceTests {
 
     @Test("scenarios are listed per model and each built-in one passes")
     func scenarios() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let listed = try c.request("GET", "/v1/models/ios-app/scenarios")
         #expect(listed.status == 200)
@@ -483,7 +483,7 @@ struct ConformanceTests {
 
     @Test("with a token, checks and scenario runs need it like writes; coverage like reads")
     func authentication() throws {
-        let server = try TestServer { $0.token = AuthenticationTests.token }
+        let server = try TestServer(.router) { $0.token = AuthenticationTests.token }
         // A refused request with a body closes its connection: one connection each.
         #expect(try server.router().conformance("ios-app", #"{"steps": []}"#).status == 401)
         #expect(try server.router().request("POST", "/v1/models/ios-app/scenarios/cold-start", body: [], contentType: nil).status == 401)

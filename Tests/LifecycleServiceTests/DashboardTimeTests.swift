@@ -34,7 +34,7 @@ struct DashboardTimeTests {
     @Test("occurredAt shows as the device's wall clock in its own offset, at any valid offset and year, in any page zone")
     func deviceWallClock() throws {
         // What the service stores and answers for times a device may send.
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("clock", events: ["didFinishLaunching"])
         let sent = ["0000-01-01T00:00:00+23:59", "2016-12-31T23:59:60Z", "2026-12-02T05:00:00.1-05:30", "1969-12-31T23:59:59.5+14:00"]

@@ -19,7 +19,7 @@ struct DeferredStopTests {
     /// A started server whose one route, `GET /later`, keeps each request's reply for the test.
     static func startServer(keeping replies: Replies) throws -> HTTPServer {
         var router = Router()
-        router.addDeferred("GET", "/later") { _, respond in replies.pending.withLock { $0.append(respond) } }
+        router.addDeferred(.get, "/later") { _, respond in replies.pending.withLock { $0.append(respond) } }
         let routes = router
         let server = HTTPServer(configuration: ServerConfiguration(port: 0, threads: 2), logger: LineLogger(level: .error), pipeline: Pipeline(router: routes))
         try server.start()

@@ -11,7 +11,7 @@ struct DivergenceFilterTests {
     /// `start`: background and foreground in turn, every tenth an unexpected launch; every
     /// third believes it is launching and every fourth reports hooks the model did not run
     /// (both diverge); each carries a device time. Returns the records as answered.
-    static func post(_ c: WireClient, _ id: String, _ count: Int, from start: Int = 0) throws -> [[String: Any]] {
+    static func post(_ c: some APIClient, _ id: String, _ count: Int, from start: Int = 0) throws -> [[String: Any]] {
         try (start..<start + count).map { i in
             // Unexpected launches change nothing: the others alternate as if they were not there.
             let event = i % 10 == 9 ? "didFinishLaunching" : (i - (i + 1) / 10) % 2 == 0 ? "didEnterBackground" : "didBecomeActive"
@@ -29,8 +29,8 @@ struct DivergenceFilterTests {
 
     @Test("history?divergent=true pages over the divergent records only, with the same cursor; only true is taken")
     func history() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         try c.makeInstance("a", events: coldStart)
         try c.makeInstance("calm", events: coldStart)
         let answered = try Self.post(c, "a", 30)

@@ -9,7 +9,7 @@ import Testing
 struct DurabilityTests {
     @Test("a restart restores every field of every instance, and sequence numbers continue")
     func restartEquality() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var c = server.router()
         // One instance exercising every stored field: window, breadcrumb with scene, counters, buffered action.
         try c.makeInstance("rich", events: ["didFinishLaunching", "willConnectToWindow"])
@@ -51,7 +51,7 @@ struct DurabilityTests {
 
     @Test("Idempotency-Key: same request replays without applying twice; a different one is refused")
     func idempotency() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var c = server.router()
         try c.makeInstance("app", events: coldStart)
         let key = [("Idempotency-Key", "abc-123")]
@@ -84,7 +84,7 @@ struct DurabilityTests {
 
     @Test("retention keeps the newest records and says older ones were dropped")
     func retention() throws {
-        let server = try TestServer { $0.historyLimit = 5 }
+        let server = try TestServer(.router) { $0.historyLimit = 5 }
         let c = server.router()
         try c.makeInstance("app", events: coldStart)
         for i in 0..<9 { _ = try c.event("app", i % 2 == 0 ? #"{"event": "willResignActive"}"# : #"{"event": "didBecomeActive"}"#) }
@@ -100,7 +100,7 @@ struct DurabilityTests {
     /// both, so a client can compare it with its cursor (sequence) or with the last version it read.
     @Test("history gives the oldest record kept by sequence number, as `after` counts, and by version")
     func retentionNumberings() throws {
-        let server = try TestServer { $0.historyLimit = 3 }
+        let server = try TestServer(.router) { $0.historyLimit = 3 }
         let c = server.router()
         try c.makeInstance("app", events: coldStart)
         try c.makeInstance("other")
@@ -135,8 +135,8 @@ struct DurabilityTests {
 
     @Test("a full disk answers 503 with Retry-After and changes nothing", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func fullDisk() throws {
-        let server = try TestServer { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
-        let c = try server.connect()
+        let server = try TestServer(.router) { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
+        let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching"])
         var failure: HTTPResponse?
         for i in 0..<2000 {
@@ -155,7 +155,7 @@ struct DurabilityTests {
         let history = try c.fullHistory("app")
         #expect(history.last?["version"] as? Int == version, "memory and disk agree after the failure")
         try server.restart()
-        let reopened = try server.connect()
+        let reopened = server.router()
         #expect(try reopened.request("GET", "/v1/instances/app").json["version"] as? Int == version)
     }
 

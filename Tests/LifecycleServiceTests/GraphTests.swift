@@ -49,7 +49,7 @@ final class SVGContents: NSObject, XMLParserDelegate {
 struct GraphTests {
     @Test("each built-in model's SVG parses as XML: one node state-<name> per state with its kind, one edge per row")
     func builtinSVGs() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         for model in [Model.iosApp, Model.androidActivity] {
             let response = try c.request("GET", "/v1/models/\(model.name)/graph.svg")
@@ -81,7 +81,7 @@ struct GraphTests {
 
     @Test("graph.dot is the model's DOT text; an unknown model is a 404 problem for both")
     func dotAndUnknownModel() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let dot = try c.request("GET", "/v1/models/android-activity/graph.dot")
         #expect(dot.status == 200)
@@ -96,7 +96,7 @@ struct GraphTests {
 
     @Test("an ETag per document: If-None-Match with it (weak or strong, or *) is 304 without a body, another tag 200")
     func conditionalRequests() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         for path in ["/v1/models/ios-app/graph.svg", "/v1/models/ios-app/graph.dot"] {
             let first = try c.request("GET", path)
@@ -128,7 +128,7 @@ struct GraphTests {
         """
         let models = TemporaryDirectory()
         try model.write(toFile: models.path + "/odd.json", atomically: true, encoding: .utf8)
-        let server = try TestServer { $0.modelsDirectory = models.path }
+        let server = try TestServer(.router) { $0.modelsDirectory = models.path }
         let response = try server.router().request("GET", "/v1/models/odd/graph.svg")
         #expect(response.status == 200)
         let svg = try SVGContents.parse(response.body)

@@ -8,7 +8,7 @@ import Testing
 struct InstanceLimitTests {
     @Test("past --max-instances a create is 507 with a problem and changes nothing; a delete makes room")
     func limit() throws {
-        let server = try TestServer { $0.maxInstances = 3 }
+        let server = try TestServer(.router) { $0.maxInstances = 3 }
         let c = server.router()
         for id in ["a", "b", "c"] { #expect(try c.request("PUT", "/v1/instances/\(id)", json: "{}").status == 201) }
         let refused = try c.request("POST", "/v1/instances", json: #"{"id": "d"}"#)

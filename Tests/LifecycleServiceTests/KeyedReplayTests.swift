@@ -41,7 +41,7 @@ struct KeyedReplayTests {
 
     @Test("a keyed input replayed alone after its instance was deleted and made again is 409 replayed-instance-deleted, and applies nothing")
     func singleAfterRemake() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var c = server.router()
         #expect(try c.request("PUT", "/v1/instances/app", json: #"{"model":"ios-app"}"#).status == 201)
         var first: [HTTPResponse] = []
@@ -67,7 +67,7 @@ struct KeyedReplayTests {
 
     @Test("a batch replayed after its instance was deleted and made again refuses each keyed item, the create's and the inputs', and applies nothing")
     func batchAfterRemake() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let items = [BatchItemSpec(instance: "app", kind: .create, body: #"{"model":"ios-app"}"#, key: "c1")] + Self.inputs
         let first = try c.request("POST", "/v1/batch", json: batchBody(items))
@@ -101,7 +101,7 @@ struct KeyedReplayTests {
 
     @Test("a batch and a single input replayed after the key store aged 25 hours are answered as the first time, applied once")
     func replayAfterADay() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var c = server.router()
         let items = [BatchItemSpec(instance: "app", kind: .create, body: #"{"model":"ios-app"}"#, key: "c1")] + Self.inputs
         let first = try c.request("POST", "/v1/batch", json: batchBody(items))

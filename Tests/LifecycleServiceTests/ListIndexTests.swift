@@ -8,7 +8,7 @@ import Testing
 struct ListIndexTests {
     @Test("a filtered page reads only matching instances, however many others there are")
     func filteredPageIsBounded() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let registry = server.service!.registry
         let count = 20_000
         let ids = (0..<count).map { String(format: "i-%05d", $0) }
@@ -45,7 +45,7 @@ struct ListIndexTests {
 
     @Test("the index follows every change: transitions, relaunches, deletes, and a re-create with another model")
     func indexMatchesInstances() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let iosPaths: [[String]] = [[], ["didFinishLaunching"], coldStart, coldStart + ["didEnterBackground"]]
         let androidPaths: [[String]] = [[], ["onCreate"], ["onCreate", "onStart"], ["onCreate", "onStart", "onResume"]]
@@ -130,7 +130,7 @@ struct ListIndexTests {
 
     @Test("a filter value no loaded model has is refused with 400 naming the valid ones")
     func unknownFilterValues() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app")
         let state = try c.request("GET", "/v1/instances?state=nope")
@@ -156,7 +156,7 @@ struct ListIndexTests {
 
     @Test("an unknown event or action is refused with 422 suggesting the closest name")
     func unknownNames() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching", "willConnectToWindow"])
         let event = try c.event("app", #"{"event": "didBecomeActiv"}"#)

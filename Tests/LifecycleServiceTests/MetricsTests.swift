@@ -326,13 +326,13 @@ struct MetricsTests {
 
     @Test("--metrics off: no /metrics route (404), and the service works as before")
     func metricsOff() throws {
-        let server = try TestServer { $0.metrics = false }
-        let c = try server.connect()
+        let server = try TestServer(.router) { $0.metrics = false }
+        let c = server.router()
         #expect(server.service!.metrics == nil)
         #expect(try c.makeInstance("x", events: coldStart).status == 200)
         #expect(try c.request("GET", "/metrics").status == 404)
-        let on = try TestServer()
-        #expect(try on.connect().request("GET", "/metrics").status == 200)
+        let on = try TestServer(.router)
+        #expect(try on.router().request("GET", "/metrics").status == 200)
     }
 
     @Test("label values and help text are escaped as the format requires, and histograms count at or under each bound: the real parser reads back what was written")

@@ -25,7 +25,7 @@ struct ModelsDirectoryTests {
     func validModel() throws {
         let models = TemporaryDirectory()
         try doorModel.write(toFile: models.path + "/door.json", atomically: true, encoding: .utf8)
-        let server = try TestServer { $0.modelsDirectory = models.path }
+        let server = try TestServer(.router) { $0.modelsDirectory = models.path }
         let c = server.router()
         let names = (try c.request("GET", "/v1/models").json["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
         #expect(names == ["android-activity", "door", "ios-app"])

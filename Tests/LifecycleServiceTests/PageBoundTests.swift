@@ -31,7 +31,7 @@ struct PageBoundTests {
 
     @Test("a history page of large records stops at --page-bytes (4 MiB) and says where to continue; following it gets every record once, in order")
     func historyPageStopsAtItsBytes() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("heavy")
         // 300 records of about 16 KiB: about 4.8 MiB, more than one page holds.
@@ -76,7 +76,7 @@ struct PageBoundTests {
 
     @Test("an instance list page of instances with large buffered actions stops at --page-bytes and gives nextCursor; following it lists every instance once, in id order")
     func listPageStopsAtItsBytes() throws {
-        let server = try TestServer { $0.pageBytes = 65536 }
+        let server = try TestServer(.router) { $0.pageBytes = 65536 }
         let c = server.router()
         // 40 instances, each holding an action of an 8000-byte url buffered (an instance that
         // has not launched buffers it): about 8 KiB each, about 330 KiB in all.
@@ -106,7 +106,7 @@ struct PageBoundTests {
 
     @Test("a string parameter longer than 8192 characters gets a 422 problem and stores nothing; 8192 are taken")
     func parameterTooLong() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("app")
         let before = try snapshot(c, "app")

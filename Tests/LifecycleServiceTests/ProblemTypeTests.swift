@@ -44,7 +44,7 @@ struct ProblemTypeTests {
 
     @Test("the types a live server answers with resolve to their pages on it")
     func liveTypesResolve() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let http = server.router()
         _ = try http.request("PUT", "/v1/instances/typed")
         let unexpected = try http.event("typed", #"{"event": "didEnterBackground"}"#)

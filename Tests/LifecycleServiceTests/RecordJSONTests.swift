@@ -87,7 +87,7 @@ struct RecordJSONTests {
 struct RecordInstanceTests {
     @Test("event, action, launch and 409 answers, and history, name the instance right after the sequence number")
     func answersAndHistory() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         try c.makeInstance("my-iphone")
         let event = try c.event("my-iphone", #"{"event": "didFinishLaunching"}"#)

@@ -10,7 +10,7 @@ import LifecycleHTTP
 struct ReplayAndRenderTests {
     @Test("replaying POST /v1/instances without an id names the instance first created, in Location too")
     func replayNamesStoredInstance() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var c = server.router()
         let key = [("Idempotency-Key", "create-once")]
         let first = try c.request("POST", "/v1/instances", headers: key, body: [], contentType: nil)
@@ -29,7 +29,7 @@ struct ReplayAndRenderTests {
 
     @Test("replaying a create whose instance was deleted is refused with 409 naming it, and creates nothing")
     func replayAfterDelete() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         let c = server.router()
         let key = [("Idempotency-Key", "gone-1")]
         let first = try c.request("POST", "/v1/instances", headers: key, body: [], contentType: nil)
@@ -132,7 +132,7 @@ struct ReplayAndRenderTests {
          "events": [{"name": "start"}], "actions": [{"name": "turn", "parameters": [{"name": "by", "type": "number", "required": true}]}],
          "transitions": [{"from": "idle", "event": "start", "to": "on"}]}
         """.write(toFile: models.path + "/dial.json", atomically: true, encoding: .utf8)
-        let server = try TestServer { $0.modelsDirectory = models.path }
+        let server = try TestServer(.router) { $0.modelsDirectory = models.path }
         let c = server.router()
         try c.makeInstance("knob", model: "dial")
         // HTTP bodies cannot carry infinity (the parser refuses it); the registry's own callers can.

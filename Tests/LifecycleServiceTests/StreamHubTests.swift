@@ -21,7 +21,7 @@ func storedRecords(_ store: any InstanceStore, through last: Int64) throws -> [I
 }
 
 /// Posts the app cycle to `id`, `count` events, and returns the sequence numbers answered.
-func postCycle(_ c: WireClient, _ id: String, count: Int, from start: Int = 0) throws -> [Int64] {
+func postCycle(_ c: some APIClient, _ id: String, count: Int, from start: Int = 0) throws -> [Int64] {
     try (start..<(start + count)).map { i in
         let response = try c.event(id, #"{"event": "\#(appCycle[i % appCycle.count])"}"#)
         guard response.status == 200, let sequence = sequence(of: response) else {
@@ -35,8 +35,8 @@ func postCycle(_ c: WireClient, _ id: String, count: Int, from start: Int = 0) t
 struct StreamHubTests {
     @Test("a client resuming on a replica that lags behind the one it came from gets exactly the records after its last one, once they arrive")
     func resumeAheadOfThisReplica() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         try c.makeInstance("ahead", events: coldStart)
         let store = server.service!.store
         let last = store.lastSequence
@@ -189,8 +189,8 @@ struct StreamHubTests {
 
     @Test("a resume within the ring reads no store page; one after a restart replays from the store, then goes on live")
     func ringAndRestart() throws {
-        let server = try TestServer()
-        var c = try server.connect()
+        let server = try TestServer(.router)
+        var c = server.router()
         try c.makeInstance("a", events: coldStart)
         try c.makeInstance("d", model: "android-activity", events: [])
         _ = try c.request("POST", "/v1/instances/d/events", json: #"{"event": "onCreate"}"#)
@@ -206,7 +206,7 @@ struct StreamHubTests {
 
         let stored = try storedRecords(server.service!.store, through: last)
         try server.restart()
-        c = try server.connect()
+        c = server.router()
         hub = server.service!.hub
         let everything = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: 0))
         let onlyD = StreamReader(try hub.subscribe(filter: RecordFilter(instances: ["d"]), lastEventID: 0))
@@ -228,7 +228,7 @@ struct StreamHubTests {
 
     @Test("filters by model, instances and outcome: the same records live and replayed from the store")
     func filters() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var hub = server.service!.hub
         let filters: [(RecordFilter, ([String: Any]) -> Bool)] = [
             (RecordFilter(model: "android-activity"), { $0["model"] as? String == "android-activity" }),
@@ -245,7 +245,7 @@ struct StreamHubTests {
         let all = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: nil))
         let live = try filters.map { StreamReader(try hub.subscribe(filter: $0.0, lastEventID: nil)) }
 
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("a", events: coldStart + ["willResignActive"])
         try c.makeInstance("b", events: ["didFinishLaunching"])
         try c.makeInstance("d", model: "android-activity")
@@ -291,7 +291,7 @@ struct StreamHubTests {
 
     @Test("a filtered subscriber whose place left the ring is not cut off: woken from the ring, or replayed from the store")
     func filteredBehindTheRing() throws {
-        let server = try TestServer {
+        let server = try TestServer(.router) {
             $0.streamRing = 65536
             $0.streamBuffer = 4096
         }
@@ -300,7 +300,7 @@ struct StreamHubTests {
         waiting.readAvailable()
         #expect(waiting.waits == 1)
         let unread = StreamReader(try hub.subscribe(filter: RecordFilter(instances: ["quiet"]), lastEventID: nil))
-        let c = try server.connect()
+        let c = server.router()
         // About three rings of other records: both places leave the ring.
         try c.makeInstance("busy", events: coldStart)
         _ = try postCycle(c, "busy", count: 400)
@@ -323,9 +323,9 @@ struct StreamHubTests {
 
     @Test("a subscriber that stops reading past its budget gets event: overflow naming its last record, then the end; a resume gets the rest")
     func overflow() throws {
-        let server = try TestServer { $0.streamBuffer = 4096 }
+        let server = try TestServer(.router) { $0.streamBuffer = 4096 }
         let hub = server.service!.hub
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("slow", events: coldStart)
         let reader = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: nil))
         reader.readAvailable()
@@ -357,8 +357,8 @@ struct StreamHubTests {
 
     @Test("a resume behind retention first says what was dropped; one from the future says so and goes on live")
     func gapAndFuture() throws {
-        let server = try TestServer { $0.historyLimit = 2 }
-        let c = try server.connect()
+        let server = try TestServer(.router) { $0.historyLimit = 2 }
+        let c = server.router()
         try c.makeInstance("short", events: coldStart)
         let sequences = try postCycle(c, "short", count: 4)
         // Creation is 1, the cold start 2-4, the cycle 5-8; versions 1-5 (numbers 1-6 with
@@ -384,7 +384,7 @@ struct StreamHubTests {
         let reset = try #require(future.events.dropFirst().first)
         #expect(reset.type == "reset" && reset.id == 8)
         #expect(reset.data == #"{"lastEventId":100,"newest":8,"oldest":7}"#)
-        let c2 = try server.connect()
+        let c2 = server.router()
         let next = try postCycle(c2, "short", count: 1, from: 4)[0]
         try future.read(through: next)
         #expect(future.records.map { $0.id! } == [9])
@@ -392,10 +392,10 @@ struct StreamHubTests {
 
     @Test("creation and deletion are numbered records; after a restart only the deletion of a deleted instance replays")
     func creationAndDeletion() throws {
-        let server = try TestServer()
+        let server = try TestServer(.router)
         var hub = server.service!.hub
         let reader = StreamReader(try hub.subscribe(filter: RecordFilter(), lastEventID: nil))
-        let c = try server.connect()
+        let c = server.router()
         #expect(try c.request("PUT", "/v1/instances/x", json: #"{"model": "ios-app"}"#).status == 201)
         #expect(try c.event("x", #"{"event": "didFinishLaunching"}"#).status == 200)
         #expect(try c.request("DELETE", "/v1/instances/x").status == 204)
@@ -418,14 +418,14 @@ struct StreamHubTests {
 
     @Test("an idle stream gets a heartbeat comment every interval")
     func heartbeat() throws {
-        let server = try TestServer { $0.heartbeat = 0.05 }
+        let server = try TestServer(.router) { $0.heartbeat = 0.05 }
         let hub = server.service!.hub
         let idle = StreamReader(try hub.subscribe(filter: RecordFilter(instances: ["nobody"]), lastEventID: nil))
         try idle.read(until: { $0.events.filter { $0.comment == "heartbeat" }.count >= 3 }, timeout: 20)
         #expect(idle.events.filter { $0.comment == "heartbeat" }.count >= 3)
         #expect(idle.records.isEmpty && !idle.hasEnded)
         // Still woken by a record that matches, between heartbeats.
-        let c = try server.connect()
+        let c = server.router()
         try c.makeInstance("nobody")
         try idle.read(through: hub.lastSequence)
         #expect(idle.records.map(\.type) == ["created"])
@@ -433,8 +433,8 @@ struct StreamHubTests {
 
     @Test("a failed group commit publishes only what was committed: retried halves, in order, nothing rolled back", .sqliteOnly("a trigger in the SQLite file fails the writes"))
     func failedBatchPublishesCommitsOnly() throws {
-        let server = try TestServer()
-        let c = try server.connect()
+        let server = try TestServer(.router)
+        let c = server.router()
         for id in ["h0", "h1", "h2", "bad"] { try c.makeInstance(id, events: coldStart) }
         // The failure comes after every record of the batch is written, when the instances
         // are stored: each record was numbered and written in a transaction that rolls back.
@@ -465,7 +465,7 @@ struct StreamHubTests {
 
     @Test("past the subscriber limit a subscription is refused, until one ends")
     func subscriberLimit() throws {
-        let server = try TestServer { $0.maxSubscribers = 3 }
+        let server = try TestServer(.router) { $0.maxSubscribers = 3 }
         let hub = server.service!.hub
         let open = try (0..<3).map { _ in try hub.subscribe(filter: RecordFilter(), lastEventID: nil) }
         #expect(hub.subscriberCount == 3)
@@ -480,7 +480,7 @@ struct StreamHubTests {
 
     @Test("past the per-client limit (--max-connections-per-client) a client's subscription is refused, until one of its own ends; other clients are not")
     func perClientLimit() throws {
-        let server = try TestServer { $0.maxConnectionsPerClient = 2 }
+        let server = try TestServer(.router) { $0.maxConnectionsPerClient = 2 }
         let hub = server.service!.hub
         let open = try (0..<2).map { _ in try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }
         #expect(throws: StreamHub.Refusal.tooManyForClient(limit: 2)) { try hub.subscribe(filter: RecordFilter(), lastEventID: nil, client: "203.0.113.7") }

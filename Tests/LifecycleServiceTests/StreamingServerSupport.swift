@@ -167,10 +167,10 @@ final class StreamServer: Sendable {
             streams.set(Int(request.query("n") ?? "") ?? 0, stream)
             return .eventStream(stream)
         }
-        router.addDeferred("GET", "/deferred") { request, respond in
+        router.addDeferred(.get, "/deferred") { request, respond in
             replies.set(Int(request.query("n") ?? "") ?? 0, respond)
         }
-        router.addDeferred("GET", "/deferred-stream") { request, respond in
+        router.addDeferred(.get, "/deferred-stream") { request, respond in
             let stream = QueueStream(Array("data: first\n\n".utf8))
             streams.set(Int(request.query("n") ?? "") ?? 0, stream)
             Thread.detachNewThread { respond(.eventStream(stream)) }

@@ -4,17 +4,33 @@ import LifecycleLocks
 import Testing
 @testable import LifecycleService
 
-/// The real service on a free loopback port, with its own data folder and a small
-/// public folder (plus a secret beside it and a symlink pointing at it).
+/// The real service, on a free loopback port or reached in-process (``Mode``), with its own
+/// data folder and a small public folder (plus a secret beside it and a symlink pointing at it).
 final class TestServer {
     let root: TemporaryDirectory
     var service: Service?
     var configuration: Configuration
 
     var dataDirectory: String { configuration.dataDirectory }
-    var port: UInt16 { service!.port }
+    var port: UInt16 {
+        precondition(mode == .live, "a TestServer(.router) opens no port: start it .live to reach it over the wire")
+        return service!.port
+    }
 
-    init(configure: (inout Configuration) -> Void = { _ in }) throws {
+    /// How the tests reach the service, as Hummingbird's `app.test(.router)` and `app.test(.live)`.
+    enum Mode {
+        /// No port is opened: requests go in-process through the service's own middlewares and
+        /// router (``router()``), as `Request` values. For what the API answers.
+        case router
+        /// The service listens on a free loopback port (``connect()``; ``router()`` too). For
+        /// what needs the wire: sockets, framing, streams, limits on connections, processes.
+        case live
+    }
+
+    let mode: Mode
+
+    init(_ mode: Mode = .live, configure: (inout Configuration) -> Void = { _ in }) throws {
+        self.mode = mode
         root = TemporaryDirectory()
         let publicDirectory = root.path + "/Public"
         try FileManager.default.createDirectory(atPath: publicDirectory + "/js", withIntermediateDirectories: true)
@@ -30,7 +46,7 @@ final class TestServer {
         configuration.logLevel = .warning
         configure(&configuration)
         if configuration.databaseURL == nil { configuration.databaseURL = try TestStore.databaseURL(for: configuration.dataDirectory) }
-        service = try Service(configuration: configuration)
+        service = try Service(configuration: configuration, listening: mode == .live)
     }
 
     deinit { service?.stop() }
@@ -39,12 +55,13 @@ final class TestServer {
     func restart() throws {
         service?.stop()
         service = nil
-        service = try Service(configuration: configuration)
+        service = try Service(configuration: configuration, listening: mode == .live)
     }
 
     func connect() throws -> WireClient { try WireClient(port: port) }
 
-    /// A client of this service's middlewares and router, without a socket.
+    /// A client of this service's middlewares and router, without a socket: request in,
+    /// response out (with either mode).
     func router() -> RouterClient { RouterClient(self) }
 }
 

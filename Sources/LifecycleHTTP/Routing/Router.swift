@@ -3,12 +3,19 @@ import Foundation
 /// Matches method and path to a handler. Paths are `/`-separated literals and
 /// `{name}` captures. An unmatched path is 404 (or the fallback); a matched path
 /// with another method is 405 with `Allow`.
+///
+/// The routes are kept as a table, rebuilt as each is added (at start, never per request): a
+/// trie of the patterns' segments, each node holding, for each ``HTTPMethod``, the first route
+/// added that ends there. A request walks the trie over its path's bytes once, allocating
+/// nothing, and finds both the route of its method and every method its path is served under.
 public struct Router: Sendable {
     private struct Route: Sendable {
-        var method: String
+        var method: HTTPMethod
         var pattern: String
         var segments: [Segment]
         var handler: Target
+        /// Whether any segment is a capture: a route without (most) makes no parameters.
+        var hasCaptures: Bool
     }
 
     private enum Target: Sendable {
@@ -16,12 +23,13 @@ public struct Router: Sendable {
         case later(DeferredHandler)
     }
 
-    private enum Segment: Sendable {
+    fileprivate enum Segment: Sendable {
         case literal([UInt8])
         case capture(String)
     }
 
     private var routes: [Route] = []
+    private var table = Table(routes: [])
     /// Answers paths no route matches (static files, for instance).
     public var fallback: Handler = { request in
         .notFound(request)
@@ -30,34 +38,34 @@ public struct Router: Sendable {
     /// A router with no routes: every path goes to ``fallback``.
     public init() {}
 
-    /// The order methods are listed in an `Allow` header.
-    private static let methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
-
-    /// Adds a route whose handler answers at once, on the daemon thread.
-    public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
+    /// Adds a route whose handler answers at once, on the daemon thread. A GET route also
+    /// answers HEAD.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping Handler) {
         add(method, pattern, target: .now(handler))
     }
 
     /// Adds a route whose handler responds later (see ``DeferredHandler``).
-    public mutating func addDeferred(_ method: String, _ pattern: String, _ handler: @escaping DeferredHandler) {
+    public mutating func addDeferred(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping DeferredHandler) {
         add(method, pattern, target: .later(handler))
     }
 
-    private mutating func add(_ method: String, _ pattern: String, target: Target) {
+    private mutating func add(_ method: HTTPMethod, _ pattern: String, target: Target) {
         let segments = pattern.utf8.split(separator: UInt8(ascii: "/")).map { bytes -> Segment in
             if bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") {
                 return .capture(String(decoding: bytes.dropFirst().dropLast(), as: UTF8.self))
             }
             return .literal(Array(bytes))
         }
-        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: target))
+        let hasCaptures = segments.contains { if case .capture = $0 { true } else { false } }
+        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: target, hasCaptures: hasCaptures))
+        table = Table(routes: routes.map { ($0.method, $0.segments) })
     }
 
     /// Adds a GET route (which also answers HEAD).
-    public mutating func get(_ pattern: String, _ handler: @escaping Handler) { add("GET", pattern, handler) }
+    public mutating func get(_ pattern: String, _ handler: @escaping Handler) { add(.get, pattern, handler) }
 
     /// Every route as (method, pattern), in the order added: for checking the API description.
-    public var routeList: [(method: String, pattern: String)] {
+    public var routeList: [(method: HTTPMethod, pattern: String)] {
         routes.map { ($0.method, $0.pattern) }
     }
 
@@ -67,27 +75,20 @@ public struct Router: Sendable {
     /// What a request's method and path lead to.
     private enum Destination {
         /// The route at this index of ``routes``.
-        case route(Int, parameters: [String: String])
+        case route(Int)
         /// The path exists only under other methods: their patterns' first, and `Allow`.
         case otherMethods(pattern: String, allow: String)
         case fallback
     }
 
-    /// Routing runs on every request: routes of the request's method are tried first, and
-    /// the others (to name them in `Allow`) only when none of those matches.
+    /// Routing runs on every request: one walk of the table over the path's bytes. HEAD is
+    /// looked up as GET; a method that is not an ``HTTPMethod`` finds only the other methods.
     private func destination(of request: Request) -> Destination {
-        let method = request.method == "HEAD" ? "GET" : request.method
-        return Self.withBytes(of: request.path) { path -> Destination in
-            // By index: a copy of each route tried would retain and release all it holds.
-            for index in routes.indices where routes[index].method == method {
-                if let parameters = Self.match(routes[index].segments, path) { return .route(index, parameters: parameters) }
-            }
-            let others = routes.filter { $0.method != method && Self.match($0.segments, path) != nil }
-            guard let first = others.first else { return .fallback }
-            var allowed = Set(others.map(\.method))
-            if allowed.contains("GET") { allowed.insert("HEAD") }
-            return .otherMethods(pattern: first.pattern, allow: Self.methodOrder.filter(allowed.contains).joined(separator: ", "))
-        }
+        let method = HTTPMethod(request.method).map { $0 == .head ? .get : $0 }
+        let found = Self.withBytes(of: request.path) { table.search($0, method: method) }
+        if let route = found.route { return .route(route) }
+        guard let first = found.firstRoute else { return .fallback }
+        return .otherMethods(pattern: routes[first].pattern, allow: Table.allow(found.methods))
     }
 
     /// Routes a request whose head has arrived: sets ``Request/route`` to the pattern of the
@@ -97,9 +98,9 @@ public struct Router: Sendable {
     /// ``reply(to:)`` does not search again.
     public func resolve(_ request: inout Request) {
         switch destination(of: request) {
-        case .route(let index, let parameters):
+        case .route(let index):
             request.route = routes[index].pattern
-            request.parameters = parameters
+            request.parameters = parameters(of: index, in: request.path)
             request.endpoint = index
         case .otherMethods(let pattern, _):
             request.route = pattern
@@ -119,9 +120,9 @@ public struct Router: Sendable {
     private func route(_ request: Request) -> Reply {
         if let index = request.endpoint, routes.indices.contains(index) { return run(routes[index], request) }
         switch destination(of: request) {
-        case .route(let index, let parameters):
+        case .route(let index):
             var routed = request
-            routed.parameters = parameters
+            routed.parameters = parameters(of: index, in: request.path)
             return run(routes[index], routed)
         case .otherMethods(_, let allow):
             return .now(.methodNotAllowed(request, allow: allow))
@@ -145,43 +146,171 @@ public struct Router: Sendable {
         return path.withUTF8(body)
     }
 
-    /// Matches a path's bytes against a route's segments without splitting (routing runs
-    /// on every request): first only whether it matches, then, for the route that does, its
-    /// parameters, so that routes tried and missed make no dictionary. Empty segments are
-    /// skipped, as `//` means `/`. Returns the captured parameters, or `nil`.
-    private static func match(_ pattern: [Segment], _ bytes: UnsafeBufferPointer<UInt8>) -> [String: String]? {
-        guard walk(pattern, bytes, capture: { _, _ in }) else { return nil }
-        var parameters: [String: String] = [:]
-        _ = walk(pattern, bytes) { name, range in
-            parameters[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+    /// The values of the captures of the route at `index` in `path`, by name. Empty segments
+    /// are skipped, as `//` means `/` (as the table does).
+    private func parameters(of index: Int, in path: String) -> [String: String] {
+        guard routes[index].hasCaptures else { return [:] }
+        // By index: a copy of the route would retain and release all it holds.
+        let segments = routes[index].segments
+        return Self.withBytes(of: path) { bytes in
+            var parameters: [String: String] = [:]
+            var segment = 0
+            var position = 0
+            let slash = UInt8(ascii: "/")
+            while position < bytes.count, segment < segments.count {
+                if bytes[position] == slash {
+                    position += 1
+                    continue
+                }
+                var end = position
+                while end < bytes.count, bytes[end] != slash { end += 1 }
+                if case .capture(let name) = segments[segment] {
+                    parameters[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[position..<end]), as: UTF8.self)
+                }
+                segment += 1
+                position = end
+            }
+            return parameters
         }
-        return parameters
     }
+}
 
-    /// Whether `bytes` match `pattern`, calling `capture` with each capture's name and range.
-    private static func walk(_ pattern: [Segment], _ bytes: UnsafeBufferPointer<UInt8>, capture: (String, Range<Int>) -> Void) -> Bool {
-        var segmentIndex = 0
-        var position = 0
-        let slash = UInt8(ascii: "/")
-        while position < bytes.count {
-            if bytes[position] == slash {
-                position += 1
-                continue
+extension Router {
+    /// The routes' patterns as a trie, in flat arrays: node 0 is the root; a node's literal
+    /// segments are a run of ``edges``, whose bytes lie end to end in ``bytes``; a `{name}`
+    /// capture is one more child, tried after the literals (so `/v1/batch` and `/v1/{id}` can
+    /// both be routes, and each path finds its own).
+    fileprivate struct Table: Sendable {
+        struct Node: Sendable {
+            /// This node's literal children: a range of ``edges``.
+            var edges: Range<Int> = 0..<0
+            /// The child any one segment leads to, or -1.
+            var capture = -1
+            /// The methods of the routes that end here, one bit each (``HTTPMethod/ordinal``).
+            var methods: UInt16 = 0
+            /// The first route (by index) of any method that ends here, or -1.
+            var firstRoute = -1
+        }
+
+        struct Edge: Sendable {
+            var start: Int
+            var count: Int
+            var child: Int
+        }
+
+        var nodes: [Node] = []
+        var edges: [Edge] = []
+        var bytes: [UInt8] = []
+        /// Row per node, column per method: the first route of that method ending at the node, or -1.
+        var endpoints: [Int] = []
+
+        static let methodCount = HTTPMethod.allCases.count
+
+        /// The table of routes given as (method, segments), in the order added.
+        init(routes: [(HTTPMethod, [Segment])]) {
+            // First as a tree with a list of children per node, then laid out flat.
+            var literals: [[(bytes: [UInt8], child: Int)]] = [[]]
+            var captures: [Int] = [-1]
+            var ends: [[(HTTPMethod, Int)]] = [[]]
+            func newNode() -> Int {
+                literals.append([])
+                captures.append(-1)
+                ends.append([])
+                return literals.count - 1
+            }
+            for (index, (method, segments)) in routes.enumerated() {
+                var node = 0
+                for segment in segments {
+                    switch segment {
+                    case .literal(let bytes):
+                        if let existing = literals[node].first(where: { $0.bytes == bytes }) {
+                            node = existing.child
+                        } else {
+                            let child = newNode()
+                            literals[node].append((bytes, child))
+                            node = child
+                        }
+                    case .capture:
+                        if captures[node] < 0 { captures[node] = newNode() }
+                        node = captures[node]
+                    }
+                }
+                ends[node].append((method, index))
+            }
+            endpoints = Array(repeating: -1, count: literals.count * Self.methodCount)
+            for node in literals.indices {
+                var entry = Node()
+                let first = edges.count
+                for literal in literals[node] {
+                    edges.append(Edge(start: bytes.count, count: literal.bytes.count, child: literal.child))
+                    bytes += literal.bytes
+                }
+                entry.edges = first..<edges.count
+                entry.capture = captures[node]
+                for (method, index) in ends[node] {
+                    entry.methods |= 1 << method.ordinal
+                    if entry.firstRoute < 0 { entry.firstRoute = index }
+                    let cell = node * Self.methodCount + method.ordinal
+                    if endpoints[cell] < 0 { endpoints[cell] = index }
+                }
+                nodes.append(entry)
+            }
+        }
+
+        /// What one walk of the trie over a path found.
+        struct Found {
+            /// The first route of the method asked for whose pattern matches.
+            var route: Int?
+            /// The first route of any method whose pattern matches.
+            var firstRoute: Int?
+            /// The methods of every route whose pattern matches.
+            var methods: UInt16 = 0
+        }
+
+        /// Every route whose pattern matches `path`, summed up. Routes added earlier win where two
+        /// patterns match (a literal and a capture), as they did in the list this table replaces.
+        func search(_ path: UnsafeBufferPointer<UInt8>, method: HTTPMethod?) -> Found {
+            var found = Found()
+            guard !nodes.isEmpty else { return found }
+            visit(0, from: 0, path, method: method?.ordinal ?? -1, &found)
+            return found
+        }
+
+        private func visit(_ index: Int, from start: Int, _ path: UnsafeBufferPointer<UInt8>, method: Int, _ found: inout Found) {
+            let slash = UInt8(ascii: "/")
+            var position = start
+            while position < path.count, path[position] == slash { position += 1 }
+            let node = nodes[index]
+            guard position < path.count else {
+                guard node.methods != 0 else { return }
+                found.methods |= node.methods
+                found.firstRoute = min(found.firstRoute ?? .max, node.firstRoute)
+                if method >= 0, case let route = endpoints[index * Self.methodCount + method], route >= 0 {
+                    found.route = min(found.route ?? .max, route)
+                }
+                return
             }
             var end = position
-            while end < bytes.count, bytes[end] != slash { end += 1 }
-            guard segmentIndex < pattern.count else { return false }
-            switch pattern[segmentIndex] {
-            case .literal(let literal):
-                let isEqual = literal.count == end - position
-                    && literal.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress! + position, literal.count) == 0 }
-                guard isEqual else { return false }
-            case .capture(let name):
-                capture(name, position..<end)
+            while end < path.count, path[end] != slash { end += 1 }
+            let length = end - position
+            for edge in node.edges {
+                let literal = edges[edge]
+                guard literal.count == length else { continue }
+                let isEqual = bytes.withUnsafeBufferPointer { memcmp($0.baseAddress! + literal.start, path.baseAddress! + position, length) == 0 }
+                if isEqual {
+                    // A node's literals differ from each other: no other can match.
+                    visit(literal.child, from: end, path, method: method, &found)
+                    break
+                }
             }
-            segmentIndex += 1
-            position = end
+            if node.capture >= 0 { visit(node.capture, from: end, path, method: method, &found) }
         }
-        return segmentIndex == pattern.count
+
+        /// An `Allow` value naming `methods` in ``HTTPMethod`` order, HEAD wherever GET is.
+        static func allow(_ methods: UInt16) -> String {
+            var methods = methods
+            if methods & 1 << HTTPMethod.get.ordinal != 0 { methods |= 1 << HTTPMethod.head.ordinal }
+            return HTTPMethod.allCases.filter { methods & 1 << $0.ordinal != 0 }.map(\.rawValue).joined(separator: ", ")
+        }
     }
 }

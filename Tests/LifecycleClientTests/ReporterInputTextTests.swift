@@ -28,7 +28,7 @@ import Testing
         #expect(await ReporterTests.soon(within: 20) { reporter.status.pendingItems == 0 }, "\(events.all.withLock { $0 })")
         #expect(events.delivered.map(\.1) == [201, 200, 422, 200, 422, 200, 200], "\(events.delivered)")
         let records = try ReporterTests.history(server, "nul")
-        #expect(records.map { $0["event"] as? String } == ["didFinishLaunching", "willConnectToWindow", "didBecomeActive", "willResignActive"])
+        try #require(records.map { $0["event"] as? String } == ["didFinishLaunching", "willConnectToWindow", "didBecomeActive", "willResignActive"])
         #expect(records[2]["ranHooks"] as? [String] == ["tab\there\u{1}\u{1B}[2J\u{7F}\u{85}\u{2028}"])
     }
 }

@@ -135,7 +135,7 @@ public final class Service: Sendable {
                 report: report
             )
         } catch {
-            let hint = error.isDataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
+            let hint = error.kind == .dataLoss ? "; if the loss is known and accepted, start once with --accept-data-loss" : ""
             throw StartError(description: error.message + hint)
         }
     }

@@ -78,33 +78,65 @@ extension Date {
     }
 }
 
-/// Why the store could not do what it was asked. Nothing was written.
+/// Why the store could not do what it was asked. Nothing was written, unless ``isOutcomeUnknown``.
+///
+/// A caller switches over ``kind``; each driver maps its codes to a kind in one place
+/// (`SQLiteError.kind`, `PostgreSQLError.kind`).
 public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    /// Whether the disk is full.
-    public var isDiskFull: Bool
-    /// Whether the failure lies in what was being written rather than the store: other writes can still commit.
-    public var isSpecificToWrite: Bool
-    /// Whether the database file is damaged (see ``SQLiteError/isDamage``).
-    public var isDamage: Bool
-    /// Whether the store refused to open because committed data is gone (see ``SQLiteStore/Options/acceptDataLoss``).
-    public var isDataLoss: Bool
-    /// Whether the database server could not be reached; the store connects again by itself.
-    public var isUnreachable: Bool
-    /// Whether the transaction may have committed all the same: the connection was lost after its COMMIT was sent.
-    public var isOutcomeUnknown: Bool
+    /// What a failure means for the caller, whichever database it came from.
+    public enum Kind: Sendable, Hashable {
+        /// The failure lies in what was being written (a constraint, a value too big or of the wrong
+        /// type, data that does not encode), not in the store: other writes can still commit.
+        case rejectedWrite
+        /// The disk (or the database's size limit) is full.
+        case diskFull
+        /// The database is damaged: it does not heal while the service runs, though writes that miss
+        /// the damage may still commit.
+        case damaged
+        /// The store refused to open because committed data is gone (see ``SQLiteStore/Options/acceptDataLoss``).
+        case dataLoss
+        /// The database server could not be reached (or did not answer in time); the store connects
+        /// again by itself.
+        case unavailable
+        /// Another connection held a lock the operation needed, or the database gave up a transaction
+        /// that conflicted with another (a deadlock, a serialization failure): the same work may succeed later.
+        case busy
+        /// Any other failure of the store: an I/O error, a full connection table, a misuse.
+        case other
+    }
 
-    public init(
-        _ message: String, isDiskFull: Bool = false, isSpecificToWrite: Bool = false, isDamage: Bool = false, isDataLoss: Bool = false,
-        isUnreachable: Bool = false, isOutcomeUnknown: Bool = false
-    ) {
+    /// The database library's code for a failure, as the driver gave it.
+    public enum Code: Sendable, Hashable, CustomStringConvertible {
+        /// An SQLite extended result code.
+        case sqlite(Int32)
+        /// A PostgreSQL SQLSTATE.
+        case sqlState(String)
+
+        public var description: String {
+            switch self {
+            case .sqlite(let code): "SQLite code \(code)"
+            case .sqlState(let state): "SQLSTATE \(state)"
+            }
+        }
+    }
+
+    /// What failed, for a log or an answer: what was being done, then the driver's message.
+    public var message: String
+    /// What the failure means for the caller.
+    public var kind: Kind
+    /// Whether the transaction may have committed all the same: the connection was lost after its
+    /// COMMIT was sent. Apart from ``kind``, which says why it failed.
+    public var isOutcomeUnknown: Bool
+    /// The driver's code, or `nil` when lifecycled found the failure itself or the driver gave none
+    /// (a lost connection).
+    public var code: Code?
+
+    /// A failure with `message`; the driver's `code` when it came from one.
+    public init(_ message: String, kind: Kind = .other, isOutcomeUnknown: Bool = false, code: Code? = nil) {
         self.message = message
-        self.isDiskFull = isDiskFull
-        self.isSpecificToWrite = isSpecificToWrite
-        self.isDamage = isDamage
-        self.isDataLoss = isDataLoss
-        self.isUnreachable = isUnreachable
+        self.kind = kind
         self.isOutcomeUnknown = isOutcomeUnknown
+        self.code = code
     }
 
     public var description: String { message }

@@ -9,7 +9,7 @@ struct StorageHealthTests {
     func storageHealth() {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         var health = StorageHealth()
-        let unreachable = StoreError("server gone", isUnreachable: true)
+        let unreachable = StoreError("server gone", kind: .unavailable)
         #expect(health.failed(unreachable, isReadOnly: true, at: now) == .failing(reason: "server gone", isReadOnly: true))
         #expect(!health.needsProbe, "only reads failed: a read that works clears it")
         #expect(health.failed(unreachable, isReadOnly: false, at: now.addingTimeInterval(5)) == nil, "logged once")
@@ -19,11 +19,11 @@ struct StorageHealthTests {
         #expect(health.committed() == .recovered(since: now, isReadOnly: false))
         #expect(health.failure == nil)
 
-        #expect(health.failed(StoreError("damaged", isDamage: true), isReadOnly: false, at: now) != nil)
+        #expect(health.failed(StoreError("damaged", kind: .damaged), isReadOnly: false, at: now) != nil)
         #expect(health.failed(StoreError("later"), isReadOnly: false, at: now) == nil)
         #expect(health.failure?.reason == "damaged", "the first report of damage is kept")
         #expect(!health.needsProbe)
-        #expect(health.committed() == nil && health.failure?.isDamage == true, "damage is reported until a restart")
+        #expect(health.committed() == nil && health.failure?.kind == .damaged, "damage is reported until a restart")
 
         var reads = StorageHealth()
         _ = reads.failed(StoreError("timeout"), isReadOnly: true, at: now)

@@ -68,8 +68,8 @@ struct CodecTests {
             failure = error
         }
         #expect(failure?.message == damage.message)
-        #expect(failure?.isDamage == true)
-        #expect(failure.map { StoreError($0, doing: "read").isDamage } == true)
+        #expect(failure?.kind == .damaged)
+        #expect(failure.map { StoreError($0, doing: "read").kind } == .damaged)
     }
 
     @Test("the same value read from PostgreSQL", arguments: damages)
@@ -85,6 +85,6 @@ struct CodecTests {
         }
         #expect(failure?.message == damage.message)
         #expect(failure?.sqlState == "XX001")
-        #expect(failure.map { StoreError($0, doing: "read").isDamage } == true)
+        #expect(failure.map { StoreError($0, doing: "read").kind } == .damaged)
     }
 }

@@ -28,24 +28,6 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
 
 @Suite("PostgreSQL store")
 struct PostgresStoreTests {
-    @Test("what a PostgreSQL failure tells the service: the write's fault, a full disk, damage, or PostgreSQL unreachable")
-    func failureKinds() {
-        func error(_ sqlState: String?, lost: Bool = false) -> StoreError {
-            StoreError(PostgreSQLError(sqlState: sqlState, message: "m", isConnectionLost: lost), doing: "w")
-        }
-        for constraint in ["23505", "23502", "23514", "22001", "54000"] {
-            #expect(error(constraint).isSpecificToWrite && !error(constraint).isDiskFull, "\(constraint)")
-        }
-        #expect(error("53100").isDiskFull && !error("53100").isSpecificToWrite)
-        #expect(error("XX001").isDamage && !error("XX001").isSpecificToWrite)
-        #expect(!error("40P01").isSpecificToWrite && !error("40P01").isDiskFull)
-        let unreachable = error("57P01", lost: true)
-        #expect(!unreachable.isSpecificToWrite && !unreachable.isDiskFull && !unreachable.isDamage)
-        #expect(unreachable.message == "w: PostgreSQL is unreachable: m")
-        #expect(error(nil, lost: true).message == "w: PostgreSQL is unreachable: m")
-        #expect(error("23505").message == "w: m (SQLSTATE 23505)")
-    }
-
     @Test("replicas starting together on an empty database make the schema once; a newer schema is refused")
     func schemaOnce() throws {
         let url = try PostgresCluster.shared.makeDatabase()
@@ -237,7 +219,7 @@ struct PostgresStoreTests {
             try second.relaunch(in: b)
         } throws: { error in
             let error = try #require(error as? StoreError)
-            return error.isSpecificToWrite && !error.isDiskFull && "\(error)".contains("23505")
+            return error.kind == .rejectedWrite && error.code == .sqlState("23505") && "\(error)".contains("23505")
         }
         #expect(try b.latestSequence() == 2)
         #expect(try b.history(instanceID: "x", after: 0, divergentOnly: false, limit: PageLimit(records: 10)).records.count == 1)
@@ -288,7 +270,7 @@ struct PostgresStoreTests {
                 try writer.relaunch(in: store)
             } throws: { error in
                 let error = try #require(error as? StoreError)
-                return !error.isSpecificToWrite && !error.isDiskFull && error.message.contains("PostgreSQL is unreachable")
+                return error.kind == .unavailable && !error.isOutcomeUnknown && error.message.contains("PostgreSQL is unreachable")
             }
         }
         #expect {
@@ -347,7 +329,7 @@ struct PostgresStoreTests {
             }
         }
         #expect(
-            given.map { $0.isUnreachable && $0.isOutcomeUnknown && $0.message.contains("no answer within 1000 ms") } == true, "\(given?.message ?? "")"
+            given.map { $0.kind == .unavailable && $0.isOutcomeUnknown && $0.message.contains("no answer within 1000 ms") } == true, "\(given?.message ?? "")"
         )
         #expect(ContinuousClock.now - writing < .milliseconds(1500), "the write failed after \(ContinuousClock.now - writing)")
         #expect(cluster.isFrozen)

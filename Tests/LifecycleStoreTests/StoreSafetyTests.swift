@@ -122,7 +122,7 @@ struct StoreSafetyTests {
                 _ = try SQLiteStore(directory: folder.path)
             } throws: { error in
                 guard let error = error as? StoreError else { return false }
-                return error.isDataLoss && error.message.contains(database) && error.message.contains(reason)
+                return error.kind == .dataLoss && error.message.contains(database) && error.message.contains(reason)
             }
         }
         func accepted() throws -> [String: String]? {

@@ -37,7 +37,7 @@ struct BatchCommitter {
         do {
             attempt = try self.attempt(batch[...])
         } catch {
-            guard error.isSpecificToWrite || error.isDamage, batch.count > 1 else { return fail(batch[...], error) }
+            guard Self.splits(error), batch.count > 1 else { return fail(batch[...], error) }
             report(ServiceEvent(.warning, "group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message]))
             commitInHalves(batch[...])
             return
@@ -60,8 +60,18 @@ struct BatchCommitter {
             do {
                 finish(half, try attempt(half))
             } catch {
-                if error.isSpecificToWrite || error.isDamage, half.count > 1 { commitInHalves(half) } else { fail(half, error) }
+                if Self.splits(error), half.count > 1 { commitInHalves(half) } else { fail(half, error) }
             }
+        }
+    }
+
+    /// Whether a failed group is committed again in halves: when the failure may be one write's
+    /// (its data; or damage, which may lie only in what one write touches). Any other failure is
+    /// the store's, which would fail every half the same way.
+    private static func splits(_ error: StoreError) -> Bool {
+        switch error.kind {
+        case .rejectedWrite, .damaged: true
+        case .diskFull, .dataLoss, .unavailable, .busy, .other: false
         }
     }
 
@@ -206,8 +216,8 @@ struct BatchCommitter {
         } else {
             report(ServiceEvent(.error, "writes failed", ["writes": String(jobs.count), "error": error.message]))
         }
-        if !error.isSpecificToWrite { health.failed(error) }
-        for job in jobs { job.completion(.failure(.storageFailed(isDiskFull: error.isDiskFull, isOutcomeUnknown: error.isOutcomeUnknown))) }
+        if error.kind != .rejectedWrite { health.failed(error) }
+        for job in jobs { job.completion(.failure(.storageFailed(error.kind, isOutcomeUnknown: error.isOutcomeUnknown))) }
     }
 }
 
@@ -275,7 +285,7 @@ private struct TransactionView: CommittedState {
                 return (stored, try stored.restoredMachine(among: models))
             } catch {
                 // Another replica's models: this write fails alone, not its whole batch.
-                throw StoreError(error.message, isSpecificToWrite: true)
+                throw StoreError(error.message, kind: .rejectedWrite)
             }
         }
     }

@@ -9,14 +9,13 @@ struct StorageFailure: Sendable, Equatable {
     var reason: String
     /// When the store began to fail.
     var since: Date
-    /// The database file is damaged: reported until a restart (which refuses to start on it).
-    var isDamage = false
+    /// What the failure means: ``StoreError/Kind/damaged`` is reported until a restart (which
+    /// refuses to start on it); after ``StoreError/Kind/unavailable`` a transaction that commits,
+    /// even an empty one, shows the server is back (see ``StorageHealth/needsProbe``).
+    var kind = StoreError.Kind.other
     /// Only reading others' commits failed (no write has failed since): a read that works
     /// again clears it. A write's failure is cleared only by a commit.
     var isReadOnly = false
-    /// The database server could not be reached: a transaction that commits, even an
-    /// empty one, shows it is back (see ``StorageHealth/needsProbe``).
-    var isUnreachable = false
 }
 
 /// Whether the store works, as the committer last found it: a state machine over what the
@@ -37,10 +36,9 @@ struct StorageHealth: Equatable {
     mutating func failed(_ error: StoreError, isReadOnly: Bool, at now: Date) -> Change? {
         let before = failure
         // The first report of damage is kept: a later failure is more likely its effect.
-        if before?.isDamage != true {
+        if before?.kind != .damaged {
             failure = StorageFailure(
-                reason: error.message, since: before?.since ?? now, isDamage: error.isDamage,
-                isReadOnly: isReadOnly && before?.isReadOnly != false, isUnreachable: error.isUnreachable
+                reason: error.message, since: before?.since ?? now, kind: error.kind, isReadOnly: isReadOnly && before?.isReadOnly != false
             )
         }
         return before == nil ? .failing(reason: error.message, isReadOnly: isReadOnly) : nil
@@ -55,7 +53,7 @@ struct StorageHealth: Equatable {
 
     /// A transaction committed. Damage does not heal when writes that miss it commit: it stays reported.
     mutating func committed() -> Change? {
-        guard let current = failure, !current.isDamage else { return nil }
+        guard let current = failure, current.kind != .damaged else { return nil }
         failure = nil
         return .recovered(since: current.since, isReadOnly: false)
     }
@@ -71,7 +69,7 @@ struct StorageHealth: Equatable {
     /// is reported until a restart.
     var needsProbe: Bool {
         guard let failure else { return false }
-        return failure.isUnreachable && !failure.isReadOnly && !failure.isDamage
+        return failure.kind == .unavailable && !failure.isReadOnly
     }
 }
 

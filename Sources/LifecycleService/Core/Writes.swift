@@ -105,9 +105,9 @@ extension InstanceRegistry {
         /// The instance `key`'s input went to has since been deleted, and `id` made again: applying it anew would put a
         /// stale input on the new instance.
         case replayedInstanceDeleted(id: String, key: String)
-        /// The store failed; `isDiskFull` when it failed for want of space, `isOutcomeUnknown`
-        /// when the connection to its server went during the commit, which may have taken effect.
-        case storageFailed(isDiskFull: Bool, isOutcomeUnknown: Bool = false)
+        /// The store failed, for a reason of `kind`; `isOutcomeUnknown` when the connection to its
+        /// server went during the commit, which may have taken effect.
+        case storageFailed(StoreError.Kind, isOutcomeUnknown: Bool = false)
         /// The store failed to read what the cache does not hold: `what` names it.
         case storageUnreadable(what: String)
         case stopping

@@ -82,7 +82,7 @@ extension Problem {
                 type: ProblemKind.replayedInstanceDeleted.type,
                 extensions: ["instance": JSONFragment(id)]
             )
-        case .storageFailed(isDiskFull: true, _): .unavailable("the disk is full; nothing was changed")
+        case .storageFailed(.diskFull, _): .unavailable("the disk is full; nothing was changed")
         case .storageFailed(_, isOutcomeUnknown: true):
             .unavailable(
                 "storage failed during the commit, which may yet take effect; sent again with the same Idempotency-Key, the write is answered as it was if it did"

@@ -16,7 +16,7 @@ enum Codec {
             do {
                 action = String(decoding: try JSONEncoder().encode(pending), as: UTF8.self)
             } catch {
-                throw StoreError("the buffered action of instance \(instance.id) does not encode: \(error)", isSpecificToWrite: true)
+                throw StoreError("the buffered action of instance \(instance.id) does not encode: \(error)", kind: .rejectedWrite)
             }
         }
         return [
@@ -35,7 +35,7 @@ enum Codec {
         do {
             return String(decoding: try encoder.encode(labels), as: UTF8.self)
         } catch {
-            throw StoreError("the labels of instance \(id) do not encode: \(error)", isSpecificToWrite: true)
+            throw StoreError("the labels of instance \(id) do not encode: \(error)", kind: .rejectedWrite)
         }
     }
 

@@ -371,12 +371,25 @@ public struct PostgreSQLError: Error, Sendable, CustomStringConvertible {
 
     /// A failure of the connection itself, without a SQLSTATE.
     static func lost(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: nil, message: message, isConnectionLost: true) }
-    /// 53100 disk_full.
-    public var isDiskFull: Bool { sqlState == "53100" }
-    /// Whether the statement's own data was refused: a constraint (class 23), a value out of range or malformed (22), too big (54000).
-    public var isSpecificToWrite: Bool { sqlState.map { $0.hasPrefix("23") || $0.hasPrefix("22") || $0 == "54000" } ?? false }
-    /// XX001 data_corrupted, XX002 index_corrupted: damage that does not heal.
-    public var isDamage: Bool { sqlState == "XX001" || sqlState == "XX002" }
+    /// What the failure means for the store: the one mapping from SQLSTATEs (and a lost connection).
+    public var kind: StoreError.Kind {
+        // Whatever the server said last (57P01 admin_shutdown, say), the store must connect again.
+        if isConnectionLost { return .unavailable }
+        guard let sqlState else { return .other }
+        switch sqlState {
+        // 53100 disk_full.
+        case "53100": return .diskFull
+        // XX001 data_corrupted, XX002 index_corrupted: damage that does not heal.
+        case "XX001", "XX002": return .damaged
+        // The statement's own data was refused: too big (54000 program_limit_exceeded).
+        case "54000": return .rejectedWrite
+        // 40001 serialization_failure, 40P01 deadlock_detected, 55P03 lock_not_available.
+        case "40001", "40P01", "55P03": return .busy
+        default:
+            // Class 23, a constraint; class 22, a value out of range or malformed: the statement's own data.
+            return sqlState.hasPrefix("23") || sqlState.hasPrefix("22") ? .rejectedWrite : .other
+        }
+    }
     public var description: String { sqlState.map { "PostgreSQL error \($0): \(message)" } ?? "PostgreSQL: \(message)" }
 }
 
@@ -418,10 +431,8 @@ struct Deadline {
 
 extension PostgreSQLError: StoreFailure {
     func storeError(doing what: String) -> StoreError {
-        if isConnectionLost { return StoreError("\(what): PostgreSQL is unreachable: \(message)", isUnreachable: true) }
-        return StoreError(
-            "\(what): \(message)\(sqlState.map { " (SQLSTATE \($0))" } ?? "")", isDiskFull: isDiskFull,
-            isSpecificToWrite: isSpecificToWrite, isDamage: isDamage
-        )
+        let code = sqlState.map(StoreError.Code.sqlState)
+        if isConnectionLost { return StoreError("\(what): PostgreSQL is unreachable: \(message)", kind: kind, code: code) }
+        return StoreError("\(what): \(message)\(code.map { " (\($0))" } ?? "")", kind: kind, code: code)
     }
 }

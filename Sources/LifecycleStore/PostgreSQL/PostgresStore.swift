@@ -192,8 +192,8 @@ public final class PostgresStore: InstanceStore, Sendable {
                 if error.isConnectionLost {
                     writer.link.dropIfLost(error)
                     throw StoreError(
-                        "cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown", isUnreachable: true,
-                        isOutcomeUnknown: true
+                        "cannot commit: PostgreSQL is unreachable: \(error.message); whether the transaction committed is unknown", kind: .unavailable,
+                        isOutcomeUnknown: true, code: error.sqlState.map(StoreError.Code.sqlState)
                     )
                 }
                 // A statement failed, and PostgreSQL skipped the COMMIT after it.

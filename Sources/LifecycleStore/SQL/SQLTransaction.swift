@@ -70,7 +70,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     func insert(_ instance: StoredInstance, encode: (Int64) -> [UInt8]) throws(StoreError) -> Int64 {
         // The primary key would refuse this, but the one multi-row insert would not see the second.
         guard instances[instance.id] == nil else {
-            throw StoreError("cannot store instance \(instance.id): it exists already (within this transaction)", isSpecificToWrite: true)
+            throw StoreError("cannot store instance \(instance.id): it exists already (within this transaction)", kind: .rejectedWrite)
         }
         let numbered = sequence + 1
         instances[instance.id] = (instance, true)

@@ -7,11 +7,20 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The primary result code (extended codes carry it in the low byte).
     public var primaryCode: Int32 { code & 0xFF }
-    public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
-    /// Whether the statement's own data was refused (a constraint or trigger, a value too big or of the wrong type).
-    public var isSpecificToWrite: Bool { [SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH].contains(primaryCode) }
-    /// Whether the file is damaged: other writes may still commit, but it is the store's failure, not the write's.
-    public var isDamage: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
+    /// What the failure means for the store: the one mapping from SQLite's result codes (by their primary code).
+    public var kind: StoreError.Kind {
+        switch primaryCode {
+        // The statement's own data was refused: a constraint or trigger, a value too big or of the wrong type.
+        case SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH: .rejectedWrite
+        // Also `max_page_count` reached.
+        case SQLITE_FULL: .diskFull
+        // Other writes may still commit, but it is the store's failure, not the write's.
+        case SQLITE_CORRUPT, SQLITE_NOTADB: .damaged
+        // Another connection (another process on the file) held the lock past the busy timeout.
+        case SQLITE_BUSY, SQLITE_LOCKED: .busy
+        default: .other
+        }
+    }
     public var description: String { "SQLite error \(code): \(message)" }
 }
 
@@ -226,8 +235,7 @@ extension Database: SQLConnection {
 
 extension SQLiteError: StoreFailure {
     func storeError(doing what: String) -> StoreError {
-        StoreError(
-            "\(what): \(message) (SQLite code \(code))", isDiskFull: isDiskFull, isSpecificToWrite: isSpecificToWrite, isDamage: isDamage
-        )
+        let code = StoreError.Code.sqlite(code)
+        return StoreError("\(what): \(message) (\(code))", kind: kind, code: code)
     }
 }

@@ -151,7 +151,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     }
 
     private static func refusal(_ path: String, _ loss: String) -> StoreError {
-        StoreError("refusing the database \(path): \(loss)", isDataLoss: true)
+        StoreError("refusing the database \(path): \(loss)", kind: .dataLoss)
     }
 
     /// What the lock file's marker says is missing before SQLite opens the file, or `nil`.
@@ -353,7 +353,11 @@ extension SQLiteStore {
                 do throws(SQLiteError) {
                     try database.rollBack()
                 } catch let failure {
-                    throw StoreError("\(error.message); the rollback after it failed too: \(failure.message)", isDiskFull: error.isDiskFull)
+                    // The store's failure now, whatever the write's; only a full disk is still told apart.
+                    throw StoreError(
+                        "\(error.message); the rollback after it failed too: \(failure.message)", kind: error.kind == .diskFull ? .diskFull : .other,
+                        code: error.code
+                    )
                 }
                 throw error
             }
@@ -400,7 +404,7 @@ extension SQLiteStore {
             report(ServiceEvent(.error, "WAL checkpoint failed", ["database": path, "walBytes": String(bytes), "error": error.message]))
             writer.walBound.checkpointed(finished: false, walBytes: bytes)
             // A damaged file fails the write; anything else lets it go on into the WAL.
-            if error.isDamage { throw StoreError(error, doing: "cannot checkpoint the WAL") }
+            if error.kind == .damaged { throw StoreError(error, doing: "cannot checkpoint the WAL") }
             return
         }
         guard let finished else { return }  // a background round is running: at a later transaction

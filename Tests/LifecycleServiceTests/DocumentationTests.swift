@@ -15,11 +15,11 @@ struct DocumentationTests {
         try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
     }
 
-    /// The pages a reader is sent to: the README and the guides in docs/.
+    /// The pages a reader is sent to: the README, CONTRIBUTING.md and the guides in docs/.
     static func pages() throws -> [String] {
         let guides = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
             .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
-        return ["README.md"] + guides
+        return ["README.md", "CONTRIBUTING.md"] + guides
     }
 
     /// Where the flags and variables are documented.

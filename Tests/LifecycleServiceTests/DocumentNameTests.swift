@@ -4,10 +4,10 @@ import Testing
 @testable import LifecycleHTTP
 @testable import LifecycleService
 
-/// Every `lifecycled` command and every route of the service that a page of the docs names
-/// exists: the commands as the binary runs them, the routes as the service's own router
-/// resolves them. A renamed command or route, or a page that names one that never was, fails
-/// here before a reader types it.
+/// Every `lifecycled` command, route and metric that a page of the docs names exists: the
+/// commands as the binary runs them, the routes as the service's own router resolves them,
+/// the metrics as `GET /metrics` exposes them. A renamed command, route or metric, or a page
+/// that names one that never was, fails here before a reader types it.
 @Suite("names in the docs", .sqliteOnly("reads the docs; its router's store is never written"))
 struct DocumentNameTests {
     /// One name a page uses, and where.
@@ -163,6 +163,36 @@ struct DocumentNameTests {
         for name in names where name.text.hasPrefix("/problems/") && !name.text.contains("{") && !name.text.contains("<") {
             #expect(try c.request("GET", name.text).status == 200, "\(name)")
         }
+    }
+
+    /// `lifecycled_*` names in a text: metric families, or a histogram's series of one.
+    static func metrics(in text: String, file: String) throws -> [Name] {
+        let metric = try NSRegularExpression(pattern: #"\blifecycled_[a-z_]*[a-z]"#)
+        return text.components(separatedBy: "\n").enumerated().flatMap { index, line in
+            metric.matches(in: line, range: NSRange(line.startIndex..., in: line)).map {
+                Name(file: file, line: index + 1, text: String(line[Range($0.range, in: line)!]))
+            }
+        }
+    }
+
+    @Test("every metric a page names is one GET /metrics exposes, and docs/METRICS.md lists every one")
+    func metricsNamed() throws {
+        let server = try TestServer(.router)
+        let exposition = try #require(server.service?.metrics).exposition()
+        let families = Set(exposition.split(separator: "\n").compactMap { line -> String? in
+            line.hasPrefix("# TYPE ") ? line.split(separator: " ").dropFirst(2).first.map(String.init) : nil
+        })
+        #expect(families.count > 15 && families.contains("lifecycled_transitions_total"))
+        var names: [Name] = []
+        for page in try DocumentationTests.pages() {
+            names += try Self.metrics(in: DocumentationTests.page(page), file: page)
+        }
+        let unknown = names.filter { name in
+            !families.contains(name.text) && !["_bucket", "_sum", "_count"].contains { name.text.hasSuffix($0) && families.contains(String(name.text.dropLast($0.count))) }
+        }
+        #expect(unknown.isEmpty, "no such metric:\n\(unknown.map(\.description).joined(separator: "\n"))")
+        let listed = Set(names.filter { $0.file == "docs/METRICS.md" }.map(\.text))
+        #expect(families.subtracting(listed).isEmpty, "docs/METRICS.md does not list \(families.subtracting(listed).sorted())")
     }
 
     @Test("the scans find commands and routes in code and prose as a reader sees them, and the checks refuse what does not exist")

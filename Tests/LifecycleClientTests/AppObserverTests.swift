@@ -80,7 +80,7 @@ import Testing
     init() throws { server = try ClientTestServer() }
 
     /// One process of the app: its notification center (UIKit's) and the adapter, set up as
-    /// the README shows.
+    /// docs/REPORTER.md shows.
     struct Process {
         let center: NotificationCenter
         let observer: LifecycleAppObserver
@@ -112,20 +112,20 @@ import Testing
     }
 }
 
-/// The README's adapter snippet is the wiring `Tests/package/run.sh` compiles in Swift 6 mode.
+/// docs/REPORTER.md's adapter snippet is the wiring `Tests/package/run.sh` compiles in Swift 6 mode.
 @Suite struct AppWiringDocumentationTests {
-    @Test func everyLineOfTheREADMEsAdapterSnippetIsInWiringSwift() throws {
+    @Test func everyLineOfTheReporterPagesAdapterSnippetIsInWiringSwift() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let page = try String(contentsOf: root.appendingPathComponent("docs/REPORTER.md"), encoding: .utf8)
         let wiring = try String(contentsOf: root.appendingPathComponent("Tests/package/App/Sources/App/Wiring.swift"), encoding: .utf8)
         let wiringLines = Set(wiring.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
-        let start = try #require(readme.range(of: "lifecycle = try LifecycleAppObserver("))
-        let block = try #require(readme[..<start.lowerBound].range(of: "```swift\n", options: .backwards))
-        let end = try #require(readme[start.lowerBound...].range(of: "```"))
-        let snippet = readme[block.upperBound..<end.lowerBound].split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        let start = try #require(page.range(of: "lifecycle = try LifecycleAppObserver("))
+        let block = try #require(page[..<start.lowerBound].range(of: "```swift\n", options: .backwards))
+        let end = try #require(page[start.lowerBound...].range(of: "```"))
+        let snippet = page[block.upperBound..<end.lowerBound].split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         #expect(snippet.count > 5)
         for line in snippet where !line.hasPrefix("//") {
-            #expect(wiringLines.contains(line), "README's adapter snippet line not in Wiring.swift: \(line)")
+            #expect(wiringLines.contains(line), "docs/REPORTER.md's adapter snippet line not in Wiring.swift: \(line)")
         }
     }
 }

@@ -5,13 +5,21 @@ import Testing
 
 /// The documentation must say what the code does: docs/CONFIGURATION.md every way
 /// lifecycled can be configured (so that a flag added later cannot go undocumented, and one
-/// that is gone is not documented), README.md what its examples answer.
-@Suite("README.md and docs/CONFIGURATION.md")
+/// that is gone is not documented), README.md and docs/API.md what their examples answer.
+@Suite("README.md, docs/API.md and docs/CONFIGURATION.md")
 struct DocumentationTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    static func readme() throws -> String {
-        try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+    /// A page of the documentation, by its path from the root.
+    static func page(_ path: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    /// The pages a reader is sent to: the README, CONTRIBUTING.md and the guides in docs/.
+    static func pages() throws -> [String] {
+        let guides = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
+            .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+        return ["README.md", "CONTRIBUTING.md"] + guides
     }
 
     /// Where the flags and variables are documented.
@@ -64,7 +72,9 @@ struct DocumentationTests {
         #expect(options.count > 20)
         #expect(options.contains { $0.flag == "--version" } && options.contains { $0.flag == "--help" })
         let rows = Self.documentedFlags(in: try Self.configuration())
-        #expect(Self.documentedFlags(in: try Self.readme()).isEmpty, "flags are documented in docs/CONFIGURATION.md, one place")
+        for page in try Self.pages() where page != "docs/CONFIGURATION.md" {
+            #expect(Self.documentedFlags(in: try Self.page(page)).isEmpty, "\(page) has a table of flags: they are documented in docs/CONFIGURATION.md, one place")
+        }
         let undocumented = options.filter { rows[$0.flag] == nil }.map(\.flag)
         #expect(undocumented.isEmpty, "docs/CONFIGURATION.md has no table row for \(undocumented)")
         let unnamed = options.filter { option in
@@ -106,16 +116,17 @@ struct DocumentationTests {
     }
 }
 
-/// The README's curl examples, run in order against a live server as one session, with each
-/// answer shown in a comment compared with the live one: what a newcomer types is what the
-/// service answers, numbers and all.
+/// The curl examples of README.md and of docs/API.md, each page's run in order against a live
+/// server of its own as one session, with each answer shown in a comment compared with the
+/// live one: what a newcomer types is what the service answers, numbers and all.
 ///
 /// A comment right after a command is its answer when it starts with `{` or `...` (JSON; a
 /// `#  ` line, with two spaces, continues it) or with `retry:` (a stream's opening text,
 /// block by block, through its last blank `#` line). In an answer, `...` stands for anything.
 extension DocumentationTests {
-    /// One `curl` of the README, with the answer shown after it, if any.
+    /// One `curl` of a page, with the answer shown after it, if any.
     struct Example: CustomStringConvertible {
+        var file: String
         var line: Int
         var method = "GET"
         var path = ""
@@ -123,12 +134,12 @@ extension DocumentationTests {
         var body: [UInt8]?
         var isStream = false
         var answer: String?
-        var description: String { "README.md:\(line) \(method) \(path)" }
+        var description: String { "\(file):\(line) \(method) \(path)" }
     }
 
-    /// Every `curl` to the service in the README's `sh` blocks, in order.
-    static func examples(in readme: String) throws -> [Example] {
-        let lines = readme.components(separatedBy: "\n")
+    /// Every `curl` to the service in the `sh` blocks of `file`, a page, in order.
+    static func examples(in file: String) throws -> [Example] {
+        let lines = try page(file).components(separatedBy: "\n")
         var examples: [Example] = []
         var inShell = false
         var index = 0
@@ -143,7 +154,7 @@ extension DocumentationTests {
                 command = String(command.dropLast()) + " " + lines[index].trimmingCharacters(in: .whitespaces)
                 index += 1
             }
-            var example = try parse(command, line: start)
+            var example = try parse(command, file: file, line: start)
             guard !example.path.isEmpty else { continue }
             var answer: [String] = []
             if index < lines.count, let first = commentText(lines[index]) {
@@ -176,7 +187,7 @@ extension DocumentationTests {
     }
 
     /// A curl command line: `-X`, `-H`, `-d`, `-N`, `-s` and the URL; a `#` word ends it.
-    static func parse(_ command: String, line: Int) throws -> Example {
+    static func parse(_ command: String, file: String, line: Int) throws -> Example {
         var words: [String] = []
         var word: String?
         var quote: Character?
@@ -196,10 +207,10 @@ extension DocumentationTests {
             }
         }
         if let done = word { words.append(done) }
-        var example = Example(line: line)
+        var example = Example(file: file, line: line)
         var rest = words.dropFirst()[...]
         func value(of option: String) throws -> String {
-            guard let value = rest.popFirst() else { throw HTTPClientError(description: "README.md:\(line): \(option) without its value") }
+            guard let value = rest.popFirst() else { throw HTTPClientError(description: "\(file):\(line): \(option) without its value") }
             return value
         }
         while let word = rest.popFirst() {
@@ -218,14 +229,14 @@ extension DocumentationTests {
                 for prefix in ["http://127.0.0.1:8080", "localhost:8080"] where word.hasPrefix(prefix) {
                     example.path = String(word.dropFirst(prefix.count))
                 }
-                #expect(!example.path.isEmpty, "README.md:\(line): \(word) is not an option this test knows or the service's URL")
+                #expect(!example.path.isEmpty, "\(file):\(line): \(word) is not an option this test knows or the service's URL")
             }
         }
         return example
     }
 
     /// Whether `text` is `pattern` with each `...` standing for anything (the text around
-    /// each `...` trimmed of spaces, as the README sets it off).
+    /// each `...` trimmed of spaces, as the pages set it off).
     static func matches(_ text: String, _ pattern: String) -> Bool {
         let pieces = pattern.components(separatedBy: "...")
         let trimmed = pieces.enumerated().map { index, piece in
@@ -257,9 +268,9 @@ extension DocumentationTests {
 
     /// A section's text, from its heading (`## Title`) to the next heading of its level or
     /// above (outside code blocks, where `#` starts a comment).
-    static func section(_ title: String, of readme: String) throws -> String {
-        let lines = readme.components(separatedBy: "\n")
-        let start = try #require(lines.firstIndex(of: title), "README.md has no \(title)")
+    static func section(_ title: String, of file: String) throws -> String {
+        let lines = try page(file).components(separatedBy: "\n")
+        let start = try #require(lines.firstIndex(of: title), "\(file) has no \(title)")
         let level = title.prefix { $0 == "#" }.count
         var inCode = false
         var end = start + 1
@@ -273,30 +284,32 @@ extension DocumentationTests {
         return lines[start..<end].joined(separator: "\n")
     }
 
-    @Test("README.md's curl examples answer what it shows, streams too; every member of an instance or a record is in \"Words you will meet\"")
-    func walkThrough() throws {
-        let readme = try Self.readme()
-        let examples = try Self.examples(in: readme)
-        #expect(examples.count > 15)
-        #expect(examples.contains { $0.isStream && $0.answer?.contains("\nid: ") == true && $0.answer?.contains("event:") == false },
-                "README.md shows no stream opening at now, with its bare id:")
-        #expect(examples.contains { $0.isStream && $0.answer?.contains("event: ") == true }, "README.md shows no stream with records")
-        let server = try TestServer()
-        let c = try server.connect()
+    /// One page's examples run against one live server, and what their answers showed.
+    final class Session {
+        let server: TestServer
+        let connection: WireClient
+        /// The members of the instances and records the answers and streams held.
         var members: Set<String> = []
+        /// The `event:` types the streams named for records.
         var streamTypes: Set<String> = []
-        func isInstanceOrRecord(_ path: String) -> Bool {
-            path.hasPrefix("/v1/instances/") && !path.contains("/history") && !path.contains("/stream")
+
+        init() throws {
+            server = try TestServer()
+            connection = try server.connect()
         }
+
+        /// Notes the members of an answer: an instance's or a record's, a history page's, a problem's record.
         func note(_ json: Any, path: String) {
+            let isInstanceOrRecord = path.hasPrefix("/v1/instances/") && !path.contains("/history") && !path.contains("/stream")
             if let object = json as? [String: Any], let items = object["items"] as? [Any], path.contains("/history") {
-                members.formUnion(Self.memberNames(items))
+                members.formUnion(DocumentationTests.memberNames(items))
             } else if let object = json as? [String: Any], object["status"] is Int {  // a problem, maybe with its record
-                if let record = object["record"] { members.formUnion(Self.memberNames(record)) }
-            } else if isInstanceOrRecord(path) {
-                members.formUnion(Self.memberNames(json))
+                if let record = object["record"] { members.formUnion(DocumentationTests.memberNames(record)) }
+            } else if isInstanceOrRecord {
+                members.formUnion(DocumentationTests.memberNames(json))
             }
         }
+
         /// Checks a stream's frames: each record's `event:` is its kind (`record` for an event's).
         func noteStream(_ text: String) {
             var type: String?
@@ -307,30 +320,57 @@ extension DocumentationTests {
                 let kind = (json as? [String: Any])?["kind"] as? String
                 #expect(type == ["event": "record", "gap": "dropped"][kind ?? ""] ?? kind, "a stream names a \(kind ?? "?") record \(type)")
                 streamTypes.insert(type)
-                if let json { members.formUnion(Self.memberNames(json)) }
+                if let json { members.formUnion(DocumentationTests.memberNames(json)) }
             }
         }
-        for example in examples {
-            if example.isStream {
-                let stream = try EventStream(port: server.port, path: example.path, headers: example.headers)
-                #expect(stream.status == 200, "\(example)")
-                guard let answer = example.answer else { continue }
-                let blocks = answer.components(separatedBy: "\n\n").count - 1
-                let text = stream.text(blocks: blocks, timeout: 5)
-                #expect(Self.matches(text, answer), "\(example) answered\n\(text)\nnot as README.md shows:\n\(answer)")
-                noteStream(text)
-                continue
+
+        /// Runs the examples in order, each answer compared with the one its page shows.
+        func run(_ examples: [Example]) throws {
+            for example in examples {
+                if example.isStream {
+                    let stream = try EventStream(port: server.port, path: example.path, headers: example.headers)
+                    #expect(stream.status == 200, "\(example)")
+                    guard let answer = example.answer else { continue }
+                    let blocks = answer.components(separatedBy: "\n\n").count - 1
+                    let text = stream.text(blocks: blocks, timeout: 5)
+                    #expect(DocumentationTests.matches(text, answer), "\(example) answered\n\(text)\nnot as \(example.file) shows:\n\(answer)")
+                    noteStream(text)
+                    continue
+                }
+                let response = try connection.request(example.method, example.path, headers: example.headers, body: example.body, contentType: nil)
+                let text = String(response.text.dropLast())  // the newline ending every body
+                if let answer = example.answer {
+                    #expect(DocumentationTests.matches(text, answer), "\(example) answered\n\(text)\nnot as \(example.file) shows:\n\(answer)")
+                }
+                if let json = try? JSONSerialization.jsonObject(with: Data(response.body)) { note(json, path: example.path) }
             }
-            let response = try c.request(example.method, example.path, headers: example.headers, body: example.body, contentType: nil)
-            let text = String(response.text.dropLast())  // the newline ending every body
-            if let answer = example.answer {
-                #expect(Self.matches(text, answer), "\(example) answered\n\(text)\nnot as README.md shows:\n\(answer)")
-            }
-            if let json = try? JSONSerialization.jsonObject(with: Data(response.body)) { note(json, path: example.path) }
         }
+    }
+
+    @Test("README.md's taste answers what it shows, its stream too, on a fresh server")
+    func taste() throws {
+        let examples = try Self.examples(in: "README.md")
+        #expect(examples.count >= 4)
+        #expect(examples.filter { $0.answer != nil }.count == examples.count, "README.md shows a curl without its answer")
+        #expect(examples.contains { $0.isStream && $0.answer?.contains("event: record") == true }, "README.md shows no stream with records")
+        let session = try Session()
+        try session.run(examples)
+        #expect(session.streamTypes == ["created", "record"])
+    }
+
+    @Test("docs/API.md's curl examples answer what it shows, streams too; every member of an instance or a record is in \"Words you will meet\"")
+    func walkThrough() throws {
+        let file = "docs/API.md"
+        let examples = try Self.examples(in: file)
+        #expect(examples.count > 15)
+        #expect(examples.contains { $0.isStream && $0.answer?.contains("\nid: ") == true && $0.answer?.contains("event:") == false },
+                "\(file) shows no stream opening at now, with its bare id:")
+        #expect(examples.contains { $0.isStream && $0.answer?.contains("event: ") == true }, "\(file) shows no stream with records")
+        let session = try Session()
+        try session.run(examples)
         // Members the walk-through may not show: an action replaced, delivered, cleared; a
         // window changed; a deletion, as streamed.
-        let extra = try EventStream(port: server.port, path: "/v1/stream")
+        let extra = try EventStream(port: session.server.port, path: "/v1/stream")
         for (path, body) in [
             ("PUT /v1/instances/words", nil), ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://a.example"}"#),
             ("POST /v1/instances/words/actions", #"{"action": "openURL", "url": "https://b.example"}"#), ("GET /v1/instances/words", nil),
@@ -344,20 +384,20 @@ extension DocumentationTests {
             ("POST /v1/instances/words/relaunches", nil), ("POST /v1/instances/words/gaps", #"{"dropped": 3}"#), ("GET /v1/instances/words", nil), ("DELETE /v1/instances/words", nil),
         ] as [(String, String?)] {
             let parts = path.split(separator: " ")
-            let response = try c.request(String(parts[0]), String(parts[1]), body: body.map { Array($0.utf8) })
+            let response = try session.connection.request(String(parts[0]), String(parts[1]), body: body.map { Array($0.utf8) })
             #expect(response.status < 300, "\(path)")
-            if let json = try? JSONSerialization.jsonObject(with: Data(response.body)) { note(json, path: String(parts[1])) }
+            if let json = try? JSONSerialization.jsonObject(with: Data(response.body)) { session.note(json, path: String(parts[1])) }
         }
-        noteStream(extra.text(blocks: 2 + 13, timeout: 5))  // retry:, id:, then a record per write
+        session.noteStream(extra.text(blocks: 2 + 13, timeout: 5))  // retry:, id:, then a record per write
         for name in ["window", "kind", "instance", "parameters", "windowChanged", "disposition", "replacedAction", "deliveredAction", "clearedAction", "model", "state", "dropped"] {
-            #expect(members.contains(name), "the session never showed \(name)")
+            #expect(session.members.contains(name), "the session never showed \(name)")
         }
-        let words = try Self.section("### Words you will meet", of: readme)
-        let undocumented = members.sorted().filter { !words.contains("`\($0)`") }
-        #expect(undocumented.isEmpty, "README.md's \"Words you will meet\" does not name \(undocumented)")
-        #expect(streamTypes == ["record", "action", "relaunch", "dropped", "created", "deleted"])
-        let streams = try Self.section("## Watching records live", of: readme)
-        let unnamed = streamTypes.sorted().filter { !streams.contains("`\($0)`") }
-        #expect(unnamed.isEmpty, "README.md's streams section does not name the event types \(unnamed)")
+        let words = try Self.section("## Words you will meet", of: file)
+        let undocumented = session.members.sorted().filter { !words.contains("`\($0)`") }
+        #expect(undocumented.isEmpty, "\(file)'s \"Words you will meet\" does not name \(undocumented)")
+        #expect(session.streamTypes == ["record", "action", "relaunch", "dropped", "created", "deleted"])
+        let streams = try Self.section("## Watching records live", of: file)
+        let unnamed = session.streamTypes.sorted().filter { !streams.contains("`\($0)`") }
+        #expect(unnamed.isEmpty, "\(file)'s streams section does not name the event types \(unnamed)")
     }
 }

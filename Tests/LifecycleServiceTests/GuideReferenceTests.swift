@@ -1,18 +1,21 @@
 import Foundation
 import Testing
 
-/// The iOS guide and the client library's overview cite only what the repository has: every
-/// file or folder they link or name in code, and every `make` target they tell the reader to
-/// run. A reader follows them step by step, so a renamed file or target must fail here first.
-@Suite("iOS guide references", .sqliteOnly("reads the docs; opens no store"))
+/// The README, CONTRIBUTING.md, the guides in docs/, the client library's overview and the
+/// sample's README cite only what the repository has: every file or folder they link or name
+/// in code, and every `make` target they tell the reader to run. A reader follows them step by
+/// step, so a renamed file or target must fail here first.
+@Suite("guide references", .sqliteOnly("reads the docs; opens no store"))
 struct GuideReferenceTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The documents checked, from the root.
-    static let documents = [
-        "docs/IOS-GUIDE.md", "Sources/LifecycleClient/LifecycleClient.docc/LifecycleClient.md", "Examples/LifecycleSample/README.md",
-    ]
+    /// The documents checked, from the root: every page in docs/ besides the named ones.
+    static func documents() throws -> [String] {
+        let guides = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
+            .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+        return ["README.md", "CONTRIBUTING.md", "Sources/LifecycleClient/LifecycleClient.docc/LifecycleClient.md", "Examples/LifecycleSample/README.md"] + guides
+    }
 
     /// What a code span must start with to be taken for a path in the repository: its top-level
     /// folders, and its top-level files by name. (`Info.plist`, `Debug.xcconfig` are the app's.)
@@ -68,13 +71,15 @@ struct GuideReferenceTests {
         })
     }
 
-    @Test("every file the iOS guide and the client's overview name exists, and every make target they name is the Makefile's")
+    @Test("every file the guides and the client's overview name exists, and every make target they name is the Makefile's")
     func citationsExist() throws {
         let targets = try Self.makefileTargets()
         #expect(targets.isSuperset(of: ["run", "test", "examples-test"]), "the Makefile's targets read as \(targets)")
         var paths = 0
         var missing: [String] = []
-        for document in Self.documents {
+        let documents = try Self.documents()
+        #expect(documents.contains("docs/IOS-GUIDE.md") && documents.contains("docs/API.md"))
+        for document in documents {
             let file = Self.root.appendingPathComponent(document)
             let cited = try Self.citations(in: String(contentsOf: file, encoding: .utf8))
             for (path, besideDocument) in cited.paths {
@@ -88,6 +93,7 @@ struct GuideReferenceTests {
             for target in cited.makeTargets.subtracting(targets) { missing.append("\(document): make \(target): no such target") }
             paths += cited.paths.count
             if document == "docs/IOS-GUIDE.md" { #expect(cited.makeTargets.isSuperset(of: ["run", "examples-test"])) }
+            if document == "README.md" { #expect(cited.makeTargets.isSuperset(of: ["run", "test"])) }
         }
         #expect(paths >= 10, "found only \(paths) paths: the scan is broken")
         #expect(missing.isEmpty, "\(missing.joined(separator: "\n"))")

@@ -5,7 +5,7 @@ Generates a Python client with openapi-python-client (a standard generator; the 
 Makefile pins) into a temporary folder, and fails if the generator warns about any schema or
 response it could not turn into code: every schema must come out as a named type. Then starts
 the built server (.build/debug/lifecycled) on a free loopback port with a fresh data folder
-and, through the generated functions only, runs the README's walk-through (create, events,
+and, through the generated functions only, runs docs/API.md's walk-through (create, events,
 an action, an unexpected event, a relaunch, the instance, history, the list), a conformance
 check and a scenario run, checking that every answer is parsed into the generated type with
 the values the server sent. Stops the server with SIGTERM and fails if it does not exit 0.

@@ -2,7 +2,7 @@ import LifecycleKit
 
 /// How `NAME=VALUE` words become typed parameters.
 ///
-/// The rule (README, "Command line"): a parameter the model declares for the event gets the
+/// The rule (docs/CLI.md): a parameter the model declares for the event gets the
 /// declared type for the event or action (`isTesting=true` is a boolean, `count=3` an integer, `window=3` the string
 /// `"3"`); a value that is not of it is a bad command line. The model is the instance's, as
 /// the service has it; when the service cannot be asked (or has no such instance yet), the

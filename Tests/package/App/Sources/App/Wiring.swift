@@ -2,7 +2,7 @@ import Foundation
 import LifecycleClient
 import LifecycleKit
 
-// The README's adapter wiring, as an app compiles it: Swift 6 language mode, complete strict
+// docs/REPORTER.md's adapter wiring, as an app compiles it: Swift 6 language mode, complete strict
 // concurrency, warnings as errors, the app's state machine on the main actor as UIKit code is.
 // UIKit is not here (Linux), so the delegate is a plain class with its methods' bodies; on iOS
 // it is `UIResponder, UIApplicationDelegate` and the same bodies go in the same methods.

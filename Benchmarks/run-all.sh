@@ -11,6 +11,8 @@ echo "== HTTP: lifecycled as \`make run\` starts it (access log on) and quiet (-
 bash Benchmarks/http-bench.sh
 echo "== batches: durable events/s posted singly and as POST /v1/batch of 100 and 1,000"
 bash Benchmarks/batch-bench.sh
+echo "== batch ingest: keyed creates and events in POST /v1/batch of 1,000, beside bare SQLite from Python"
+bash Benchmarks/ingest-bench.sh
 echo "== reporter: journal cost per report, delivery one per request and in batches of 100"
 bash Benchmarks/reporter-bench.sh
 echo "== middlewares: auth and metrics on and off, at the default log level and quiet"
@@ -45,6 +47,7 @@ bash Benchmarks/replica-bench.sh
   echo
   cat Benchmarks/.http-results.md
   cat Benchmarks/.batch-results.md
+  cat Benchmarks/.ingest-results.md
   cat Benchmarks/.reporter-results.md
   cat Benchmarks/.middleware-results.md
   cat Benchmarks/.middleware-instructions-results.md
@@ -54,6 +57,6 @@ bash Benchmarks/replica-bench.sh
   cat Benchmarks/.pages-results.md
   cat Benchmarks/.replica-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.batch-results.md Benchmarks/.reporter-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md \
+rm -f Benchmarks/.http-results.md Benchmarks/.batch-results.md Benchmarks/.ingest-results.md Benchmarks/.reporter-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md \
   Benchmarks/.wal-results.md Benchmarks/.sse-results.md Benchmarks/.pages-results.md Benchmarks/.replica-results.md
 echo "wrote Benchmarks/RESULTS.md"

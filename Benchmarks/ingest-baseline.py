@@ -42,7 +42,7 @@ while elapsed < seconds:
             if body is None:
                 text = (f'{{"sequence":{seq},"instance":"{instance}","version":0,"kind":"created","model":"ios-app",'
                         f'"time":"2026-12-05T05:00:00.000Z"}}')
-                kind = 4
+                kind = 3
             else:
                 version += 1
                 event, before, after, hooks, row = body
@@ -53,7 +53,7 @@ while elapsed < seconds:
             data = text.encode()
             records.append((seq, instance, version, kind, None if body is None else 0, data, 0))
             key = f"{instance}-{n}"
-            keys.append((key, hashlib.sha256(key.encode()).digest(), 1 if body is None else 0, instance, "ios-app", now, data, now))
+            keys.append((key, hashlib.sha256(key.encode()).digest(), 0 if body is None else 1, instance, "ios-app", now, data, now))
         instances.append((instance, "ios-app", "foreground", version, 1, None, "main", "active", 1, 0, 0, 0, now, now, 0, 0, "{}"))
     start = time.monotonic()
     db.execute("BEGIN")

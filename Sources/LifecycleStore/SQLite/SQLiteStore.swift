@@ -278,14 +278,19 @@ extension Database {
     func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
         var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
         var fill = PageFill(limit)
-        let sql = "SELECT seq, body \(Self.historyRange(divergentOnly: divergentOnly))"
+        let sql = "SELECT \(Codec.historyColumns) \(Self.historyRange(divergentOnly: divergentOnly))"
         try transaction("BEGIN") { () throws(SQLiteError) in
             try forEachRow(sql, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
-                guard fill.admits(size: row.byteCount(1)) else { return }
-                page.records.append(row.bytes(1))
-                page.lastSequence = row.integer(0)
+                let row = row.columns(HistoryColumn.self)
+                guard fill.admits(size: row.byteCount(.body)) else { return }
+                page.records.append(row.bytes(.body))
+                page.lastSequence = row.integer(.seq)
             }
-            if let oldest = try first(Self.historyOldest, [.text(instanceID)], { (version: $0.integer(0), sequence: $0.integer(1)) }) {
+            let oldest = try first(Self.historyOldest, [.text(instanceID)]) { row in
+                let row = row.columns(OldestColumn.self)
+                return (version: row.integer(.version), sequence: row.integer(.seq))
+            }
+            if let oldest {
                 page.oldestRetainedVersion = oldest.version
                 page.oldestRetainedSequence = oldest.sequence
             }
@@ -301,8 +306,8 @@ extension Database {
         var fill = PageFill(limit)
         try transaction("BEGIN") { () throws(SQLiteError) in
             try forEachRow(sql, values) { (row) throws(SQLiteError) in
-                guard fill.admits(size: row.byteCount(2)) else { return }
-                page.records.append(try Codec.replayed(row, from: 0))
+                guard fill.admits(size: row.columns(ReplayColumn.self).byteCount(.body)) else { return }
+                page.records.append(try Codec.replayed(row))
             }
             try forEachRow(Self.replayBoundsRow, []) { Codec.bounds($0, into: &page) }
         }

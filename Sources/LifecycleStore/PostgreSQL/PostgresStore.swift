@@ -108,22 +108,18 @@ public final class PostgresStore: InstanceStore, Sendable {
     private static func migrate(_ connection: Connection) throws(PostgreSQLError) {
         try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(schemaLockKey)])
         try connection.execute("CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value bigint NOT NULL)")
-        let pending = try migrations.pending(after: schemaVersion(connection)) { PostgreSQLError(sqlState: nil, message: $0, isConnectionLost: false) }
-        guard !pending.isEmpty else { return }
-        for statement in pending.flatMap(\.statements) { try connection.execute(statement) }
-        try connection.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.integer(Int64(migrations.count))]
-        )
+        try connection.migrate(migrations) { (body) throws(PostgreSQLError) in try body() }
+        try connection.checkColumns()
     }
 
-    private static func schemaVersion(_ connection: Connection) throws(PostgreSQLError) -> Int {
-        try connection.first("SELECT value FROM meta WHERE key = 'schema_version'") { Int($0.integer(0)) } ?? 0
-    }
-
-    /// The schema version the database is at.
+    /// The schema version the database is at: how many migrations it has had.
     public func schemaVersion() throws(StoreError) -> Int {
-        try read("cannot read the schema version", Self.schemaVersion)
+        try read("cannot read the schema version") { (connection) throws(PostgreSQLError) in try connection.migrationCount() }
+    }
+
+    /// The names of the migrations the database has had.
+    func migrationNames() throws(StoreError) -> [String] {
+        try read("cannot read the migrations") { (connection) throws(PostgreSQLError) in try connection.migrationNames() }
     }
 
     static func purgeExpired(options: Options) -> [SQLStatement] {

@@ -20,6 +20,10 @@ protocol SQLConnection: AnyObject {
     static var dialect: SQLDialect { get }
     /// Runs `sql` with `values` bound to `$1`, `$2`, ..., calling `body` with each row in order.
     func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(Failure) -> Void) throws(Failure)
+    /// Runs `sql` without values: a script of statements on SQLite, one statement on PostgreSQL (a migration's).
+    func executeScript(_ sql: String) throws(Failure)
+    /// The failure of a database this lifecycled will not open, its schema not one it knows.
+    static func refusal(_ message: String) -> Failure
     /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
     @discardableResult
     func run(_ statements: [SQLStatement]) throws(Failure) -> [Int]
@@ -46,8 +50,17 @@ struct SQLDialect: Sendable {
     let keepsSequenceFloor: Bool
     /// A condition that `column` is one of `values`, binding them after `bindings`: PostgreSQL binds one array, SQLite each.
     let anyOf: @Sendable (_ column: String, _ values: [String], _ bindings: inout [ColumnValue]) -> String
+    /// The integer schema version (one row, one column; none: 0), which lifecycled kept before it recorded migrations' names.
+    let schemaVersion: String
+    /// The statement that sets the integer schema version.
+    let settingSchemaVersion: @Sendable (Int) -> String
+    /// The names of the columns of the table `$1`.
+    let tableColumns: String
 
-    init(window: String, greatest: String, keepsSequenceFloor: Bool, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String) {
+    init(
+        window: String, greatest: String, keepsSequenceFloor: Bool, schemaVersion: String, settingSchemaVersion: @escaping @Sendable (Int) -> String,
+        tableColumns: String, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String
+    ) {
         instanceColumnNames = InstanceColumn.allCases.map { $0 == .window ? window : $0.name }
         instanceColumns = instanceColumnNames.joined(separator: ", ")
         instances = SQLTable(name: InstanceColumn.table, names: instanceColumnNames)
@@ -55,6 +68,9 @@ struct SQLDialect: Sendable {
         self.greatest = greatest
         self.keepsSequenceFloor = keepsSequenceFloor
         self.anyOf = anyOf
+        self.schemaVersion = schemaVersion
+        self.settingSchemaVersion = settingSchemaVersion
+        self.tableColumns = tableColumns
     }
 
     /// Raises the `meta` value `key` to `$1` if it is lower.

@@ -204,23 +204,20 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
     }
 
-    /// One transaction per migration.
+    /// One transaction per migration; then the columns the codec uses are checked, once.
     static func migrate(_ database: Database) throws(SQLiteError) {
-        let current = try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
-        let pending = try migrations.pending(after: current) { SQLiteError(code: SQLITE_ERROR, message: $0) }
-        for (version, migration) in zip(pending.indices, pending) {
-            try database.transaction { () throws(SQLiteError) in
-                for statement in migration.statements { try database.execute(statement) }
-                try database.execute("PRAGMA user_version = \(version + 1)")
-            }
-        }
+        try database.migrate(migrations) { (body) throws(SQLiteError) in try database.transaction { () throws(SQLiteError) in try body() } }
+        try database.checkColumns()
     }
 
-    /// The schema version the database is at.
+    /// The schema version the database is at: how many migrations it has had.
     public func schemaVersion() throws(StoreError) -> Int {
-        try read("cannot read the schema version") { (database) throws(SQLiteError) in
-            try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
-        }
+        try read("cannot read the schema version") { (database) throws(SQLiteError) in try database.migrationCount() }
+    }
+
+    /// The names of the migrations the database has had.
+    func migrationNames() throws(StoreError) -> [String] {
+        try read("cannot read the migrations") { (database) throws(SQLiteError) in try database.migrationNames() }
     }
 
     /// One read at a time.

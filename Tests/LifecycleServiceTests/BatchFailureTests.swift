@@ -238,7 +238,7 @@ struct BatchFailureTests {
 
     @Test("/healthz answers 503 with the reason while the store cannot commit, and 200 once it can")
     func healthReportsStorage() throws {
-        let server = try TestServer(.router) { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
+        let server = try TestServer(.router) { $0.maxDatabasePages = 19 }  // the schema (a page a table and index) and a few records
         let c = server.router()
         #expect(try c.request("GET", "/healthz").status == 200)
         try c.makeInstance("app", events: ["didFinishLaunching"])

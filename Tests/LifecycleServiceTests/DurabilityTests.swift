@@ -135,7 +135,7 @@ struct DurabilityTests {
 
     @Test("a full disk answers 503 with Retry-After and changes nothing", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func fullDisk() throws {
-        let server = try TestServer(.router) { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
+        let server = try TestServer(.router) { $0.maxDatabasePages = 19 }  // the schema (a page a table and index) and a few records
         let c = server.router()
         try c.makeInstance("app", events: ["didFinishLaunching"])
         var failure: HTTPResponse?

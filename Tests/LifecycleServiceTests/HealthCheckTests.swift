@@ -43,7 +43,7 @@ struct HealthCheckTests {
 
     @Test("storage that cannot commit: unhealthy, with the service's reason", .sqliteOnly("a page cap on the SQLite file fills the disk"))
     func storageFailing() throws {
-        let server = try TestServer { $0.maxDatabasePages = 17 }  // the schema (a page a table and index) and a few records
+        let server = try TestServer { $0.maxDatabasePages = 19 }  // the schema (a page a table and index) and a few records
         let c = try server.connect()
         try c.makeInstance("app", events: ["didFinishLaunching"])
         var refused = false

@@ -29,13 +29,13 @@ struct CodecTests {
             message: "record 7 has outcome 8, which no lifecycled writes"
         ),
         Damage(
-            shape: .key, sqlite: "SELECT X'00', 5, NULL, NULL, NULL, X'', 0",
-            postgres: "SELECT '\\x00'::bytea, 5::bigint, NULL::text, NULL::text, NULL::bigint, ''::bytea, 0::bigint",
+            shape: .key, sqlite: "SELECT 'k', X'00', 5, NULL, NULL, NULL, X'', 0, 0",
+            postgres: "SELECT 'k'::text, '\\x00'::bytea, 5::bigint, NULL::text, NULL::text, NULL::bigint, ''::bytea, 0::bigint, 0::bigint",
             message: "idempotency key k has result 5, which no lifecycled writes"
         ),
         Damage(
-            shape: .key, sqlite: "SELECT X'00', 0, 'a', 'm', NULL, X'', 0",
-            postgres: "SELECT '\\x00'::bytea, 0::bigint, 'a'::text, 'm'::text, NULL::bigint, ''::bytea, 0::bigint",
+            shape: .key, sqlite: "SELECT 'k', X'00', 0, 'a', 'm', NULL, X'', 0, 0",
+            postgres: "SELECT 'k'::text, '\\x00'::bytea, 0::bigint, 'a'::text, 'm'::text, NULL::bigint, ''::bytea, 0::bigint, 0::bigint",
             message: "idempotency.instance_created_at of key k is NULL for a created instance: the database is damaged"
         ),
         Damage(
@@ -52,7 +52,7 @@ struct CodecTests {
         case .coverage:
             var counts = CoverageCounts()
             try Codec.addCounter(row, to: &counts)
-        case .replay: _ = try Codec.replayed(row, from: 0)
+        case .replay: _ = try Codec.replayed(row)
         case .key: _ = try Codec.StoredKey(row, key: "k")
         case .instance: _ = try Codec.instance(row)
         }

@@ -163,24 +163,36 @@ struct DivergenceStoreTests {
     static func opener(
         _ backend: Backend, sqliteVersion: Int, postgresVersion: Int, statements: [String], postgresCounters: [String] = []
     ) throws -> () throws -> any ClosableStore {
+        let place = try earlierPlace(backend, sqliteVersion: sqliteVersion, postgresVersion: postgresVersion, statements: statements, postgresCounters: postgresCounters)
+        return { try place.open() }
+    }
+
+    /// The place of such a database, made as lifecycled made it before it recorded migrations' names: an integer version
+    /// (SQLite's `PRAGMA user_version`, PostgreSQL's `meta.schema_version`) and no `schema_migrations`.
+    static func earlierPlace(
+        _ backend: Backend, sqliteVersion: Int, postgresVersion: Int, statements: [String] = [], postgresCounters: [String] = []
+    ) throws -> StorePlace {
+        let place = try StorePlace(backend)
         switch backend {
         case .sqlite:
-            let folder = Folder()
-            try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
-            let database = try Database(path: folder.path + "/" + SQLiteStore.fileName)
+            try FileManager.default.createDirectory(atPath: place.folder.path, withIntermediateDirectories: true)
+            let database = try Database(path: place.folder.path + "/" + SQLiteStore.fileName)
             try database.execute("PRAGMA journal_mode = WAL")
-            try database.transaction { () throws(SQLiteError) in
-                for statement in SQLiteStore.migrations.prefix(sqliteVersion).flatMap(\.statements) + statements { try database.execute(statement) }
-                try database.execute("PRAGMA user_version = \(sqliteVersion)")
+            for (version, migration) in SQLiteStore.migrations.prefix(sqliteVersion).enumerated() {
+                try database.transaction { () throws(SQLiteError) in
+                    for statement in migration.statements { try database.execute(statement) }
+                    try database.execute("PRAGMA user_version = \(version + 1)")
+                }
             }
-            return { try SQLiteStore(directory: folder.path) }
+            try database.transaction { () throws(SQLiteError) in
+                for statement in statements { try database.execute(statement) }
+            }
         case .postgres:
-            let url = try PostgresCluster.shared.makeDatabase()
             let schema = ["CREATE TABLE meta (key text PRIMARY KEY, value bigint NOT NULL)"] + PostgresStore.migrations.prefix(postgresVersion).flatMap(\.statements)
                 + ["INSERT INTO meta (key, value) VALUES ('schema_version', \(postgresVersion))"] + postgresCounters
-            try PostgresCluster.execute("BEGIN; " + (schema + statements).joined(separator: "; ") + "; COMMIT", on: url)
-            return { try PostgresStore(url: url) }
+            try place.execute("BEGIN; " + (schema + statements).joined(separator: "; ") + "; COMMIT")
         }
+        return place
     }
 
     static func literals(_ values: some Sequence<ColumnValue>, _ backend: Backend) -> String {

@@ -23,7 +23,7 @@ extension PostgresStore: ClosableStore {}
 /// test can open it, close it and open it again.
 final class StorePlace {
     let backend: Backend
-    private let folder = Folder()
+    let folder = Folder()
     private let url: String?
 
     init(_ backend: Backend) throws {
@@ -37,6 +37,22 @@ final class StorePlace {
         case .sqlite: try Database(path: folder.path + "/" + SQLiteStore.fileName).execute(sql)
         case .postgres: try PostgresCluster.execute(sql, on: url!)
         }
+    }
+
+    /// The first column of the first row `sql` gives, as an integer (0 for no row), with no store open on it.
+    func integer(_ sql: String) throws -> Int64 {
+        switch backend {
+        case .sqlite: try Database(path: folder.path + "/" + SQLiteStore.fileName).first(sql) { $0.integer(0) } ?? 0
+        case .postgres: try Connection(url: url!, deadline: Deadline(.seconds(10))).first(sql) { $0.integer(0) } ?? 0
+        }
+    }
+
+    /// The migrations of the place's kind of store.
+    var migrations: [Migration] { backend == .sqlite ? SQLiteStore.migrations : PostgresStore.migrations }
+
+    /// The integer schema version lifecycled kept before it recorded migrations' names, and keeps in step.
+    func integerVersion() throws -> Int {
+        Int(try integer(backend == .sqlite ? "PRAGMA user_version" : "SELECT value FROM meta WHERE key = 'schema_version'"))
     }
 
     /// Opens the store with the options both kinds have.

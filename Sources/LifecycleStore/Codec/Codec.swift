@@ -19,13 +19,13 @@ enum Codec {
                 throw StoreError("the buffered action of instance \(instance.id) does not encode: \(error)", kind: .rejectedWrite)
             }
         }
-        return [
+        let labels = try labelsText(instance.labels, of: instance.id)
+        return InstanceColumn.row([
             .text(instance.id), .text(instance.model), .text(s.state), .integer(s.version), .integer(s.launchCount), .text(action),
             .text(s.window), .text(s.breadcrumb.step), .boolean(s.breadcrumb.isSceneConnected), .integer(s.counters.unexpected),
             .integer(s.counters.ignored), .integer(s.counters.incompleteLaunches), .integer(milliseconds(instance.createdAt)),
-            .integer(milliseconds(instance.updatedAt)), .integer(s.counters.divergences), .integer(s.counters.dropped),
-            .text(try labelsText(instance.labels, of: instance.id)),
-        ]
+            .integer(milliseconds(instance.updatedAt)), .integer(s.counters.divergences), .integer(s.counters.dropped), .text(labels),
+        ])
     }
 
     /// Labels as stored: a JSON object with its keys sorted (`{}` for none).
@@ -40,9 +40,10 @@ enum Codec {
     }
 
     static func instance<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> StoredInstance {
-        let id = try row.text(0, named: "instances.id")
+        let row = row.columns(InstanceColumn.self)
+        let id = try row.text(.id, named: "instances.id")
         var action: PendingAction?
-        if let json = row.text(5) {
+        if let json = row.text(.bufferedAction) {
             do {
                 action = try JSONDecoder().decode(PendingAction.self, from: Data(json.utf8))
             } catch {
@@ -50,11 +51,15 @@ enum Codec {
             }
         }
         let state = InstanceState(
-            state: try row.text(2, named: "instances.state of \(id)"), version: row.integer(3), launchCount: row.integer(4),
-            bufferedAction: action, window: row.text(6), breadcrumb: Breadcrumb(step: row.text(7), isSceneConnected: row.boolean(8)),
-            counters: Counters(unexpected: row.integer(9), ignored: row.integer(10), incompleteLaunches: row.integer(11), divergences: row.integer(14), dropped: row.integer(15))
+            state: try row.text(.state, named: "instances.state of \(id)"), version: row.integer(.version), launchCount: row.integer(.launchCount),
+            bufferedAction: action, window: row.text(.window),
+            breadcrumb: Breadcrumb(step: row.text(.breadcrumbStep), isSceneConnected: row.boolean(.sceneConnected)),
+            counters: Counters(
+                unexpected: row.integer(.unexpected), ignored: row.integer(.ignored), incompleteLaunches: row.integer(.incompleteLaunches),
+                divergences: row.integer(.divergences), dropped: row.integer(.dropped)
+            )
         )
-        let labelsJSON = try row.text(16, named: "instances.labels of \(id)")
+        let labelsJSON = try row.text(.labels, named: "instances.labels of \(id)")
         let labels: [String: String]
         do {
             labels = try JSONDecoder().decode([String: String].self, from: Data(labelsJSON.utf8))
@@ -62,15 +67,17 @@ enum Codec {
             throw Row.damaged("the labels of instance \(id) do not decode (\(error)): \(labelsJSON)")
         }
         return StoredInstance(
-            id: id, model: try row.text(1, named: "instances.model of \(id)"), createdAt: row.date(12), updatedAt: row.date(13), state: state,
+            id: id, model: try row.text(.model, named: "instances.model of \(id)"), createdAt: row.date(.createdAt), updatedAt: row.date(.updatedAt), state: state,
             labels: labels
         )
     }
 
-    // MARK: Records (seq, instance, version, kind, outcome, body, divergent) and deletion records (seq, instance, model, deleted_at, body)
+    // MARK: Records and deletion records
 
     static func record(_ sequence: Int64, instance: String, version: Int64, kind: RecordKind, outcome: Outcome?, json: [UInt8], isDivergent: Bool = false) -> [ColumnValue] {
-        [.integer(sequence), .text(instance), .integer(version), .integer(kind.rawValue), .integer(outcome?.storedCode), .bytes(json), .boolean(isDivergent)]
+        RecordColumn.row([
+            .integer(sequence), .text(instance), .integer(version), .integer(kind.rawValue), .integer(outcome?.storedCode), .bytes(json), .boolean(isDivergent),
+        ])
     }
 
     /// An input's record numbered `sequence` for `instance`: its JSON (encoded once numbered, as streams and answers carry it) and its row.
@@ -87,22 +94,27 @@ enum Codec {
     }
 
     static func tombstone(_ sequence: Int64, of instance: StoredInstance, at time: Date, json: [UInt8]) -> [ColumnValue] {
-        [.integer(sequence), .text(instance.id), .text(instance.model), .integer(milliseconds(time)), .bytes(json)]
+        TombstoneColumn.row([.integer(sequence), .text(instance.id), .text(instance.model), .integer(milliseconds(time)), .bytes(json)])
     }
 
-    // MARK: Idempotency keys: key, fingerprint, result, instance, model, instance_created_at, body, created_at, released_at
+    // MARK: Idempotency keys
 
     /// `result` 0 created an instance (`body` is its JSON), 1 applied an input, 2 an unexpected one (`body`: the record's);
-    /// `instance` and `instance_created_at` name the instance either went to. `released_at` is not written: NULL while the
-    /// instance lives (see ``StoredKey``).
+    /// `instance` and `instance_created_at` name the instance either went to. `released_at` is NULL while the instance
+    /// lives (see ``StoredKey``).
     static func key(_ key: String, fingerprint: [UInt8], _ write: RememberedWrite, at time: Date) -> [ColumnValue] {
-        let result: [ColumnValue] = switch write {
-        case .created(let id, let model, let createdAt, let json): [.integer(0), .text(id), .text(model), .integer(milliseconds(createdAt)), .bytes(json)]
-        case .applied(let json, let isUnexpected, let instance):
-            [.integer(isUnexpected ? 2 : 1), .text(instance?.id), .text(nil), .integer(instance.map { milliseconds($0.createdAt) }), .bytes(json)]
+        let (result, instance, model, createdAt, json): (Int64, String?, String?, Int64?, [UInt8]) = switch write {
+        case .created(let id, let model, let createdAt, let json): (0, id, model, milliseconds(createdAt), json)
+        case .applied(let json, let isUnexpected, let instance): (isUnexpected ? 2 : 1, instance?.id, nil, instance.map { milliseconds($0.createdAt) }, json)
         }
-        return [.text(key), .bytes(fingerprint)] + result + [.integer(milliseconds(time))]
+        return KeyColumn.row([
+            .text(key), .bytes(fingerprint), .integer(result), .text(instance), .text(model), .integer(createdAt), .bytes(json), .integer(milliseconds(time)),
+            .integer(nil),
+        ])
     }
+
+    /// The SELECT of a key's row, by its key (`$1`).
+    static let selectKey = "SELECT \(KeyColumn.list()) FROM idempotency WHERE key = $1"
 
     /// A key as stored: what identifies its request, what the write did, and when it was released.
     ///
@@ -126,23 +138,24 @@ enum Codec {
 }
 
 extension Codec.StoredKey {
-    /// The key's row, from its fingerprint on.
+    /// The key's row (``Codec/selectKey``).
     init<Row: StoredRow>(_ row: Row, key: String) throws(Row.Failure) {
-        fingerprint = row.bytes(0)
-        releasedAt = row.isNull(6) ? nil : row.date(6)
-        switch row.integer(1) {
+        let row = row.columns(KeyColumn.self)
+        fingerprint = row.bytes(.fingerprint)
+        releasedAt = row.isNull(.releasedAt) ? nil : row.date(.releasedAt)
+        switch row.integer(.result) {
         case 0:
-            guard !row.isNull(4) else {
+            guard !row.isNull(.instanceCreatedAt) else {
                 throw Row.damaged("idempotency.instance_created_at of key \(key) is NULL for a created instance: the database is damaged")
             }
             write = .created(
-                id: try row.text(2, named: "idempotency.instance of key \(key)"), model: try row.text(3, named: "idempotency.model of key \(key)"),
-                createdAt: row.date(4), json: row.bytes(5)
+                id: try row.text(.instance, named: "idempotency.instance of key \(key)"), model: try row.text(.model, named: "idempotency.model of key \(key)"),
+                createdAt: row.date(.instanceCreatedAt), json: row.bytes(.body)
             )
         case 1, 2:
-            let instance = row.isNull(2) || row.isNull(4)
-                ? nil : KeyedInstance(id: try row.text(2, named: "idempotency.instance of key \(key)"), createdAt: row.date(4))
-            write = .applied(recordJSON: row.bytes(5), isUnexpected: row.integer(1) == 2, instance: instance)
+            let instance = row.isNull(.instance) || row.isNull(.instanceCreatedAt)
+                ? nil : KeyedInstance(id: try row.text(.instance, named: "idempotency.instance of key \(key)"), createdAt: row.date(.instanceCreatedAt))
+            write = .applied(recordJSON: row.bytes(.body), isUnexpected: row.integer(.result) == 2, instance: instance)
         case let result:
             throw Row.unknown("idempotency key \(key) has result", result)
         }
@@ -150,75 +163,95 @@ extension Codec.StoredKey {
 }
 
 extension Codec {
-    // MARK: Replays: seq, kind, body, instance, outcome, model, divergent
+    // MARK: History and replays
 
-    /// The record in a replay row's columns from `first` on.
-    static func replayed<Row: StoredRow>(_ row: Row, from first: Int) throws(Row.Failure) -> ReplayedRecord {
-        let sequence = row.integer(first)
-        guard let kind = RecordKind(rawValue: row.integer(first + 1)) else { throw Row.unknown("record \(sequence) has kind", row.integer(first + 1)) }
+    /// The columns of a history page (``HistoryColumn``) and of its oldest record (``OldestColumn``), selected once.
+    static let historyColumns = HistoryColumn.list()
+    static let oldestColumns = OldestColumn.list()
+
+    /// The record in a replay row (``ReplayColumn``).
+    static func replayed<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> ReplayedRecord {
+        let row = row.columns(ReplayColumn.self)
+        let sequence = row.integer(.seq)
+        guard let kind = RecordKind(rawValue: row.integer(.kind)) else { throw Row.unknown("record \(sequence) has kind", row.integer(.kind)) }
         var outcome: Outcome?
-        if !row.isNull(first + 4) {
-            guard let stored = Outcome(storedCode: row.integer(first + 4)) else {
-                throw Row.unknown("record \(sequence) has outcome", row.integer(first + 4))
+        if !row.isNull(.outcome) {
+            guard let stored = Outcome(storedCode: row.integer(.outcome)) else {
+                throw Row.unknown("record \(sequence) has outcome", row.integer(.outcome))
             }
             outcome = stored
         }
         return ReplayedRecord(
-            sequence: sequence, kind: kind, instance: try row.text(first + 3, named: "records.instance of \(sequence)"),
-            model: try row.text(first + 5, named: "the model of record \(sequence)"), outcome: outcome, json: row.bytes(first + 2),
-            isDivergent: row.boolean(first + 6)
+            sequence: sequence, kind: kind, instance: try row.text(.instance, named: "records.instance of \(sequence)"),
+            model: try row.text(.model, named: "the model of record \(sequence)"), outcome: outcome, json: row.bytes(.body),
+            isDivergent: row.boolean(.divergent)
         )
     }
 
-    /// Reads the replay's bounds (see ``SQLConnection/replayBounds``, three columns) into `page`.
-    static func bounds<Row: StoredRow>(_ row: Row, into page: inout ReplayPage) {
-        page.droppedThrough = row.integer(0)
-        page.oldestKept = [1, 2].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
+    /// Reads the replay's bounds (``BoundsColumn``, from `offset` on) into `page`.
+    static func bounds<Row: StoredRow>(_ row: Row, from offset: Int = 0, into page: inout ReplayPage) {
+        let row = row.columns(BoundsColumn.self, from: offset)
+        page.droppedThrough = row.integer(.droppedThrough)
+        page.oldestKept = [BoundsColumn.oldestRecord, .oldestTombstone].compactMap { row.isNull($0) ? nil : row.integer($0) }.min()
     }
 
-    // MARK: Findings: key, signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples
+    // MARK: Findings
 
-    static let selectFindings = "SELECT signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples FROM findings"
+    static let selectFindings = "SELECT \(FindingColumn.list()) FROM findings"
+    static let selectFindingInstances = "SELECT \(FindingInstanceColumn.list()) FROM finding_instances"
 
     static func columns(_ finding: StoredFinding) -> [ColumnValue] {
         let s = finding.subject
         let t = finding.totals
-        return [
+        return FindingColumn.row([
             .text(finding.key.stored), .text(s.signature), .text(finding.label), .text(s.kind.rawValue), .text(s.model), .text(s.state), .text(s.aspect),
             .text(s.name), .integer(t.count), .integer(t.instances), .integer(milliseconds(t.firstSeen)), .integer(milliseconds(t.lastSeen)),
             // Instance ids hold no space.
             .text(t.examples.joined(separator: " ")),
-        ]
+        ])
     }
 
     static func finding<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> StoredFinding {
-        let signature = try row.text(0, named: "findings.signature")
-        guard let kind = FindingKind(rawValue: try row.text(2, named: "findings.kind of \(signature)")) else {
+        let row = row.columns(FindingColumn.self)
+        let signature = try row.text(.signature, named: "findings.signature")
+        guard let kind = FindingKind(rawValue: try row.text(.kind, named: "findings.kind of \(signature)")) else {
             throw Row.damaged("finding \(signature) has a kind lifecycled does not write")
         }
-        let subject = FindingSubject(kind: kind, model: try row.text(3, named: "findings.model of \(signature)"), state: row.text(4), aspect: row.text(5), name: row.text(6))
-        let examples = try row.text(11, named: "findings.examples of \(signature)")
+        let subject = FindingSubject(
+            kind: kind, model: try row.text(.model, named: "findings.model of \(signature)"), state: row.text(.state), aspect: row.text(.aspect), name: row.text(.name)
+        )
+        let examples = try row.text(.examples, named: "findings.examples of \(signature)")
         let totals = FindingTotals(
-            count: row.integer(7), instances: row.integer(8), firstSeen: row.date(9), lastSeen: row.date(10),
+            count: row.integer(.count), instances: row.integer(.instances), firstSeen: row.date(.firstSeen), lastSeen: row.date(.lastSeen),
             examples: examples.split(separator: " ").map(String.init)
         )
-        return StoredFinding(subject: subject, label: try row.text(1, named: "findings.label of \(signature)"), totals: totals)
+        return StoredFinding(subject: subject, label: try row.text(.label, named: "findings.label of \(signature)"), totals: totals)
+    }
+
+    static func findingInstance(_ pair: FindingInstance) -> [ColumnValue] {
+        FindingInstanceColumn.row([.text(pair.instance), .text(pair.signature)])
     }
 
     static func findingInstance<Row: StoredRow>(_ row: Row) throws(Row.Failure) -> FindingInstance {
-        FindingInstance(instance: try row.text(0, named: "finding_instances.instance"), signature: try row.text(1, named: "finding_instances.signature"))
+        let row = row.columns(FindingInstanceColumn.self)
+        return FindingInstance(
+            instance: try row.text(.instance, named: "finding_instances.instance"), signature: try row.text(.signature, named: "finding_instances.signature")
+        )
     }
 
-    // MARK: Coverage counters: model, kind, name, count
+    // MARK: Coverage counters
+
+    static let selectCoverage = "SELECT \(CoverageColumn.list()) FROM coverage"
 
     static func counters(_ counts: CoverageCounts) -> [[ColumnValue]] {
-        counts.counts.map { [.text($0.key.model), .integer($0.key.kind.rawValue), .text($0.key.name), .integer($0.value)] }
+        counts.counts.map { CoverageColumn.row([.text($0.key.model), .integer($0.key.kind.rawValue), .text($0.key.name), .integer($0.value)]) }
     }
 
     static func addCounter<Row: StoredRow>(_ row: Row, to counts: inout CoverageCounts) throws(Row.Failure) {
-        guard let kind = CoverageCounts.Kind(rawValue: row.integer(1)) else { throw Row.unknown("a coverage counter has kind", row.integer(1)) }
-        let key = CoverageCounts.Key(model: try row.text(0, named: "coverage.model"), kind: kind, name: try row.text(2, named: "coverage.name"))
-        counts.add(row.integer(3), to: key)
+        let row = row.columns(CoverageColumn.self)
+        guard let kind = CoverageCounts.Kind(rawValue: row.integer(.kind)) else { throw Row.unknown("a coverage counter has kind", row.integer(.kind)) }
+        let key = CoverageCounts.Key(model: try row.text(.model, named: "coverage.model"), kind: kind, name: try row.text(.name, named: "coverage.name"))
+        counts.add(row.integer(.count), to: key)
     }
 }
 
@@ -240,7 +273,8 @@ extension Outcome {
     }
 }
 
-/// One result row, read by column position: what SQLite's rows and libpq's results both offer to the codec.
+/// One result row, read by column position: what SQLite's rows and libpq's results both offer to the codec, which reads
+/// them by name through ``columns(_:from:)`` (positions fixed by the ``StoredColumn`` cases).
 protocol StoredRow {
     associatedtype Failure: Error
     /// The error for stored data no lifecycled writes: the database is damaged.

@@ -1,4 +1,7 @@
-/// One named change of a schema; its position in the list is the schema version it makes.
+import Foundation
+
+/// One named change of a schema. A database records the name of each it has had (in `schema_migrations`); they run in
+/// their list's order, so its count of them is its schema version.
 struct Migration: Sendable {
     let name: String
     /// Run one after the other (PostgreSQL runs one statement per call; SQLite takes scripts).
@@ -10,15 +13,81 @@ struct Migration: Sendable {
     }
 }
 
-extension [Migration] {
-    /// Those a database at schema `version` has not had; throws `newer` for one of a later lifecycled.
-    func pending<Failure: Error>(after version: Int, newer: (String) -> Failure) throws(Failure) -> ArraySlice<Migration> {
-        guard version <= count else { throw newer("schema version \(version) is newer than this lifecycled knows (\(count))") }
-        return self[version...]
+extension SQLConnection {
+    /// Brings the schema to the last of `migrations`, recording each one's name as it runs (GRDB's `DatabaseMigrator`
+    /// does the same), each migration in a `transaction` of its own (SQLite's; PostgreSQL's runs the body in the
+    /// caller's, under its lock). The dialect's integer version (``SQLDialect/schemaVersion``) is kept at the count, as
+    /// lifecycled kept it before names: a lifecycled that old still refuses a database of a newer one, and a database
+    /// it wrote has had the first migrations its integer counts, whose names are recorded before the rest run.
+    /// Refuses a database that has had a migration `migrations` does not name (a newer lifecycled's), or not their first.
+    func migrate(_ migrations: [Migration], transaction: (() throws(Failure) -> Void) throws(Failure) -> Void) throws(Failure) {
+        var applied = 0
+        try transaction { () throws(Failure) in
+            try executeScript("CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)")
+            let version = try first(Self.dialect.schemaVersion) { Int($0.integer(0)) } ?? 0
+            guard version <= migrations.count else {
+                throw Self.refusal("schema version \(version) is newer than this lifecycled knows (\(migrations.count))")
+            }
+            let recorded = Set(try migrationNames())
+            let unknown = recorded.subtracting(migrations.map(\.name))
+            guard unknown.isEmpty else {
+                throw Self.refusal(
+                    "the database has had migrations this lifecycled does not know (\(unknown.sorted().joined(separator: ", "))): a newer lifecycled wrote it"
+                )
+            }
+            let first = migrations.prefix(recorded.count).map(\.name)
+            guard recorded == Set(first) else {
+                let missing = first.filter { !recorded.contains($0) }
+                throw Self.refusal(
+                    "the database has had \(recorded.count) migrations, but not the first \(recorded.count) this lifecycled runs: it lacks \(missing.joined(separator: ", "))"
+                )
+            }
+            // The integer counts migrations a lifecycled from before names ran, after those recorded.
+            applied = max(recorded.count, version)
+            try record(migrations[recorded.count..<applied])
+            if version != applied { try executeScript(Self.dialect.settingSchemaVersion(applied)) }
+        }
+        for migration in migrations[applied...] {
+            try transaction { () throws(Failure) in
+                for statement in migration.statements { try executeScript(statement) }
+                try record([migration])
+                try executeScript(Self.dialect.settingSchemaVersion(applied + 1))
+            }
+            applied += 1
+        }
+    }
+
+    private func record(_ migrations: ArraySlice<Migration>) throws(Failure) {
+        guard !migrations.isEmpty else { return }
+        let now = Codec.milliseconds(Date())
+        try run(migrations.map { SQLStatement("INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)", [.text($0.name), .integer(now)]) })
+    }
+
+    /// How many migrations the database has had: its schema version.
+    func migrationCount() throws(Failure) -> Int {
+        try first("SELECT count(*) FROM schema_migrations") { Int($0.integer(0)) } ?? 0
+    }
+
+    /// The names of the migrations the database has had, in no particular order.
+    func migrationNames() throws(Failure) -> [String] {
+        try rows("SELECT name FROM schema_migrations") { (row) throws(Failure) in try row.text(0, named: "schema_migrations.name") }
+    }
+
+    /// Refuses to go on unless each table the codec writes and reads has each of its columns (``TableColumn``): the codec
+    /// reads them by their positions in its statements, which name them, so a column renamed or missing fails here, once.
+    func checkColumns() throws(Failure) {
+        var missing: [String] = []
+        for table in [Self.dialect.instances, .records, .tombstones, .keys, .findings, .findingInstances, .coverage] {
+            let found = Set(try rows(Self.dialect.tableColumns, [.text(table.name)]) { (row) throws(Failure) in try row.text(0, named: "a column name") })
+            missing += table.names.filter { !found.contains($0) }.map { "\(table.name).\($0)" }
+        }
+        guard missing.isEmpty else {
+            throw Self.refusal("the database lacks columns this lifecycled reads and writes: \(missing.joined(separator: ", "))")
+        }
     }
 }
 
-/// PostgreSQL's schema (`meta.schema_version` counts what ran); integers `bigint`, so all read back alike.
+/// PostgreSQL's schema (`meta.schema_version` also counts what ran); integers `bigint`, so all read back alike.
 enum PostgresMigrations {
     static let all: [Migration] = [v1, v2, v3, v4, v5, v6]
 
@@ -85,7 +154,7 @@ enum PostgresMigrations {
     )
 }
 
-/// SQLite's schema, one migration a version (`PRAGMA user_version` counts what ran).
+/// SQLite's schema, one migration a version (`PRAGMA user_version` also counts what ran).
 enum SQLiteMigrations {
     static let all: [Migration] = [v1, v2, v3, v4, v5, v6, v7, v8, v9]
 

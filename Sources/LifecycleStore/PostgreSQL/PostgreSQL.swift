@@ -304,10 +304,17 @@ extension ColumnValue {
 }
 
 extension Connection: SQLConnection {
-    static let dialect = SQLDialect(window: "window_name", greatest: "greatest", keepsSequenceFloor: false) { column, values, bindings in
+    static let dialect = SQLDialect(
+        window: "window_name", greatest: "greatest", keepsSequenceFloor: false, schemaVersion: "SELECT value FROM meta WHERE key = 'schema_version'",
+        settingSchemaVersion: { "INSERT INTO meta (key, value) VALUES ('schema_version', \($0)) ON CONFLICT (key) DO UPDATE SET value = excluded.value" },
+        tableColumns: "SELECT column_name::text FROM information_schema.columns WHERE table_schema = current_schema() AND table_name::text = $1"
+    ) { column, values, bindings in
         bindings.append(.texts(values))
         return "\(column) = ANY($\(bindings.count)::text[])"
     }
+
+    func executeScript(_ sql: String) throws(PostgreSQLError) { try execute(sql) }
+    static func refusal(_ message: String) -> PostgreSQLError { PostgreSQLError(sqlState: nil, message: message, isConnectionLost: false) }
 
     func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (ResultRow) throws(PostgreSQLError) -> Void) throws(PostgreSQLError) {
         for row in try execute(sql, values).rows { try body(row) }

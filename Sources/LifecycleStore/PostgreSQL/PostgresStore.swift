@@ -108,22 +108,18 @@ public final class PostgresStore: InstanceStore, Sendable {
     private static func migrate(_ connection: Connection) throws(PostgreSQLError) {
         try connection.execute("SELECT pg_advisory_xact_lock($1)", [.integer(schemaLockKey)])
         try connection.execute("CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value bigint NOT NULL)")
-        let pending = try migrations.pending(after: schemaVersion(connection)) { PostgreSQLError(sqlState: nil, message: $0, isConnectionLost: false) }
-        guard !pending.isEmpty else { return }
-        for statement in pending.flatMap(\.statements) { try connection.execute(statement) }
-        try connection.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.integer(Int64(migrations.count))]
-        )
+        try connection.migrate(migrations) { (body) throws(PostgreSQLError) in try body() }
+        try connection.checkColumns()
     }
 
-    private static func schemaVersion(_ connection: Connection) throws(PostgreSQLError) -> Int {
-        try connection.first("SELECT value FROM meta WHERE key = 'schema_version'") { Int($0.integer(0)) } ?? 0
-    }
-
-    /// The schema version the database is at.
+    /// The schema version the database is at: how many migrations it has had.
     public func schemaVersion() throws(StoreError) -> Int {
-        try read("cannot read the schema version", Self.schemaVersion)
+        try read("cannot read the schema version") { (connection) throws(PostgreSQLError) in try connection.migrationCount() }
+    }
+
+    /// The names of the migrations the database has had.
+    func migrationNames() throws(StoreError) -> [String] {
+        try read("cannot read the migrations") { (connection) throws(PostgreSQLError) in try connection.migrationNames() }
     }
 
     static func purgeExpired(options: Options) -> [SQLStatement] {
@@ -282,6 +278,13 @@ public final class PostgresStore: InstanceStore, Sendable {
 }
 
 extension Connection {
+    /// History's columns: the oldest record's (``OldestColumn``), then the page's (``HistoryColumn``).
+    private static let historyPageColumns = OldestColumn.list("oldest.") + ", " + HistoryColumn.list("page.")
+    private static let historyRecordOffset = OldestColumn.end
+    /// The replay's columns: the page's (``ReplayColumn``), then the bounds (``BoundsColumn``).
+    private static let replayPageColumns = ReplayColumn.list("page.")
+    private static let replayBoundsOffset = ReplayColumn.end
+
     /// One statement, so the page and its oldest record agree (no oldest, no page). libpq holds
     /// the result whole, so it stops at the first row past the page's bytes (`before`), or the second.
     func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(PostgreSQLError) -> HistoryPage {
@@ -292,18 +295,21 @@ extension Connection {
                 sum(octet_length(body)) OVER (ORDER BY version) - octet_length(body) AS before
               \(Self.historyRange(divergentOnly: divergentOnly))
             )
-            SELECT oldest.version, oldest.seq, page.seq, page.body FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
+            SELECT \(Self.historyPageColumns) FROM oldest LEFT JOIN page ON page.before <= $4 OR page.n <= 2 ORDER BY page.version
             """,
             [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1), .integer(Int64(limit.bytes))]
         )
         var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
         var fill = PageFill(limit)
         for row in found.rows {
-            page.oldestRetainedVersion = row.integer(0)
-            page.oldestRetainedSequence = row.integer(1)
-            guard !row.isNull(2), fill.admits(size: row.byteCount(3)) else { continue }
-            page.records.append(row.bytes(3))
-            page.lastSequence = row.integer(2)
+            let oldest = row.columns(OldestColumn.self)
+            page.oldestRetainedVersion = oldest.integer(.version)
+            page.oldestRetainedSequence = oldest.integer(.seq)
+            // The page's columns follow; with no record in the page, they are NULL.
+            let record = row.columns(HistoryColumn.self, from: Self.historyRecordOffset)
+            guard !record.isNull(.seq), fill.admits(size: record.byteCount(.body)) else { continue }
+            page.records.append(record.bytes(.body))
+            page.lastSequence = record.integer(.seq)
         }
         page.hasMore = fill.turnedAway
         return page
@@ -320,15 +326,17 @@ extension Connection {
               FROM rows
             ),
             bounds AS (SELECT \(Self.replayBounds))
-            SELECT bounds.*, page.seq, page.kind, page.body, page.instance, page.outcome, page.model, page.divergent
+            SELECT \(Self.replayPageColumns), bounds.*
             FROM bounds LEFT JOIN page ON page.before <= $\(values.count) OR page.n <= 2 ORDER BY page.seq
             """
         var page = ReplayPage(records: [], coveredThrough: upper, droppedThrough: 0, oldestKept: nil)
         var fill = PageFill(limit)
         for row in try execute(sql, values).rows {
-            Codec.bounds(row, into: &page)
-            guard !row.isNull(3), fill.admits(size: row.byteCount(5)) else { continue }
-            page.records.append(try Codec.replayed(row, from: 3))
+            // The bounds follow the page's columns, which are NULL when the page has no record.
+            Codec.bounds(row, from: Self.replayBoundsOffset, into: &page)
+            let record = row.columns(ReplayColumn.self)
+            guard !record.isNull(.seq), fill.admits(size: record.byteCount(.body)) else { continue }
+            page.records.append(try Codec.replayed(row))
         }
         if fill.isFull, let last = page.records.last { page.coveredThrough = last.sequence }
         return page

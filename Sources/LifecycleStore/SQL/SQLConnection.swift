@@ -20,6 +20,10 @@ protocol SQLConnection: AnyObject {
     static var dialect: SQLDialect { get }
     /// Runs `sql` with `values` bound to `$1`, `$2`, ..., calling `body` with each row in order.
     func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(Failure) -> Void) throws(Failure)
+    /// Runs `sql` without values: a script of statements on SQLite, one statement on PostgreSQL (a migration's).
+    func executeScript(_ sql: String) throws(Failure)
+    /// The failure of a database this lifecycled will not open, its schema not one it knows.
+    static func refusal(_ message: String) -> Failure
     /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
     @discardableResult
     func run(_ statements: [SQLStatement]) throws(Failure) -> [Int]
@@ -35,7 +39,7 @@ protocol SQLConnection: AnyObject {
 
 /// What SQLite and PostgreSQL spell differently in the statements the store shares.
 struct SQLDialect: Sendable {
-    /// The instance columns in the order ``Codec/columns(of:)`` writes them; `window` is a keyword in PostgreSQL.
+    /// The instance columns (``InstanceColumn``) in SQL; `window` is a keyword in PostgreSQL.
     let instanceColumnNames: [String]
     let instanceColumns: String
     let instances: SQLTable
@@ -46,18 +50,27 @@ struct SQLDialect: Sendable {
     let keepsSequenceFloor: Bool
     /// A condition that `column` is one of `values`, binding them after `bindings`: PostgreSQL binds one array, SQLite each.
     let anyOf: @Sendable (_ column: String, _ values: [String], _ bindings: inout [ColumnValue]) -> String
+    /// The integer schema version (one row, one column; none: 0), which lifecycled kept before it recorded migrations' names.
+    let schemaVersion: String
+    /// The statement that sets the integer schema version.
+    let settingSchemaVersion: @Sendable (Int) -> String
+    /// The names of the columns of the table `$1`.
+    let tableColumns: String
 
-    init(window: String, greatest: String, keepsSequenceFloor: Bool, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String) {
-        instanceColumnNames = [
-            "id", "model", "state", "version", "launch_count", "buffered_action", window, "breadcrumb_step", "scene_connected", "unexpected",
-            "ignored", "incomplete_launches", "created_at", "updated_at", "divergences", "dropped", "labels",
-        ]
+    init(
+        window: String, greatest: String, keepsSequenceFloor: Bool, schemaVersion: String, settingSchemaVersion: @escaping @Sendable (Int) -> String,
+        tableColumns: String, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String
+    ) {
+        instanceColumnNames = InstanceColumn.allCases.map { $0 == .window ? window : $0.name }
         instanceColumns = instanceColumnNames.joined(separator: ", ")
-        instances = SQLTable(name: "instances", columns: instanceColumns)
+        instances = SQLTable(name: InstanceColumn.table, names: instanceColumnNames)
         selectInstances = "SELECT \(instanceColumns) FROM instances"
         self.greatest = greatest
         self.keepsSequenceFloor = keepsSequenceFloor
         self.anyOf = anyOf
+        self.schemaVersion = schemaVersion
+        self.settingSchemaVersion = settingSchemaVersion
+        self.tableColumns = tableColumns
     }
 
     /// Raises the `meta` value `key` to `$1` if it is lower.
@@ -69,22 +82,29 @@ struct SQLDialect: Sendable {
 /// A table the transaction inserts rows of, and what a row does to one already stored with its key.
 struct SQLTable: Sendable {
     let name: String
+    /// Its columns in SQL (those of a ``TableColumn``), in the order the codec's rows hold them.
+    let names: [String]
     let columns: String
     let onConflict: String
     let insertingOne: String
 
-    init(name: String, columns: String, onConflict: String = "") {
+    init(name: String, names: [String], onConflict: String = "") {
         self.name = name
-        self.columns = columns
+        self.names = names
+        columns = names.joined(separator: ", ")
         self.onConflict = onConflict
-        let values = columns.split(separator: ",").indices.map { "$\($0 + 1)" }.joined(separator: ", ")
+        let values = names.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
         insertingOne = "INSERT INTO \(name) (\(columns)) VALUES (\(values)) \(onConflict)"
     }
 
-    static let records = SQLTable(name: "records", columns: "seq, instance, version, kind, outcome, body, divergent")
-    static let tombstones = SQLTable(name: "tombstones", columns: "seq, instance, model, deleted_at, body")
+    init<Column: TableColumn>(_ columns: Column.Type, onConflict: String = "") {
+        self.init(name: Column.table, names: Column.names, onConflict: onConflict)
+    }
+
+    static let records = SQLTable(RecordColumn.self)
+    static let tombstones = SQLTable(TombstoneColumn.self)
     static let keys = SQLTable(
-        name: "idempotency", columns: "key, fingerprint, result, instance, model, instance_created_at, body, created_at",
+        KeyColumn.self,
         onConflict: """
             ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, result = excluded.result, instance = excluded.instance,
               model = excluded.model, instance_created_at = excluded.instance_created_at, body = excluded.body, created_at = excluded.created_at,
@@ -92,15 +112,15 @@ struct SQLTable: Sendable {
             """
     )
     static let findings = SQLTable(
-        name: "findings", columns: "key, signature, label, kind, model, state, aspect, name, count, instances, first_seen, last_seen, examples",
+        FindingColumn.self,
         onConflict: """
             ON CONFLICT (key) DO UPDATE SET count = excluded.count, instances = excluded.instances, first_seen = excluded.first_seen,
               last_seen = excluded.last_seen, examples = excluded.examples
             """
     )
-    static let findingInstances = SQLTable(name: "finding_instances", columns: "instance, signature", onConflict: "ON CONFLICT (instance, signature) DO NOTHING")
+    static let findingInstances = SQLTable(FindingInstanceColumn.self, onConflict: "ON CONFLICT (instance, signature) DO NOTHING")
     static let coverage = SQLTable(
-        name: "coverage", columns: "model, kind, name, count", onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
+        CoverageColumn.self, onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
     )
 }
 
@@ -130,14 +150,14 @@ extension SQLConnection {
 
     func coverage() throws(Failure) -> CoverageCounts {
         var counts = CoverageCounts()
-        try forEachRow("SELECT model, kind, name, count FROM coverage", []) { (row) throws(Failure) in try Codec.addCounter(row, to: &counts) }
+        try forEachRow(Codec.selectCoverage, []) { (row) throws(Failure) in try Codec.addCounter(row, to: &counts) }
         return counts
     }
 
     func storedFindings() throws(Failure) -> StoredFindings {
         StoredFindings(
             findings: try rows(Codec.selectFindings, [], Codec.finding),
-            instances: try rows("SELECT instance, signature FROM finding_instances", [], Codec.findingInstance)
+            instances: try rows(Codec.selectFindingInstances, [], Codec.findingInstance)
         )
     }
 
@@ -151,11 +171,11 @@ extension SQLConnection {
     }
 
     /// The oldest record of an instance still kept; version 0 is the creation record, which is not history.
-    static var historyOldest: String { "SELECT version, seq FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1" }
+    static var historyOldest: String { "SELECT \(Codec.oldestColumns) FROM records WHERE instance = $1 AND version > 0 ORDER BY instance, version LIMIT 1" }
     /// Rows a replay page examines without an instance filter: a rare filter costs a bounded scan a page.
     static var replayScanRows: Int64 { 8192 }
 
-    /// The replay's SELECT (seq, kind, body, instance, outcome, model, divergent) of records in (`$1`, `$2`] that pass `filter`,
+    /// The replay's SELECT (``ReplayColumn``) of records in (`$1`, `$2`] that pass `filter`,
     /// and of deletion records unless outcomes or divergent records are asked for, within `$3` rows; its values; the last number it examines.
     static func replaySelect(after: Int64, through: Int64, filter: RecordFilter, limit: PageLimit) -> (sql: String, values: [ColumnValue], upper: Int64) {
         // With an instance filter the index finds the records, however far apart.
@@ -187,7 +207,7 @@ extension SQLConnection {
         return (sql + " ORDER BY 1 LIMIT $3", values, upper)
     }
 
-    /// The replay's bounds: `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
+    /// The replay's bounds (``BoundsColumn``): `meta.dropped_through` (0 if none), the oldest record, the oldest deletion record.
     static var replayBounds: String {
         """
         (SELECT coalesce(max(value), 0) FROM meta WHERE key = 'dropped_through') AS dropped_through,

@@ -120,9 +120,8 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
         func find(_ stored: String) throws(StoreError) -> Codec.StoredKey? {
             if let waiting = keys[stored] { return waiting }
-            let sql = "SELECT fingerprint, result, instance, model, instance_created_at, body, released_at FROM idempotency WHERE key = $1"
             return try run("cannot read an idempotency key") { () throws(Connection.Failure) in
-                try connection.first(sql, [.text(stored)]) { (row) throws(Connection.Failure) in try Codec.StoredKey(row, key: stored) }
+                try connection.first(Codec.selectKey, [.text(stored)]) { (row) throws(Connection.Failure) in try Codec.StoredKey(row, key: stored) }
             }
         }
         var found = try find(key.key)
@@ -151,7 +150,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         return try run("cannot read findings' instances") { () throws(Connection.Failure) in
             var values: [ColumnValue] = []
             let condition = Connection.dialect.anyOf("instance", instances, &values)
-            return Set(try connection.rows("SELECT instance, signature FROM finding_instances WHERE \(condition)", values, Codec.findingInstance))
+            return Set(try connection.rows("\(Codec.selectFindingInstances) WHERE \(condition)", values, Codec.findingInstance))
         }
     }
 
@@ -177,7 +176,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         if !coverage.isEmpty { statements += Connection.inserting(Codec.counters(coverage), into: .coverage) }
         if !findings.isEmpty { statements += Connection.inserting(findings.map(Codec.columns), into: .findings) }
         if !findingInstances.isEmpty {
-            statements += Connection.inserting(findingInstances.map { [.text($0.instance), .text($0.signature)] }, into: .findingInstances)
+            statements += Connection.inserting(findingInstances.map(Codec.findingInstance), into: .findingInstances)
         }
         (instances, records, drops, keys, coverage, findings, findingInstances) = ([:], [], [:], [:], CoverageCounts(), [], [])
         return statements

@@ -186,11 +186,17 @@ struct Row: StoredRow {
 }
 
 extension Database: SQLConnection {
-    static let dialect = SQLDialect(window: "window", greatest: "max", keepsSequenceFloor: true) { column, values, bindings in
+    static let dialect = SQLDialect(
+        window: "window", greatest: "max", keepsSequenceFloor: true, schemaVersion: "PRAGMA user_version",
+        settingSchemaVersion: { "PRAGMA user_version = \($0)" }, tableColumns: "SELECT name FROM pragma_table_info($1)"
+    ) { column, values, bindings in
         let first = bindings.count + 1
         bindings += values.map { .text($0) }
         return "\(column) IN (\((first..<first + values.count).map { "$\($0)" }.joined(separator: ", ")))"
     }
+
+    func executeScript(_ sql: String) throws(SQLiteError) { try execute(sql) }
+    static func refusal(_ message: String) -> SQLiteError { SQLiteError(code: SQLITE_ERROR, message: message) }
 
     func forEachRow(_ sql: String, _ values: [ColumnValue], _ body: (Row) throws(SQLiteError) -> Void) throws(SQLiteError) {
         try cached(sql).forEachRow(values, body)

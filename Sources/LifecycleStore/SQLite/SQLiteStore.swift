@@ -204,23 +204,20 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
     }
 
-    /// One transaction per migration.
+    /// One transaction per migration; then the columns the codec uses are checked, once.
     static func migrate(_ database: Database) throws(SQLiteError) {
-        let current = try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
-        let pending = try migrations.pending(after: current) { SQLiteError(code: SQLITE_ERROR, message: $0) }
-        for (version, migration) in zip(pending.indices, pending) {
-            try database.transaction { () throws(SQLiteError) in
-                for statement in migration.statements { try database.execute(statement) }
-                try database.execute("PRAGMA user_version = \(version + 1)")
-            }
-        }
+        try database.migrate(migrations) { (body) throws(SQLiteError) in try database.transaction { () throws(SQLiteError) in try body() } }
+        try database.checkColumns()
     }
 
-    /// The schema version the database is at.
+    /// The schema version the database is at: how many migrations it has had.
     public func schemaVersion() throws(StoreError) -> Int {
-        try read("cannot read the schema version") { (database) throws(SQLiteError) in
-            try database.first("PRAGMA user_version") { Int($0.integer(0)) } ?? 0
-        }
+        try read("cannot read the schema version") { (database) throws(SQLiteError) in try database.migrationCount() }
+    }
+
+    /// The names of the migrations the database has had.
+    func migrationNames() throws(StoreError) -> [String] {
+        try read("cannot read the migrations") { (database) throws(SQLiteError) in try database.migrationNames() }
     }
 
     /// One read at a time.
@@ -278,14 +275,19 @@ extension Database {
     func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(SQLiteError) -> HistoryPage {
         var page = HistoryPage(records: [], lastSequence: nil, hasMore: false, oldestRetainedVersion: nil, oldestRetainedSequence: nil)
         var fill = PageFill(limit)
-        let sql = "SELECT seq, body \(Self.historyRange(divergentOnly: divergentOnly))"
+        let sql = "SELECT \(Codec.historyColumns) \(Self.historyRange(divergentOnly: divergentOnly))"
         try transaction("BEGIN") { () throws(SQLiteError) in
             try forEachRow(sql, [.text(instanceID), .integer(after), .integer(Int64(limit.records) + 1)]) { row in
-                guard fill.admits(size: row.byteCount(1)) else { return }
-                page.records.append(row.bytes(1))
-                page.lastSequence = row.integer(0)
+                let row = row.columns(HistoryColumn.self)
+                guard fill.admits(size: row.byteCount(.body)) else { return }
+                page.records.append(row.bytes(.body))
+                page.lastSequence = row.integer(.seq)
             }
-            if let oldest = try first(Self.historyOldest, [.text(instanceID)], { (version: $0.integer(0), sequence: $0.integer(1)) }) {
+            let oldest = try first(Self.historyOldest, [.text(instanceID)]) { row in
+                let row = row.columns(OldestColumn.self)
+                return (version: row.integer(.version), sequence: row.integer(.seq))
+            }
+            if let oldest {
                 page.oldestRetainedVersion = oldest.version
                 page.oldestRetainedSequence = oldest.sequence
             }
@@ -301,8 +303,8 @@ extension Database {
         var fill = PageFill(limit)
         try transaction("BEGIN") { () throws(SQLiteError) in
             try forEachRow(sql, values) { (row) throws(SQLiteError) in
-                guard fill.admits(size: row.byteCount(2)) else { return }
-                page.records.append(try Codec.replayed(row, from: 0))
+                guard fill.admits(size: row.columns(ReplayColumn.self).byteCount(.body)) else { return }
+                page.records.append(try Codec.replayed(row))
             }
             try forEachRow(Self.replayBoundsRow, []) { Codec.bounds($0, into: &page) }
         }

@@ -21,6 +21,8 @@ echo "== middlewares: instructions per request (callgrind)"
 bash Benchmarks/middleware-instructions.sh
 echo "== start-up"
 bash Benchmarks/startup-bench.sh
+echo "== a million instances: restart, memory, list pages"
+bash Benchmarks/million-bench.sh
 echo "== WAL under sustained writes"
 bash Benchmarks/wal-bench.sh
 echo "== event streams: 10,000 subscribers, lifecycled beside nginx+nchan"
@@ -52,11 +54,12 @@ bash Benchmarks/replica-bench.sh
   cat Benchmarks/.middleware-results.md
   cat Benchmarks/.middleware-instructions-results.md
   cat Benchmarks/.startup-results.md
+  cat Benchmarks/.million-results.md
   cat Benchmarks/.wal-results.md
   cat Benchmarks/.sse-results.md
   cat Benchmarks/.pages-results.md
   cat Benchmarks/.replica-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.batch-results.md Benchmarks/.ingest-results.md Benchmarks/.reporter-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md \
+rm -f Benchmarks/.http-results.md Benchmarks/.batch-results.md Benchmarks/.ingest-results.md Benchmarks/.reporter-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md Benchmarks/.million-results.md \
   Benchmarks/.wal-results.md Benchmarks/.sse-results.md Benchmarks/.pages-results.md Benchmarks/.replica-results.md
 echo "wrote Benchmarks/RESULTS.md"

@@ -107,6 +107,26 @@ struct SQLiteStoreTests {
         #expect(Machine(model: .iosApp, restoring: loaded[0].state)?.snapshot == machine.snapshot)
     }
 
+    @Test("instances load with their own labels: shared, none, and with escapes", arguments: Backend.allCases)
+    func labelsLoad(backend: Backend) throws {
+        let place = try StorePlace(backend)
+        let labelSets: [[String: String]] = [
+            ["run": "r1"], ["run": "r1"], [:], ["run": "r2", "app": "1.0"], ["run": "r1"], ["quote\"d": "line\nbreak \u{e9}"], [:], ["run": "r2", "app": "1.0"],
+        ]
+        let instances = labelSets.enumerated().map { i, labels in
+            StoredInstance(id: "i\(i)", model: "ios-app", createdAt: t0.roundedToMilliseconds, updatedAt: t0.roundedToMilliseconds,
+                           state: InstanceState(state: "initializing"), labels: labels)
+        }
+        do {
+            let store = try place.open()
+            defer { store.close() }
+            for instance in instances { _ = try store.write { (t) throws(StoreError) in try t.insert(instance) } }
+        }
+        let reopened = try place.open()
+        defer { reopened.close() }
+        #expect(try reopened.loadInstances().sorted { $0.id < $1.id }.map(\.labels) == labelSets, "each instance its own labels, none mixed up")
+    }
+
     @Test("idempotency keys replay, conflict on a different request, last while their instance does, and expire after its deletion", arguments: Backend.allCases)
     func idempotencyKeys(backend: Backend) throws {
         let store = try StorePlace(backend).open(tombstoneLifetime: 60)

@@ -145,7 +145,10 @@ extension SQLConnection {
     }
 
     func instances(after: String, limit: Int64) throws(Failure) -> [StoredInstance] {
-        try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)], Codec.instance)
+        var labels = LabelDecoder()
+        return try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)]) {
+            (row) throws(Failure) in try Codec.instance(row, labels: &labels)
+        }
     }
 
     func coverage() throws(Failure) -> CoverageCounts {

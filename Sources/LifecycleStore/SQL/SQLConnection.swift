@@ -27,7 +27,7 @@ protocol SQLConnection: AnyObject {
     /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
     @discardableResult
     func run(_ statements: [SQLStatement]) throws(Failure) -> [Int]
-    /// Statements that insert `rows` (at least one) into `table`: one over `unnest` on PostgreSQL, one a row on SQLite.
+    /// Statements that insert `rows` (at least one) into `table`: one over `unnest` on PostgreSQL, multi-row INSERTs on SQLite.
     static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement]
     /// Statements that store the state of existing instances (their codec rows).
     static func updating(instances rows: [[ColumnValue]]) -> [SQLStatement]
@@ -86,15 +86,34 @@ struct SQLTable: Sendable {
     let names: [String]
     let columns: String
     let onConflict: String
-    let insertingOne: String
+    /// The INSERTs of 1, 2, 4, ... rows as one `VALUES` list each (index n: 2^n rows), up to ``maxRowsAStatement``.
+    private let insertingRows: [String]
+
+    /// The most rows one multi-row INSERT writes: the largest power of two whose values stay within 999 (the lowest
+    /// limit on bound values an SQLite build may have), at most 128 (more saves little once the statement is running).
+    var maxRowsAStatement: Int { 1 << (insertingRows.count - 1) }
 
     init(name: String, names: [String], onConflict: String = "") {
         self.name = name
         self.names = names
         columns = names.joined(separator: ", ")
         self.onConflict = onConflict
-        let values = names.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
-        insertingOne = "INSERT INTO \(name) (\(columns)) VALUES (\(values)) \(onConflict)"
+        var statements: [String] = []
+        var rows = 1
+        while rows <= 128, rows * names.count <= 999 {
+            let values = (0..<rows).map { row in "(" + names.indices.map { "$\(row * names.count + $0 + 1)" }.joined(separator: ", ") + ")" }
+            statements.append("INSERT INTO \(name) (\(columns)) VALUES \(values.joined(separator: ", ")) \(onConflict)")
+            rows *= 2
+        }
+        insertingRows = statements
+    }
+
+    /// Statements that insert `rows` as multi-row INSERTs, as few as the statements' sizes allow: a run of each size
+    /// (a power of two, largest first) is one statement, so that each text is prepared once, however many rows come.
+    func inserting(_ rows: [[ColumnValue]]) -> [SQLStatement] {
+        rows.indices.powerOfTwoRuns(upTo: maxRowsAStatement).map { run in
+            SQLStatement(insertingRows[run.count.trailingZeroBitCount], Array(rows[run].joined()))
+        }
     }
 
     init<Column: TableColumn>(_ columns: Column.Type, onConflict: String = "") {
@@ -122,6 +141,23 @@ struct SQLTable: Sendable {
     static let coverage = SQLTable(
         CoverageColumn.self, onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
     )
+}
+
+extension Range<Int> {
+    /// The range cut into consecutive runs whose lengths are powers of two: as many of `limit` (a power of two) as fit,
+    /// then the rest by its binary digits, largest first (1,000 by 128: 7 of 128, then 64, 32, 8). Statements made per
+    /// run length are then few: each is prepared once.
+    func powerOfTwoRuns(upTo limit: Int) -> [Range<Int>] {
+        var runs: [Range<Int>] = []
+        var start = lowerBound
+        var length = limit
+        while start < upperBound {
+            while length > upperBound - start { length /= 2 }
+            runs.append(start..<start + length)
+            start += length
+        }
+        return runs
+    }
 }
 
 extension SQLConnection {

@@ -3,7 +3,7 @@ import LifecycleKit
 
 /// One write transaction, valid only inside its `write`. Writes wait in memory (reads look there first) until the commit,
 /// an instance count on SQLite, or a delete; then they go as the driver batches them: on PostgreSQL one statement a table
-/// over `unnest`, in one round trip with the COMMIT (two round trips a batch, not per event); on SQLite one a row.
+/// over `unnest`, in one round trip with the COMMIT (two round trips a batch, not per event); on SQLite multi-row INSERTs.
 final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     let connection: Connection
     let startSequence: Int64

@@ -50,6 +50,9 @@ struct SQLDialect: Sendable {
     let keepsSequenceFloor: Bool
     /// A condition that `column` is one of `values`, binding them after `bindings`: PostgreSQL binds one array, SQLite each.
     let anyOf: @Sendable (_ column: String, _ values: [String], _ bindings: inout [ColumnValue]) -> String
+    /// The most values a read-ahead lists in one ``anyOf`` (a power of two), where its text grows with them (SQLite);
+    /// `nil` where it does not (PostgreSQL's one array): any number, in one statement.
+    let maxListedValues: Int?
     /// The integer schema version (one row, one column; none: 0), which lifecycled kept before it recorded migrations' names.
     let schemaVersion: String
     /// The statement that sets the integer schema version.
@@ -59,7 +62,7 @@ struct SQLDialect: Sendable {
 
     init(
         window: String, greatest: String, keepsSequenceFloor: Bool, schemaVersion: String, settingSchemaVersion: @escaping @Sendable (Int) -> String,
-        tableColumns: String, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String
+        tableColumns: String, maxListedValues: Int?, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String
     ) {
         instanceColumnNames = InstanceColumn.allCases.map { $0 == .window ? window : $0.name }
         instanceColumns = instanceColumnNames.joined(separator: ", ")
@@ -68,6 +71,7 @@ struct SQLDialect: Sendable {
         self.greatest = greatest
         self.keepsSequenceFloor = keepsSequenceFloor
         self.anyOf = anyOf
+        self.maxListedValues = maxListedValues
         self.schemaVersion = schemaVersion
         self.settingSchemaVersion = settingSchemaVersion
         self.tableColumns = tableColumns
@@ -130,6 +134,8 @@ struct SQLTable: Sendable {
               released_at = NULL
             """
     )
+    /// Keys presumed new (``StoreTransaction/presumeKeysNew()``): one the store holds already fails the INSERT.
+    static let newKeys = SQLTable(KeyColumn.self)
     static let findings = SQLTable(
         FindingColumn.self,
         onConflict: """

@@ -191,7 +191,8 @@ struct Row: StoredRow {
 extension Database: SQLConnection {
     static let dialect = SQLDialect(
         window: "window", greatest: "max", keepsSequenceFloor: true, schemaVersion: "PRAGMA user_version",
-        settingSchemaVersion: { "PRAGMA user_version = \($0)" }, tableColumns: "SELECT name FROM pragma_table_info($1)"
+        settingSchemaVersion: { "PRAGMA user_version = \($0)" }, tableColumns: "SELECT name FROM pragma_table_info($1)",
+        maxListedValues: 512
     ) { column, values, bindings in
         let first = bindings.count + 1
         bindings += values.map { .text($0) }

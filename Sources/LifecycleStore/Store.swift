@@ -50,6 +50,15 @@ public protocol StoreTransaction {
     func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError)
     /// What is known of an idempotency key younger than the retention period.
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup
+    /// From now on a key this transaction has not written is looked up as unused, without a read, and stored by a plain
+    /// INSERT (or, if its write was refused and it is not stored, read once before anything is written): one the store
+    /// holds already (a replay, a key released or expired but not yet purged) fails the transaction
+    /// (``StoreError/Kind/rejectedWrite``), which commits nothing, and the caller runs its writes again in a transaction
+    /// that reads each key. Keys stored before keys were scoped (SQLite) are read all the same.
+    func presumeKeysNew()
+    /// Reads the keys named at once (one round trip on PostgreSQL, a statement per 512 on SQLite), so that their
+    /// ``lookUp(_:now:)`` in this transaction need no statement of their own; every look-up answers as it would without.
+    func readAhead(_ keys: [IdempotencyKey]) throws(StoreError)
     /// Adds `counts` to the stored coverage counters: once a transaction, so that each counter is written once.
     func addCoverage(_ counts: CoverageCounts) throws(StoreError)
     /// The findings stored under `keys`, as committed (one round trip).

@@ -238,6 +238,54 @@ struct BatchTests {
         #expect(NSDictionary(dictionary: replayedResult) == NSDictionary(dictionary: firstResults[2]))
     }
 
+    @Test("a batch of new keys, one repeated inside it and one sent in an earlier batch, is answered and stored as one by one")
+    func keysNewRepeatedAndReplayed() throws {
+        let batchServer = try TestServer()
+        let singleServer = try TestServer()
+        let batch = try batchServer.connect()
+        let single = try singleServer.connect()
+        func oneByOne(_ items: [BatchItemSpec]) throws -> String {
+            var answers: [String] = []
+            for item in items {
+                let request = item.single
+                let response = try single.request(request.method, request.path, headers: request.headers, body: request.body, contentType: request.body == nil ? nil : "application/json")
+                var body = response.text
+                if body.hasSuffix("\n") { body.removeLast() }
+                answers.append(#"{"status":\#(response.status),"\#(item.member(status: response.status))":\#(body)}"#)
+            }
+            return #"{"results":["# + answers.joined(separator: ",") + "]}\n"
+        }
+        let earlier = [
+            BatchItemSpec(instance: "old", kind: .create, body: #"{"model":"ios-app"}"#),
+            BatchItemSpec(instance: "old", kind: .event, body: #"{"event":"didFinishLaunching"}"#, key: "old-1"),
+        ]
+        let first = try batch.request("POST", "/v1/batch", json: batchBody(earlier))
+        #expect(withoutTimes(first.text) == withoutTimes(try oneByOne(earlier)))
+
+        // More rows of each table than one multi-row INSERT holds; keyed creates as the reporter sends them.
+        var items: [BatchItemSpec] = []
+        for i in 0..<70 {
+            items.append(BatchItemSpec(instance: "n\(i)", kind: .create, body: #"{"model":"ios-app"}"#, key: "n\(i)-c"))
+            items.append(BatchItemSpec(instance: "n\(i)", kind: .event, body: #"{"event":"didFinishLaunching"}"#, key: "n\(i)-1"))
+            items.append(BatchItemSpec(instance: "n\(i)", kind: .event, body: #"{"event":"willConnectToWindow","window":"main"}"#, key: "n\(i)-2"))
+        }
+        items.insert(items[1], at: 100)  // its key again, inside the batch: a replay
+        items.insert(earlier[1], at: 150)  // a key an earlier batch stored: a replay
+        items.append(BatchItemSpec(instance: "old", kind: .event, body: #"{"event":"willConnectToWindow","window":"main"}"#, key: "old-2"))
+        let answer = try batch.request("POST", "/v1/batch", json: batchBody(items))
+        let expected = try oneByOne(items)
+        #expect(withoutTimes(answer.text) == withoutTimes(expected))
+        let results = try #require(answer.json["results"] as? [[String: Any]])
+        #expect(results.map { $0["status"] as? Int } == items.map { $0.kind == .create ? 201 : 200 })
+        #expect(NSDictionary(dictionary: results[100]) == NSDictionary(dictionary: results[1]), "the repeated key replays its first answer")
+        let firstResults = try #require(first.json["results"] as? [[String: Any]])
+        #expect(NSDictionary(dictionary: results[150]) == NSDictionary(dictionary: firstResults[1]), "the earlier batch's key replays its answer")
+        #expect(try batch.fullHistory("old").count == 2 && batch.fullHistory("n0").count == 2, "each keyed input stored once")
+        // Sent again whole, every item replays.
+        let again = try batch.request("POST", "/v1/batch", json: batchBody(items))
+        #expect(again.text == answer.text)
+    }
+
     @Test("an empty batch answers no results and stores nothing")
     func empty() throws {
         let server = try TestServer(.router)

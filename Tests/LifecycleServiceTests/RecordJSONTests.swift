@@ -83,6 +83,69 @@ struct RecordJSONTests {
     }
 }
 
+@Suite("instance JSON", .sqliteOnly("encodes instances; opens no store"))
+struct InstanceJSONTests {
+    /// Instances of every shape: each state a machine passes through under seeded random events
+    /// (buffered actions, windows, breadcrumbs and counters as they come), and hand-made ones with
+    /// every optional member, every kind of parameter and awkward strings.
+    static func instances() -> [StoredInstance] {
+        var instances: [StoredInstance] = []
+        var generator = SeededGenerator(state: 20_261_205)
+        for model in [Model.iosApp, Model.androidActivity] {
+            var machine = Machine(model: model)
+            let d = model.definition
+            for i in 0..<600 {
+                let input: Input
+                if i % 7 == 0, let action = d.actions.randomElement(using: &generator) {
+                    input = .action(action.name, Dictionary(uniqueKeysWithValues: action.parameters.map { ($0.name, Value.string("v\(i) \"q\" \\ \n é")) }))
+                } else {
+                    let event = d.events.randomElement(using: &generator)!
+                    var parameters: [String: Value] = [:]
+                    for p in event.parameters where p.isRequired || Bool.random(using: &generator) {
+                        parameters[p.name] = p.type == .boolean ? .bool(Bool.random(using: &generator)) : .string("w\(i % 3)")
+                    }
+                    input = .event(event.name, parameters)
+                }
+                _ = try? machine.apply(input, at: Date())
+                let time = Date(timeIntervalSince1970: 1_800_000_000 + Double(i) * 0.0137)
+                instances.append(StoredInstance(
+                    id: "app-\(i)", model: model.name, createdAt: time, updatedAt: time.addingTimeInterval(Double(i)), state: machine.snapshot,
+                    labels: i % 3 == 0 ? [:] : ["appVersion": "1.\(i)", "a\"b": "\u{1}é\n"]
+                ))
+            }
+        }
+        var state = InstanceState(
+            state: "s\u{1}\"", version: 9, launchCount: 3,
+            bufferedAction: PendingAction(name: "a\t\"", parameters: ["z": .number(0.5), "a": .integer(-3), "m": .bool(false), "n": .number(2), "s": .string("\\")]),
+            window: "w\u{7f}é", breadcrumb: Breadcrumb(step: "ui-attached", isSceneConnected: true),
+            counters: Counters(unexpected: 1, ignored: 2, incompleteLaunches: 3, divergences: 4, dropped: 5_000_000_000)
+        )
+        instances.append(StoredInstance(id: "i\u{1}\"é", model: "m", createdAt: Date(timeIntervalSince1970: -1.5), updatedAt: Date(timeIntervalSince1970: 0), state: state))
+        state.bufferedAction = PendingAction(name: "p")
+        instances.append(StoredInstance(id: "", model: "", createdAt: Date(timeIntervalSince1970: 1e9), updatedAt: Date(timeIntervalSince1970: 1e9), state: state, labels: ["": ""]))
+        return instances
+    }
+
+    @Test("the direct serializer writes exactly what InstanceView's Codable path writes, and refuses what it refuses")
+    func identical() throws {
+        let instances = Self.instances()
+        #expect(instances.contains { $0.state.bufferedAction != nil } && instances.contains { $0.state.bufferedAction == nil })
+        #expect(instances.contains { $0.state.window != nil } && instances.contains { $0.state.window == nil })
+        #expect(instances.contains { $0.state.breadcrumb.step != nil } && instances.contains { $0.state.breadcrumb.step == nil })
+        #expect(instances.contains { $0.state.breadcrumb.isSceneConnected } && instances.contains { $0.state.counters.unexpected > 0 })
+        for instance in instances {
+            let direct = try instance.jsonBytes()
+            let reference = try JSON.encode(InstanceView(instance))
+            #expect(direct == reference, "\(String(decoding: reference, as: UTF8.self))")
+            if direct != reference { break }
+        }
+        var unrenderable = instances[instances.count - 1]
+        unrenderable.state.bufferedAction = PendingAction(name: "p", parameters: ["x": .number(.infinity)])
+        #expect(throws: (any Error).self) { try JSON.encode(InstanceView(unrenderable)) }
+        #expect(throws: (any Error).self) { try unrenderable.jsonBytes() }
+    }
+}
+
 @Suite("records name their instance")
 struct RecordInstanceTests {
     @Test("event, action, launch and 409 answers, and history, name the instance right after the sequence number")

@@ -277,6 +277,85 @@ struct TransactionTests {
         #expect(try store.write { (t) throws(StoreError) in try t.lookUp(key, now: Date()) } == .replay(remembered))
     }
 
+    @Test("rows beyond one multi-row INSERT, and keys read ahead in runs, round-trip", arguments: Backend.allCases)
+    func manyRows(backend: Backend) throws {
+        let store = try StorePlace(backend).open()
+        defer { store.close() }
+        // 300 of each: no power of two, more than any one statement writes (32 instances, 64 keys, 128 records).
+        let instances = (0..<300).map { StoredInstance(id: "i\($0)", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "launching", version: 1)) }
+        let record = Record(version: 1, kind: .event, name: "didFinishLaunching", from: "initializing", to: "launching", outcome: .transitioned, time: t0)
+        let keys = instances.map { IdempotencyKey(key: "k-\($0.id)", fingerprint: Array($0.id.utf8)) }
+        func remembered(_ index: Int) -> RememberedWrite { .applied(recordJSON: Array("{\"i\":\(index)}".utf8), isUnexpected: false, instance: KeyedInstance(id: "i\(index)", createdAt: t0)) }
+        try store.write { (t) throws(StoreError) in
+            for (index, instance) in instances.enumerated() {
+                try t.insert(instance)
+                _ = try t.append(record, instanceID: instance.id, encode: encodeRecord)
+                try t.remember(keys[index], remembered(index))
+            }
+        }
+        #expect(store.lastSequence == 600)
+        #expect(try store.loadInstances().sorted { $0.id < $1.id } == instances.sorted { $0.id < $1.id })
+        let page = try store.replay(after: 0, through: 600, filter: RecordFilter(), limit: PageLimit(records: 1000))
+        #expect(page.records.map(\.sequence) == Array(1...600))
+        let unknown = (0..<5).map { IdempotencyKey(key: "unknown-\($0)", fingerprint: [1]) }
+        let found = try store.write { (t) throws(StoreError) in
+            try t.readAhead(keys + unknown)
+            return try (keys + unknown).map { (key) throws(StoreError) in try t.lookUp(key, now: Date()) }
+        }
+        #expect(found == instances.indices.map { .replay(remembered($0)) } + unknown.map { _ in .unused })
+    }
+
+    @Test("a key presumed new that the store holds fails its transaction, which leaves nothing; one the transaction wrote is found", arguments: Backend.allCases)
+    func presumedKeys(backend: Backend) throws {
+        let store = try StorePlace(backend).open()
+        defer { store.close() }
+        let a = StoredInstance(id: "a", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
+        let b = StoredInstance(id: "b", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
+        let c = StoredInstance(id: "c", model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"))
+        func made(_ instance: StoredInstance) -> RememberedWrite { .created(id: instance.id, model: "ios-app", createdAt: t0, json: Array(instance.id.utf8)) }
+        let key = { (name: String) in IdempotencyKey(key: name, fingerprint: Array(name.utf8)) }
+        try store.write { (t) throws(StoreError) in
+            try t.insert(a)
+            try t.remember(key("ka"), made(a))
+        }
+        let error = #expect(throws: StoreError.self) {
+            try store.write { (t) throws(StoreError) in
+                t.presumeKeysNew()
+                #expect(try t.lookUp(key("ka"), now: Date()) == .unused, "presumed new: not read")
+                try t.insert(b)
+                try t.remember(key("kb"), made(b))
+                #expect(try t.lookUp(key("kb"), now: Date()) == .replay(made(b)), "a key the transaction wrote is found")
+                try t.remember(key("ka"), made(b))
+            }
+        }
+        #expect(error?.kind == .rejectedWrite)
+        // A write refused under a key presumed new remembers nothing; the key is read before the commit all the same.
+        let refused = #expect(throws: StoreError.self) {
+            try store.write { (t) throws(StoreError) in
+                t.presumeKeysNew()
+                #expect(try t.lookUp(key("ka"), now: Date()) == .unused)
+                try t.insert(b)
+            }
+        }
+        #expect(refused?.kind == .rejectedWrite)
+        #expect(store.lastSequence == 1)
+        #expect(try store.loadInstances() == [a])
+        #expect(try store.write { (t) throws(StoreError) in try [t.lookUp(key("ka"), now: Date()), t.lookUp(key("kb"), now: Date())] } == [.replay(made(a)), .unused])
+
+        // A delete in the middle writes what waits, keys presumed new among it; the rest go at the commit.
+        try store.write { (t) throws(StoreError) in
+            t.presumeKeysNew()
+            try t.insert(b)
+            try t.remember(key("kb"), made(b))
+            _ = try t.delete(a, at: Date(), encode: change("deleted", a))
+            try t.insert(c)
+            try t.remember(key("kc"), made(c))
+        }
+        #expect(try store.loadInstances().map(\.id).sorted() == ["b", "c"])
+        let found = try store.write { (t) throws(StoreError) in try ["ka", "kb", "kc"].map { (name) throws(StoreError) in try t.lookUp(key(name), now: Date()) } }
+        #expect(found == [.replay(made(a)), .replay(made(b)), .replay(made(c))], "a's key released with it, kept a while")
+    }
+
     @Test("a transaction that fails leaves nothing behind, not even sequence numbers", arguments: Backend.allCases)
     func rollback(backend: Backend) throws {
         let store = try StorePlace(backend).open()

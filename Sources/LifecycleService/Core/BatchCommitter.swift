@@ -76,7 +76,25 @@ struct BatchCommitter {
     }
 
     /// Runs `jobs` in one transaction, in order, and commits it.
+    ///
+    /// Writes with idempotency keys go first in a transaction that presumes their keys new
+    /// (``StoreTransaction/presumeKeysNew()``), which reads no key: the store's unique key
+    /// refuses one stored already. If the store refuses it (a replayed key, or a write's data),
+    /// nothing of it was committed or shown, and the writes are decided again in a transaction
+    /// that reads every key: a replay is answered as its first request was, and a write that
+    /// fails on its own fails as it always did. A replayed batch costs two transactions.
     private func attempt(_ jobs: ArraySlice<CommitJob>) throws(StoreError) -> Attempt {
+        if jobs.contains(where: { $0.write.idempotencyKey != nil }) {
+            do throws(StoreError) {
+                return try attempt(jobs, presumingKeysNew: true)
+            } catch where error.kind == .rejectedWrite {
+                // Decided again below, reading each key.
+            }
+        }
+        return try attempt(jobs, presumingKeysNew: false)
+    }
+
+    private func attempt(_ jobs: ArraySlice<CommitJob>, presumingKeysNew: Bool) throws(StoreError) -> Attempt {
         var attempt = Attempt()
         let started = DispatchTime.now().uptimeNanoseconds
         let cacheThrough = catchUp.cacheThrough
@@ -86,6 +104,13 @@ struct BatchCommitter {
             if !view.isCacheCurrent {
                 view.readIDs = Set(jobs.map(\.write.instanceID))
                 view.committed = Dictionary(try transaction.instances(Array(view.readIDs)).map { ($0.id, $0) }) { first, _ in first }
+            }
+            if presumingKeysNew {
+                transaction.presumeKeysNew()
+            } else {
+                // Every write with a key looks it up first: all of them read at once, not a statement each.
+                let keys = jobs.compactMap(\.write.idempotencyKey)
+                if keys.count > 1 { try transaction.readAhead(keys) }
             }
             // Instances whose state changed: stored once per transaction, however many records.
             var dirty: Set<String> = []

@@ -66,6 +66,9 @@ struct WriteArguments {
 /// and stall the queue of the device that sent it), and SQLite's ends the string there after a
 /// restart. Every other character, control characters included, is kept as sent.
 func refuseNUL(in members: [String: JSONValue]) throws(Problem) {
+    // Looked for first without spelling any member's name: a batch's thousands of items hold none, and
+    // spelling each name on the way cost more than parsing them.
+    guard members.contains(where: { $0.key.utf8.contains(0) || holdsNUL($0.value) }) else { return }
     func shown(_ name: String) -> String {
         "\"\(name.replacingOccurrences(of: "\u{0}", with: "\\u0000"))\""
     }
@@ -88,6 +91,16 @@ func refuseNUL(in members: [String: JSONValue]) throws(Problem) {
         try check(value, at: member)
     }
     for name in members.keys.sorted() { try check(name, members[name]!, in: "") }
+}
+
+/// Whether a U+0000 is anywhere in `value`, in a member's name or a string, at any depth.
+private func holdsNUL(_ value: JSONValue) -> Bool {
+    switch value {
+    case .string(let text): text.utf8.contains(0)
+    case .array(let elements): elements.contains(where: holdsNUL)
+    case .object(let members): members.contains { $0.key.utf8.contains(0) || holdsNUL($0.value) }
+    default: false
+    }
 }
 
 extension Request {

@@ -119,8 +119,10 @@ enum Codec {
         ])
     }
 
+    /// The SELECT of keys' rows, for a condition to follow.
+    static let selectKeys = "SELECT \(KeyColumn.list()) FROM idempotency"
     /// The SELECT of a key's row, by its key (`$1`).
-    static let selectKey = "SELECT \(KeyColumn.list()) FROM idempotency WHERE key = $1"
+    static let selectKey = "\(selectKeys) WHERE key = $1"
 
     /// A key as stored: what identifies its request, what the write did, and when it was released.
     ///

@@ -307,7 +307,8 @@ extension Connection: SQLConnection {
     static let dialect = SQLDialect(
         window: "window_name", greatest: "greatest", keepsSequenceFloor: false, schemaVersion: "SELECT value FROM meta WHERE key = 'schema_version'",
         settingSchemaVersion: { "INSERT INTO meta (key, value) VALUES ('schema_version', \($0)) ON CONFLICT (key) DO UPDATE SET value = excluded.value" },
-        tableColumns: "SELECT column_name::text FROM information_schema.columns WHERE table_schema = current_schema() AND table_name::text = $1"
+        tableColumns: "SELECT column_name::text FROM information_schema.columns WHERE table_schema = current_schema() AND table_name::text = $1",
+        maxListedValues: nil
     ) { column, values, bindings in
         bindings.append(.texts(values))
         return "\(column) = ANY($\(bindings.count)::text[])"

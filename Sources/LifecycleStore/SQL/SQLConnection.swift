@@ -27,7 +27,7 @@ protocol SQLConnection: AnyObject {
     /// Runs `statements` in order (PostgreSQL: in one round trip), the first failure skipping the rest; the rows each changed.
     @discardableResult
     func run(_ statements: [SQLStatement]) throws(Failure) -> [Int]
-    /// Statements that insert `rows` (at least one) into `table`: one over `unnest` on PostgreSQL, one a row on SQLite.
+    /// Statements that insert `rows` (at least one) into `table`: one over `unnest` on PostgreSQL, multi-row INSERTs on SQLite.
     static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement]
     /// Statements that store the state of existing instances (their codec rows).
     static func updating(instances rows: [[ColumnValue]]) -> [SQLStatement]
@@ -50,6 +50,9 @@ struct SQLDialect: Sendable {
     let keepsSequenceFloor: Bool
     /// A condition that `column` is one of `values`, binding them after `bindings`: PostgreSQL binds one array, SQLite each.
     let anyOf: @Sendable (_ column: String, _ values: [String], _ bindings: inout [ColumnValue]) -> String
+    /// The most values a read-ahead lists in one ``anyOf`` (a power of two), where its text grows with them (SQLite);
+    /// `nil` where it does not (PostgreSQL's one array): any number, in one statement.
+    let maxListedValues: Int?
     /// The integer schema version (one row, one column; none: 0), which lifecycled kept before it recorded migrations' names.
     let schemaVersion: String
     /// The statement that sets the integer schema version.
@@ -59,7 +62,7 @@ struct SQLDialect: Sendable {
 
     init(
         window: String, greatest: String, keepsSequenceFloor: Bool, schemaVersion: String, settingSchemaVersion: @escaping @Sendable (Int) -> String,
-        tableColumns: String, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String
+        tableColumns: String, maxListedValues: Int?, anyOf: @escaping @Sendable (String, [String], inout [ColumnValue]) -> String
     ) {
         instanceColumnNames = InstanceColumn.allCases.map { $0 == .window ? window : $0.name }
         instanceColumns = instanceColumnNames.joined(separator: ", ")
@@ -68,6 +71,7 @@ struct SQLDialect: Sendable {
         self.greatest = greatest
         self.keepsSequenceFloor = keepsSequenceFloor
         self.anyOf = anyOf
+        self.maxListedValues = maxListedValues
         self.schemaVersion = schemaVersion
         self.settingSchemaVersion = settingSchemaVersion
         self.tableColumns = tableColumns
@@ -86,15 +90,34 @@ struct SQLTable: Sendable {
     let names: [String]
     let columns: String
     let onConflict: String
-    let insertingOne: String
+    /// The INSERTs of 1, 2, 4, ... rows as one `VALUES` list each (index n: 2^n rows), up to ``maxRowsAStatement``.
+    private let insertingRows: [String]
+
+    /// The most rows one multi-row INSERT writes: the largest power of two whose values stay within 999 (the lowest
+    /// limit on bound values an SQLite build may have), at most 128 (more saves little once the statement is running).
+    var maxRowsAStatement: Int { 1 << (insertingRows.count - 1) }
 
     init(name: String, names: [String], onConflict: String = "") {
         self.name = name
         self.names = names
         columns = names.joined(separator: ", ")
         self.onConflict = onConflict
-        let values = names.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
-        insertingOne = "INSERT INTO \(name) (\(columns)) VALUES (\(values)) \(onConflict)"
+        var statements: [String] = []
+        var rows = 1
+        while rows <= 128, rows * names.count <= 999 {
+            let values = (0..<rows).map { row in "(" + names.indices.map { "$\(row * names.count + $0 + 1)" }.joined(separator: ", ") + ")" }
+            statements.append("INSERT INTO \(name) (\(columns)) VALUES \(values.joined(separator: ", ")) \(onConflict)")
+            rows *= 2
+        }
+        insertingRows = statements
+    }
+
+    /// Statements that insert `rows` as multi-row INSERTs, as few as the statements' sizes allow: a run of each size
+    /// (a power of two, largest first) is one statement, so that each text is prepared once, however many rows come.
+    func inserting(_ rows: [[ColumnValue]]) -> [SQLStatement] {
+        rows.indices.powerOfTwoRuns(upTo: maxRowsAStatement).map { run in
+            SQLStatement(insertingRows[run.count.trailingZeroBitCount], Array(rows[run].joined()))
+        }
     }
 
     init<Column: TableColumn>(_ columns: Column.Type, onConflict: String = "") {
@@ -111,6 +134,8 @@ struct SQLTable: Sendable {
               released_at = NULL
             """
     )
+    /// Keys presumed new (``StoreTransaction/presumeKeysNew()``): one the store holds already fails the INSERT.
+    static let newKeys = SQLTable(KeyColumn.self)
     static let findings = SQLTable(
         FindingColumn.self,
         onConflict: """
@@ -122,6 +147,23 @@ struct SQLTable: Sendable {
     static let coverage = SQLTable(
         CoverageColumn.self, onConflict: "ON CONFLICT (model, kind, name) DO UPDATE SET count = coverage.count + excluded.count"
     )
+}
+
+extension Range<Int> {
+    /// The range cut into consecutive runs whose lengths are powers of two: as many of `limit` (a power of two) as fit,
+    /// then the rest by its binary digits, largest first (1,000 by 128: 7 of 128, then 64, 32, 8). Statements made per
+    /// run length are then few: each is prepared once.
+    func powerOfTwoRuns(upTo limit: Int) -> [Range<Int>] {
+        var runs: [Range<Int>] = []
+        var start = lowerBound
+        var length = limit
+        while start < upperBound {
+            while length > upperBound - start { length /= 2 }
+            runs.append(start..<start + length)
+            start += length
+        }
+        return runs
+    }
 }
 
 extension SQLConnection {

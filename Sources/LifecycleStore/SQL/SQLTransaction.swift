@@ -3,7 +3,7 @@ import LifecycleKit
 
 /// One write transaction, valid only inside its `write`. Writes wait in memory (reads look there first) until the commit,
 /// an instance count on SQLite, or a delete; then they go as the driver batches them: on PostgreSQL one statement a table
-/// over `unnest`, in one round trip with the COMMIT (two round trips a batch, not per event); on SQLite one a row.
+/// over `unnest`, in one round trip with the COMMIT (two round trips a batch, not per event); on SQLite multi-row INSERTs.
 final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     let connection: Connection
     let startSequence: Int64
@@ -25,6 +25,14 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     /// Per instance, the newest version the history limit drops (with all before it).
     private var drops: [String: Int64] = [:]
     private var keys: [String: Codec.StoredKey] = [:]
+    /// Whether a key this transaction did not write is taken as unused without a read (``presumeKeysNew()``).
+    private var presumesKeysNew = false
+    /// Keys so taken whose writes were refused, not remembered: no INSERT checks them, so what waits is written only
+    /// once the store is found not to hold them.
+    private var presumedUnwritten: Set<String> = []
+    /// Keys as read ahead (``readAhead(_:)``), `nil` where the store holds none: true only until the transaction writes
+    /// (what waits is written, which may change them), when they are forgotten.
+    private var keysRead: [String: Codec.StoredKey?] = [:]
     private var coverage = CoverageCounts()
     private var findings: [StoredFinding] = []
     private var findingInstances: [FindingInstance] = []
@@ -115,16 +123,53 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
 
     func remember(_ key: IdempotencyKey, _ write: RememberedWrite) throws(StoreError) {
         keys[key.key] = Codec.StoredKey(fingerprint: key.fingerprint, write: write, releasedAt: nil)
+        presumedUnwritten.remove(key.key)
+    }
+
+    func readAhead(_ keys: [IdempotencyKey]) throws(StoreError) {
+        let unread = keys.map(\.key).filter { self.keys[$0] == nil && keysRead[$0] == nil }
+        guard !unread.isEmpty else { return }
+        for key in unread { keysRead[key] = .some(nil) }
+        for (key, stored) in try stored(unread) { keysRead[key] = stored }
+    }
+
+    /// The keys named that the store holds: a statement per run of them where the dialect lists each, else one.
+    private func stored(_ names: [String]) throws(StoreError) -> [(key: String, stored: Codec.StoredKey)] {
+        let runs = Connection.dialect.maxListedValues.map { names.indices.powerOfTwoRuns(upTo: $0) } ?? [names.indices]
+        return try run("cannot read idempotency keys") { () throws(Connection.Failure) in
+            var found: [(key: String, stored: Codec.StoredKey)] = []
+            for run in runs {
+                var values: [ColumnValue] = []
+                let condition = Connection.dialect.anyOf("key", Array(names[run]), &values)
+                try connection.forEachRow("\(Codec.selectKeys) WHERE \(condition)", values) { (row) throws(Connection.Failure) in
+                    let key = try row.columns(KeyColumn.self).text(.key, named: "idempotency.key")
+                    found.append((key, try Codec.StoredKey(row, key: key)))
+                }
+            }
+            return found
+        }
+    }
+
+    func presumeKeysNew() {
+        presumesKeysNew = true
     }
 
     func lookUp(_ key: IdempotencyKey, now: Date) throws(StoreError) -> IdempotencyLookup {
-        func find(_ stored: String) throws(StoreError) -> Codec.StoredKey? {
+        func find(_ stored: String, presumingNew: Bool = false) throws(StoreError) -> Codec.StoredKey? {
             if let waiting = keys[stored] { return waiting }
+            if presumingNew {
+                // Its INSERT fails the transaction if the store holds it after all; unless its write is refused, and
+                // then it is read before what waits is written (``waitingStatements()``).
+                presumedUnwritten.insert(stored)
+                return nil
+            }
+            if let read = keysRead[stored] { return read }
             return try run("cannot read an idempotency key") { () throws(Connection.Failure) in
                 try connection.first(Codec.selectKey, [.text(stored)]) { (row) throws(Connection.Failure) in try Codec.StoredKey(row, key: stored) }
             }
         }
-        var found = try find(key.key)
+        // Only the key as sent is presumed new: one stored before keys were scoped is still read.
+        var found = try find(key.key, presumingNew: presumesKeysNew)
         // A key sent before keys were scoped (on SQLite) is found as it was stored, until it expires (released when made).
         if found == nil, let unscoped = key.unscopedKey, let through = unscopedKeysThrough, through.addingTimeInterval(releasedKeyLifetime) > now {
             found = try find(unscoped)
@@ -161,6 +206,13 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
 
     /// Statements (one a table on PostgreSQL) that write what waits, which then waits no more.
     func waitingStatements() throws(StoreError) -> [SQLStatement] {
+        if !presumedUnwritten.isEmpty {
+            let held = try stored(Array(presumedUnwritten))
+            presumedUnwritten = []
+            if let (key, _) = held.first {
+                throw StoreError("idempotency key \(key) was presumed new, but it is stored: its write was decided wrongly", kind: .rejectedWrite)
+            }
+        }
         var statements: [SQLStatement] = []
         let new = try instances.values.filter(\.isNew).map { (waiting) throws(StoreError) in try Codec.columns(of: waiting.instance) }
         let changed = try instances.values.filter { !$0.isNew }.map { (waiting) throws(StoreError) in try Codec.columns(of: waiting.instance) }
@@ -171,14 +223,15 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         if !drops.isEmpty { statements += Connection.dropping(drops) }
         if !keys.isEmpty {
             let now = Date()
-            statements += Connection.inserting(keys.map { Codec.key($0.key, fingerprint: $0.value.fingerprint, $0.value.write, at: now) }, into: .keys)
+            let rows = keys.map { Codec.key($0.key, fingerprint: $0.value.fingerprint, $0.value.write, at: now) }
+            statements += Connection.inserting(rows, into: presumesKeysNew ? .newKeys : .keys)
         }
         if !coverage.isEmpty { statements += Connection.inserting(Codec.counters(coverage), into: .coverage) }
         if !findings.isEmpty { statements += Connection.inserting(findings.map(Codec.columns), into: .findings) }
         if !findingInstances.isEmpty {
             statements += Connection.inserting(findingInstances.map(Codec.findingInstance), into: .findingInstances)
         }
-        (instances, records, drops, keys, coverage, findings, findingInstances) = ([:], [], [:], [:], CoverageCounts(), [], [])
+        (instances, records, drops, keys, keysRead, coverage, findings, findingInstances) = ([:], [], [:], [:], [:], CoverageCounts(), [], [])
         return statements
     }
 }

@@ -144,7 +144,10 @@ final class Statement {
             case .integer(nil), .text(nil): code = sqlite3_bind_null(handle, index)
             case .integer(let v?): code = sqlite3_bind_int64(handle, index, v)
             case .boolean(let v): code = sqlite3_bind_int64(handle, index, v ? 1 : 0)
-            case .text(let v?): code = v.utf8CString.withUnsafeBufferPointer { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count - 1)) }
+            // The string's own UTF-8 (no copy for a native string); "" for an empty one, as a null pointer would bind NULL.
+            case .text(let v?) where v.isEmpty: code = lc_sqlite3_bind_text(handle, index, "", 0)
+            case .text(var v?):
+                code = v.withUTF8 { $0.withMemoryRebound(to: CChar.self) { lc_sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count)) } }
             case .bytes(let v): code = v.withUnsafeBytes { lc_sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count)) }
             case .integers, .texts, .byteas, .booleans: code = SQLITE_MISMATCH  // the dialect binds each value
             }
@@ -188,7 +191,8 @@ struct Row: StoredRow {
 extension Database: SQLConnection {
     static let dialect = SQLDialect(
         window: "window", greatest: "max", keepsSequenceFloor: true, schemaVersion: "PRAGMA user_version",
-        settingSchemaVersion: { "PRAGMA user_version = \($0)" }, tableColumns: "SELECT name FROM pragma_table_info($1)"
+        settingSchemaVersion: { "PRAGMA user_version = \($0)" }, tableColumns: "SELECT name FROM pragma_table_info($1)",
+        maxListedValues: 512
     ) { column, values, bindings in
         let first = bindings.count + 1
         bindings += values.map { .text($0) }
@@ -213,7 +217,7 @@ extension Database: SQLConnection {
     }
 
     static func inserting(_ rows: [[ColumnValue]], into table: SQLTable) -> [SQLStatement] {
-        rows.map { SQLStatement(table.insertingOne, $0) }
+        table.inserting(rows)
     }
 
     static let updateInstance = "UPDATE instances SET "

@@ -57,10 +57,11 @@ struct ConnectionMachine {
         case discarding(since: UInt64, Answer)
         /// The whole request is with the handler, on the daemon thread. Counted.
         case handling
-        /// The handler answers later; the connection is suspended. Counted.
-        case suspended
-        /// The later answer arrived; it is queued when the resumed connection calls back. Counted.
-        case replied(Response)
+        /// The handler answers later; the connection is suspended. Counted. The request is
+        /// kept for the middlewares to finish its answer on the connection's thread.
+        case suspended(Request)
+        /// The later answer arrived; it is finished and queued when the resumed connection calls back. Counted.
+        case replied(Request, Response)
         /// A response is queued. Counted.
         case answered
         /// A stream is the response; libmicrohttpd is sending its head and then calls its
@@ -235,6 +236,9 @@ struct ConnectionMachine {
         case handle(Request)
         /// Queue this response.
         case respond(Response)
+        /// Queue this later answer to this request, once the middlewares have finished it
+        /// (``Pipeline/finish(_:_:)``).
+        case finish(Request, Response)
         /// Queue this refusal of the server's own, once the middlewares have seen it.
         case refuse(Request, Response)
         /// Nothing to do yet.
@@ -257,9 +261,9 @@ struct ConnectionMachine {
         case .discarding(_, .refusal(let request, let response)):
             state = .answered
             return .refuse(request, response)
-        case .replied(let response):
+        case .replied(let request, let response):
             answer(response, isStopping: isStopping)
-            return .respond(response)
+            return .finish(request, response)
         case .handling, .suspended, .answered, .rejected:
             return .wait
         case .streaming, .streamOwned, .streamEnding, .streamFailing, .abandoned, .awaitingRequest, .receivingHead, .modifying:
@@ -275,11 +279,11 @@ struct ConnectionMachine {
         case close
     }
 
-    /// The handler answers later.
-    mutating func handlerDeferred() -> DeferAction {
+    /// The handler answers later; its answer to `request` is finished when it comes.
+    mutating func handlerDeferred(finishing request: Request) -> DeferAction {
         switch state {
         case .handling:
-            state = .suspended
+            state = .suspended(request)
             return .suspend
         case .abandoned:
             return .close
@@ -305,8 +309,8 @@ struct ConnectionMachine {
         case .handling:
             answer(response, isStopping: isStopping)
             return .queue(response)
-        case .suspended:
-            state = .replied(response)
+        case .suspended(let request):
+            state = .replied(request, response)
             return .resume
         default:
             return .none

@@ -26,6 +26,9 @@ public struct Request: Sendable {
     /// The request's id for logs and the `X-Request-ID` header: set by the request-id
     /// middleware (the client's, when valid, or a new one); empty without it.
     public var id: String = ""
+    /// When the middlewares started on the whole request (``DispatchTime`` uptime
+    /// nanoseconds), for the durations they log and count; 0 before.
+    public var received: UInt64 = 0
     /// The router's index of the route found at admission (see ``Router/resolve(_:)``).
     var endpoint: Int?
 

@@ -181,13 +181,15 @@ struct ConnectionMachine {
             state = .rejected
             return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
-        if let problem = Self.headProblem(head, limits: limits, path: path) {
+        var host: HostName?
+        if let problem = Self.headProblem(head, limits: limits, path: path, host: &host) {
             state = .answered
             return .refuse(refused, Self.closing(problem))
         }
         switch target {
         case .parsed(let parsed):
             var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: client)
+            request.parsedHost = host
             let length = head.headers.first(where: { $0.name == "content-length" }).flatMap { Int($0.value) } ?? 0
             if let refusal = screen(&request) {
                 // Framing was checked above: no Transfer-Encoding and no Content-Length means no body.
@@ -489,20 +491,22 @@ struct ConnectionMachine {
         .problem(problem, headers: [("Connection", "close")])
     }
 
-    /// Why a request to `path` must be refused, and its connection closed, from its head alone.
-    static func headProblem(_ head: RequestHead, limits: RequestLimits, path: String) -> Problem? {
+    /// Why a request to `path` must be refused, and its connection closed, from its head
+    /// alone; `host` is set to what its `Host` names, once checked.
+    static func headProblem(_ head: RequestHead, limits: RequestLimits, path: String, host: inout HostName?) -> Problem? {
         if head.headerSize > limits.maxHeaderSize {
             return Problem(
                 status: 431, title: "Request Header Fields Too Large",
                 detail: "the request line and header fields are larger than \(limits.maxHeaderSize) bytes"
             )
         }
-        return hostProblem(head) ?? framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
+        return hostProblem(head, host: &host) ?? framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
     }
 
     /// RFC 9112 §3.2: an HTTP/1.1 request names its host, a request names it at most once,
-    /// and as `host[:port]`. (libmicrohttpd 0.9.75 only logs a missing one.)
-    static func hostProblem(_ head: RequestHead) -> Problem? {
+    /// and as `host[:port]`. (libmicrohttpd 0.9.75 only logs a missing one.) `parsed` is set
+    /// to the host it names, kept for the middlewares (``Request/hostName``).
+    static func hostProblem(_ head: RequestHead, host parsed: inout HostName?) -> Problem? {
         var host: String?
         for (name, value) in head.headers where name == "host" {
             guard host == nil else { return Problem(status: 400, title: "Bad Request", detail: "the request has more than one Host header field") }
@@ -511,7 +515,8 @@ struct ConnectionMachine {
         guard let host else {
             return head.version == "HTTP/1.1" ? Problem(status: 400, title: "Bad Request", detail: "an HTTP/1.1 request needs a Host header field") : nil
         }
-        return HostName(host) == nil ? Problem(status: 400, title: "Bad Request", detail: "Host must be host[:port]") : nil
+        parsed = HostName(host)
+        return parsed == nil ? Problem(status: 400, title: "Bad Request", detail: "Host must be host[:port]") : nil
     }
 
     /// Message framing by RFC 9112 §6: a request whose body length is ambiguous is refused

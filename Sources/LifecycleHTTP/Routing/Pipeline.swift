@@ -16,8 +16,10 @@ public struct Pipeline: Sendable {
     /// through every middleware; `nil` to read the body and go on.
     public func admit(_ head: inout Request) -> Response? {
         router.resolve(&head)
-        for middleware in middlewares {
-            if let refusal = middleware.admit(head) { return answer(head, with: refusal) }
+        // By index, here and below: a `for in` copies each middleware out of the array
+        // (through its existential's value witness), where this calls it in place.
+        for index in middlewares.indices {
+            if let refusal = middlewares[index].admit(head) { return answer(head, with: refusal) }
         }
         return nil
     }
@@ -53,12 +55,16 @@ public struct Pipeline: Sendable {
 
     /// The middlewares' work on a response on its way out, innermost first.
     public func finish(_ request: Request, _ response: inout Response) {
-        for middleware in middlewares.reversed() { middleware.finish(request, &response) }
+        var index = middlewares.endIndex
+        while index > middlewares.startIndex {
+            index -= 1
+            middlewares[index].finish(request, &response)
+        }
     }
 
     private func prepare(_ request: inout Request) {
         request.received = DispatchTime.now().uptimeNanoseconds
-        for middleware in middlewares { middleware.prepare(&request) }
+        for index in middlewares.indices { middlewares[index].prepare(&request) }
     }
 
     /// Answers a whole request through the middlewares and the router, for callers without a

@@ -161,7 +161,10 @@ struct ConnectionMachine {
     ) -> HeadersAction {
         let since: UInt64
         let target: Target
-        switch state {
+        // Taken, so that the parsed target moves out rather than being copied; every way on
+        // sets the state again.
+        let current = takeState()
+        switch current {
         case .receivingHead(let started, let parsed):
             since = started
             target = parsed
@@ -169,6 +172,7 @@ struct ConnectionMachine {
             since = started
             target = .refused(Problem(status: 400, title: "Bad Request", detail: "the request has no target"))
         default:
+            state = current
             return .close
         }
         isChunked = head.version != "HTTP/1.0"
@@ -253,7 +257,9 @@ struct ConnectionMachine {
     /// suspended connection was resumed. `isStopping` tells whether the server is stopping,
     /// which a stream queued now must know (asked only then).
     mutating func receivedEnd(isStopping: () -> Bool) -> EndAction {
-        switch state {
+        // Taken, so that the request or response moves out rather than being copied.
+        let current = takeState()
+        switch current {
         case .reading(_, let request):
             state = .handling
             return .handle(request)
@@ -267,10 +273,19 @@ struct ConnectionMachine {
             answer(response, isStopping: isStopping)
             return .finish(request, response)
         case .handling, .suspended, .answered, .rejected:
+            state = current
             return .wait
         case .streaming, .streamOwned, .streamEnding, .streamFailing, .abandoned, .awaitingRequest, .receivingHead, .modifying:
+            state = current
             return .close
         }
+    }
+
+    /// The state, leaving ``State/modifying`` in its place until the caller sets it.
+    private mutating func takeState() -> State {
+        var taken = State.modifying
+        swap(&taken, &state)
+        return taken
     }
 
     /// What to do when the handler answers later.

@@ -72,15 +72,17 @@ struct ConnectionMachineTests {
         }
     }
 
-    @Test("a deferred reply: suspended, resumed from another thread, queued on the next call")
+    @Test("a deferred reply: suspended, resumed from another thread, finished and queued on the next call")
     func deferredReply() {
         var machine = Self.machine()
         _ = machine.receivedHeaders(Self.head(method: "GET"), admit: { true })
-        guard case .handle = machine.receivedEnd(isStopping: { false }) else {
+        guard case .handle(let request) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("not handled")
             return
         }
-        guard case .suspend = machine.handlerDeferred() else {
+        var prepared = request
+        prepared.id = "prepared"
+        guard case .suspend = machine.handlerDeferred(finishing: prepared) else {
             Issue.record("not suspended")
             return
         }
@@ -101,11 +103,12 @@ struct ConnectionMachineTests {
             Issue.record("a second reply must be ignored")
             return
         }
-        guard case .respond(let response) = machine.receivedEnd(isStopping: { false }) else {
+        guard case .finish(let finishing, let response) = machine.receivedEnd(isStopping: { false }) else {
             Issue.record("the reply was not queued")
             return
         }
         #expect(response.status == 201)
+        #expect(finishing.id == "prepared")
         guard case .release = machine.completed(now: 0) else {
             Issue.record("not released")
             return
@@ -402,7 +405,7 @@ struct ConnectionMachineTests {
         var deferred = Self.machine()
         _ = deferred.receivedHeaders(Self.head(method: "GET"), admit: { true })
         _ = deferred.receivedEnd(isStopping: { false })
-        _ = deferred.handlerDeferred()
+        _ = deferred.handlerDeferred(finishing: Request(method: "GET", path: "/"))
         guard case .resumeAndRelease = deferred.abandon() else {
             Issue.record("a suspended deferred request must be resumed and released")
             return
@@ -417,7 +420,7 @@ struct ConnectionMachineTests {
         var handling = Self.machine()
         _ = handling.receivedHeaders(Self.head(method: "GET"), admit: { true })
         _ = handling.receivedEnd(isStopping: { false })
-        guard case .release = handling.abandon(), case .close = handling.handlerDeferred() else {
+        guard case .release = handling.abandon(), case .close = handling.handlerDeferred(finishing: Request(method: "GET", path: "/")) else {
             Issue.record("a handler that defers after the server gave up must not suspend")
             return
         }

@@ -41,11 +41,11 @@ final class ConnectionContext: Sendable {
 
     // MARK: suspending and resuming, each under the connection's lock
 
-    /// The handler answers later: suspends the connection, unless the server gave up on it.
-    /// Returns whether it did (then start the work).
-    func suspendForReply() -> Bool {
+    /// The handler answers `request` later: suspends the connection, unless the server gave
+    /// up on it. Returns whether it did (then start the work).
+    func suspendForReply(to request: Request) -> Bool {
         machine.withLock { machine in
-            guard case .suspend = machine.handlerDeferred() else { return false }
+            guard case .suspend = machine.handlerDeferred(finishing: request) else { return false }
             MHD_suspend_connection(handle.pointer)
             return true
         }

@@ -57,10 +57,11 @@ struct ConnectionMachine {
         case discarding(since: UInt64, Answer)
         /// The whole request is with the handler, on the daemon thread. Counted.
         case handling
-        /// The handler answers later; the connection is suspended. Counted.
-        case suspended
-        /// The later answer arrived; it is queued when the resumed connection calls back. Counted.
-        case replied(Response)
+        /// The handler answers later; the connection is suspended. Counted. The request is
+        /// kept for the middlewares to finish its answer on the connection's thread.
+        case suspended(Request)
+        /// The later answer arrived; it is finished and queued when the resumed connection calls back. Counted.
+        case replied(Request, Response)
         /// A response is queued. Counted.
         case answered
         /// A stream is the response; libmicrohttpd is sending its head and then calls its
@@ -160,7 +161,10 @@ struct ConnectionMachine {
     ) -> HeadersAction {
         let since: UInt64
         let target: Target
-        switch state {
+        // Taken, so that the parsed target moves out rather than being copied; every way on
+        // sets the state again.
+        let current = takeState()
+        switch current {
         case .receivingHead(let started, let parsed):
             since = started
             target = parsed
@@ -168,6 +172,7 @@ struct ConnectionMachine {
             since = started
             target = .refused(Problem(status: 400, title: "Bad Request", detail: "the request has no target"))
         default:
+            state = current
             return .close
         }
         isChunked = head.version != "HTTP/1.0"
@@ -180,13 +185,15 @@ struct ConnectionMachine {
             state = .rejected
             return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
-        if let problem = Self.headProblem(head, limits: limits, path: path) {
+        var host: HostName?
+        if let problem = Self.headProblem(head, limits: limits, path: path, host: &host) {
             state = .answered
             return .refuse(refused, Self.closing(problem))
         }
         switch target {
         case .parsed(let parsed):
             var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: client)
+            request.parsedHost = host
             let length = head.headers.first(where: { $0.name == "content-length" }).flatMap { Int($0.value) } ?? 0
             if let refusal = screen(&request) {
                 // Framing was checked above: no Transfer-Encoding and no Content-Length means no body.
@@ -235,6 +242,9 @@ struct ConnectionMachine {
         case handle(Request)
         /// Queue this response.
         case respond(Response)
+        /// Queue this later answer to this request, once the middlewares have finished it
+        /// (``Pipeline/finish(_:_:)``).
+        case finish(Request, Response)
         /// Queue this refusal of the server's own, once the middlewares have seen it.
         case refuse(Request, Response)
         /// Nothing to do yet.
@@ -247,7 +257,9 @@ struct ConnectionMachine {
     /// suspended connection was resumed. `isStopping` tells whether the server is stopping,
     /// which a stream queued now must know (asked only then).
     mutating func receivedEnd(isStopping: () -> Bool) -> EndAction {
-        switch state {
+        // Taken, so that the request or response moves out rather than being copied.
+        let current = takeState()
+        switch current {
         case .reading(_, let request):
             state = .handling
             return .handle(request)
@@ -257,14 +269,23 @@ struct ConnectionMachine {
         case .discarding(_, .refusal(let request, let response)):
             state = .answered
             return .refuse(request, response)
-        case .replied(let response):
+        case .replied(let request, let response):
             answer(response, isStopping: isStopping)
-            return .respond(response)
+            return .finish(request, response)
         case .handling, .suspended, .answered, .rejected:
+            state = current
             return .wait
         case .streaming, .streamOwned, .streamEnding, .streamFailing, .abandoned, .awaitingRequest, .receivingHead, .modifying:
+            state = current
             return .close
         }
+    }
+
+    /// The state, leaving ``State/modifying`` in its place until the caller sets it.
+    private mutating func takeState() -> State {
+        var taken = State.modifying
+        swap(&taken, &state)
+        return taken
     }
 
     /// What to do when the handler answers later.
@@ -275,11 +296,11 @@ struct ConnectionMachine {
         case close
     }
 
-    /// The handler answers later.
-    mutating func handlerDeferred() -> DeferAction {
+    /// The handler answers later; its answer to `request` is finished when it comes.
+    mutating func handlerDeferred(finishing request: Request) -> DeferAction {
         switch state {
         case .handling:
-            state = .suspended
+            state = .suspended(request)
             return .suspend
         case .abandoned:
             return .close
@@ -305,8 +326,8 @@ struct ConnectionMachine {
         case .handling:
             answer(response, isStopping: isStopping)
             return .queue(response)
-        case .suspended:
-            state = .replied(response)
+        case .suspended(let request):
+            state = .replied(request, response)
             return .resume
         default:
             return .none
@@ -485,20 +506,22 @@ struct ConnectionMachine {
         .problem(problem, headers: [("Connection", "close")])
     }
 
-    /// Why a request to `path` must be refused, and its connection closed, from its head alone.
-    static func headProblem(_ head: RequestHead, limits: RequestLimits, path: String) -> Problem? {
+    /// Why a request to `path` must be refused, and its connection closed, from its head
+    /// alone; `host` is set to what its `Host` names, once checked.
+    static func headProblem(_ head: RequestHead, limits: RequestLimits, path: String, host: inout HostName?) -> Problem? {
         if head.headerSize > limits.maxHeaderSize {
             return Problem(
                 status: 431, title: "Request Header Fields Too Large",
                 detail: "the request line and header fields are larger than \(limits.maxHeaderSize) bytes"
             )
         }
-        return hostProblem(head) ?? framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
+        return hostProblem(head, host: &host) ?? framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
     }
 
     /// RFC 9112 §3.2: an HTTP/1.1 request names its host, a request names it at most once,
-    /// and as `host[:port]`. (libmicrohttpd 0.9.75 only logs a missing one.)
-    static func hostProblem(_ head: RequestHead) -> Problem? {
+    /// and as `host[:port]`. (libmicrohttpd 0.9.75 only logs a missing one.) `parsed` is set
+    /// to the host it names, kept for the middlewares (``Request/hostName``).
+    static func hostProblem(_ head: RequestHead, host parsed: inout HostName?) -> Problem? {
         var host: String?
         for (name, value) in head.headers where name == "host" {
             guard host == nil else { return Problem(status: 400, title: "Bad Request", detail: "the request has more than one Host header field") }
@@ -507,7 +530,8 @@ struct ConnectionMachine {
         guard let host else {
             return head.version == "HTTP/1.1" ? Problem(status: 400, title: "Bad Request", detail: "an HTTP/1.1 request needs a Host header field") : nil
         }
-        return HostName(host) == nil ? Problem(status: 400, title: "Bad Request", detail: "Host must be host[:port]") : nil
+        parsed = HostName(host)
+        return parsed == nil ? Problem(status: 400, title: "Bad Request", detail: "Host must be host[:port]") : nil
     }
 
     /// Message framing by RFC 9112 §6: a request whose body length is ambiguous is refused

@@ -14,7 +14,7 @@ public struct Request: Sendable {
     /// The whole body, read before the handler runs (at most ``ServerConfiguration/maxBodySize`` bytes).
     public var body: [UInt8]
     /// Values of `{name}` segments of the matched route.
-    public var parameters: [String: String] = [:]
+    public var parameters = RouteParameters()
     /// The client's IP address as text (`127.0.0.1`, `::1`; IPv4 clients of an IPv6
     /// socket as IPv4), for per-client limits: the peer's, or for a request from a trusted
     /// proxy the one its `X-Forwarded-For` names (see ``TrustedProxies``); empty when not
@@ -26,8 +26,14 @@ public struct Request: Sendable {
     /// The request's id for logs and the `X-Request-ID` header: set by the request-id
     /// middleware (the client's, when valid, or a new one); empty without it.
     public var id: String = ""
+    /// When the middlewares started on the whole request (``DispatchTime`` uptime
+    /// nanoseconds), for the durations they log and count; 0 before.
+    public var received: UInt64 = 0
     /// The router's index of the route found at admission (see ``Router/resolve(_:)``).
     var endpoint: Int?
+    /// What `Host` names, as the server parsed it when checking the head: so that a middleware
+    /// does not parse it again.
+    var parsedHost: HostName?
 
     /// A request as the server builds it, or as a test makes one to call a handler without a socket.
     public init(
@@ -48,6 +54,13 @@ public struct Request: Sendable {
         let isLowercase = !name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
         let lowered = isLowercase ? name : name.lowercased()
         return headers.first { $0.name == lowered }?.value
+    }
+
+    /// What the `Host` header names; `nil` without one, or for one that is not `host[:port]`
+    /// (which the server refuses before any middleware or handler sees the request).
+    public var hostName: HostName? {
+        // Parsed by the server already, but for a request made without a socket (tests).
+        parsedHost ?? header("host").flatMap(HostName.init)
     }
 
     /// Whether `If-None-Match` names `etag`, by weak comparison (RFC 9110 §13.1.2: `W/` is

@@ -148,12 +148,12 @@ public struct Router: Sendable {
 
     /// The values of the captures of the route at `index` in `path`, by name. Empty segments
     /// are skipped, as `//` means `/` (as the table does).
-    private func parameters(of index: Int, in path: String) -> [String: String] {
-        guard routes[index].hasCaptures else { return [:] }
+    private func parameters(of index: Int, in path: String) -> RouteParameters {
+        guard routes[index].hasCaptures else { return RouteParameters() }
         // By index: a copy of the route would retain and release all it holds.
         let segments = routes[index].segments
         return Self.withBytes(of: path) { bytes in
-            var parameters: [String: String] = [:]
+            var parameters = RouteParameters()
             var segment = 0
             var position = 0
             let slash = UInt8(ascii: "/")

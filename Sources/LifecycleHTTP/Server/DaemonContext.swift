@@ -120,18 +120,24 @@ final class DaemonContext: Sendable {
             return .NO
         case .respond(let response):
             return queue(response, on: context)
+        case .finish(let request, var response):
+            // Here, on the connection's thread, rather than on the thread that answered
+            // (for writes, the one committer thread).
+            pipeline.finish(request, &response)
+            return queue(response, on: context)
         case .refuse(let request, let response):
             return queue(pipeline.refuse(request, with: response), on: context)
-        case .handle(let request):
-            switch pipeline.reply(to: request) {
-            case .now(let response):
+        case .handle(var request):
+            switch pipeline.start(&request) {
+            case .now(var response):
+                pipeline.finish(request, &response)
                 guard case .queue(let response) = context.machine.withLock({ $0.handlerReplied(response, isStopping: { gate.isClosed }) }) else {
                     return .NO
                 }
                 return queue(response, on: context)
             case .later(let start):
                 // Suspend before starting the work, so its reply can never arrive first.
-                guard context.suspendForReply() else { return .NO }
+                guard context.suspendForReply(to: request) else { return .NO }
                 start { [gate] response in
                     context.reply(response, isStopping: { gate.isClosed })
                 }

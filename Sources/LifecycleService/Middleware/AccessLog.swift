@@ -10,25 +10,19 @@ import LifecycleLocks
 struct AccessLog: Middleware {
     let logger: LineLogger
 
-    func reply(to request: Request, next: Responder) -> Reply {
-        guard logger.isLogging(.info) else { return next(request) }
+    func finish(_ request: Request, _ response: inout Response) {
+        guard logger.isLogging(.info) else { return }
         let line = Line(
             method: RequestMetrics.methodName(request.method), route: request.route ?? Pipeline.refusedTemplate, id: request.id,
-            client: request.clientAddress, started: DispatchTime.now().uptimeNanoseconds, logger: logger
+            client: request.clientAddress, started: request.received, logger: logger
         )
-        return next(request).map(line) { line, response in
-            switch response.body {
-            case .bytes(let bytes):
-                line.write(status: response.status, bytes: bytes.count)
-                return response
-            case .omitted:
-                line.write(status: response.status, bytes: 0)
-                return response
-            case .stream(let stream):
-                var logged = response
-                logged.body = .stream(LoggedStream(stream, line: line, status: response.status))
-                return logged
-            }
+        switch response.body {
+        case .bytes(let bytes):
+            line.write(status: response.status, bytes: bytes.count)
+        case .omitted:
+            line.write(status: response.status, bytes: 0)
+        case .stream(let stream):
+            response.body = .stream(LoggedStream(stream, line: line, status: response.status))
         }
     }
 

@@ -20,7 +20,7 @@ struct AllowedHosts: Middleware {
     func admit(_ head: Request) -> Response? {
         // The server has refused a missing (HTTP/1.1) or malformed `Host` already; an
         // HTTP/1.0 request without one names no host, so no rebound name either.
-        guard let value = head.header("host"), let host = HostName(value), !isAllowed(host) else { return nil }
+        guard let host = head.hostName, !isAllowed(host) else { return nil }
         // host-not-allowed
         return .problem(Problem(
             status: 421, title: "Misdirected Request",

@@ -10,23 +10,16 @@ import LifecycleHTTP
 /// keeps it. A GET or HEAD whose `If-None-Match` names the answer's `ETag` (weak comparison,
 /// RFC 9110 §13.1.2) is answered 304 without a body.
 struct Caching: Middleware {
-    func reply(to request: Request, next: Responder) -> Reply {
-        let isRead = request.method == "GET" || request.method == "HEAD"
-        // The one header the answer needs, not the whole request, kept for the way back.
-        let tags = isRead ? request.header("if-none-match") : nil
-        return next(request).map(tags) { tags, response in
-            var response = response
-            // As the service spells them (this runs on every answer: no lowercasing).
-            let etag = response.headers.first { $0.name == "ETag" }?.value
-            if !response.headers.contains(where: { $0.name == "Cache-Control" }) {
-                response.headers.append(("Cache-Control", etag == nil ? "no-store" : "no-cache"))
-            }
-            if let tags, let etag, response.status == 200, let body = response.body.bytes, Request.ifNoneMatch(tags, names: etag) {
-                // What a 304 carries (RFC 9110 §15.4.5): everything the 200 would, but for
-                // the body's own type.
-                return .notModified(headers: response.headers.filter { $0.name != "Content-Type" }, body: body)
-            }
-            return response
+    func finish(_ request: Request, _ response: inout Response) {
+        // As the service spells them (this runs on every answer: no lowercasing).
+        let etag = response.headers.first { $0.name == "ETag" }?.value
+        if !response.headers.contains(where: { $0.name == "Cache-Control" }) {
+            response.headers.append(("Cache-Control", etag == nil ? "no-store" : "no-cache"))
         }
+        guard let etag, response.status == 200, request.method == "GET" || request.method == "HEAD",
+              let tags = request.header("if-none-match"), let body = response.body.bytes, Request.ifNoneMatch(tags, names: etag)
+        else { return }
+        // What a 304 carries (RFC 9110 §15.4.5): everything the 200 would, but for the body's own type.
+        response = .notModified(headers: response.headers.filter { $0.name != "Content-Type" }, body: body)
     }
 }

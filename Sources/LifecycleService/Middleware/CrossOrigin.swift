@@ -62,15 +62,11 @@ struct CrossOrigin: Middleware {
         ))
     }
 
-    func reply(to request: Request, next: Responder) -> Reply {
-        guard !origins.isEmpty, let origin = request.header("origin") else { return next(request) }
-        return next(request).map(allowedOrigin(origin)) { allowed, response in
-            var response = response
-            response.headers.append(("Vary", "Origin"))
-            if let allowed {
-                response.headers += [("Access-Control-Allow-Origin", allowed), ("Access-Control-Expose-Headers", Self.exposedHeaders)]
-            }
-            return response
+    func finish(_ request: Request, _ response: inout Response) {
+        guard !origins.isEmpty, let origin = request.header("origin") else { return }
+        response.headers.append(("Vary", "Origin"))
+        if let allowed = allowedOrigin(origin) {
+            response.headers += [("Access-Control-Allow-Origin", allowed), ("Access-Control-Expose-Headers", Self.exposedHeaders)]
         }
     }
 }

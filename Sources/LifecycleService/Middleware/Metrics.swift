@@ -88,14 +88,9 @@ final class RequestMetrics: Middleware {
     /// A method as labels and log lines name it: itself if it is one of ``methods``, else `other`.
     static func methodName(_ method: String) -> String { methods[Int(index(of: method))] }
 
-    func reply(to request: Request, next: Responder) -> Reply {
-        let started = DispatchTime.now().uptimeNanoseconds
+    func finish(_ request: Request, _ response: inout Response) {
         let key = Key(method: Self.index(of: request.method), route: request.route ?? Pipeline.refusedTemplate)
-        return next(request).map((self, key, started)) { context, response in
-            let (metrics, key, started) = context
-            metrics.record(key, status: response.status, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
-            return response
-        }
+        record(key, status: response.status, seconds: Double(DispatchTime.now().uptimeNanoseconds - request.received) / 1e9)
     }
 
     private func record(_ key: Key, status: Int, seconds: Double) {

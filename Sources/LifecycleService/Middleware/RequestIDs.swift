@@ -28,18 +28,16 @@ final class RequestIDs: Middleware {
         }
     }
 
-    func reply(to request: Request, next: Responder) -> Reply {
-        var request = request
+    func prepare(_ request: inout Request) {
         if let offered = request.header("x-request-id"), Self.isValid(offered) {
             request.id = offered
         } else {
             // Concatenated, not interpolated: this runs for most requests.
             request.id = prefix + String(counter.withLock { $0 += 1; return $0 })
         }
-        return next(request).map(request.id) { id, response in
-            var response = response
-            response.headers.append(("X-Request-ID", id))
-            return response
-        }
+    }
+
+    func finish(_ request: Request, _ response: inout Response) {
+        response.headers.append(("X-Request-ID", request.id))
     }
 }

@@ -15,13 +15,9 @@ struct SecurityHeaders: Middleware {
         ("X-Frame-Options", "DENY"),
     ]
 
-    func reply(to request: Request, next: Responder) -> Reply {
-        next(request).map(request.route == Router.fallbackTemplate) { isPage, response in
-            var response = response
-            // One header appended as such on an API answer: appending an array of them
-            // copies each through the generic path.
-            if isPage { response.headers += Self.headers } else { response.headers.append(Self.apiHeader) }
-            return response
-        }
+    func finish(_ request: Request, _ response: inout Response) {
+        // One header appended as such on an API answer: appending an array of them
+        // copies each through the generic path.
+        if request.route == Router.fallbackTemplate { response.headers += Self.headers } else { response.headers.append(Self.apiHeader) }
     }
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Start-up benchmark for `make bench`: time from launching lifecycled to its first answer,
 # with 100,000 instances and 1,000,000 records, against an empty database in the same run.
-# The data is written straight into the schema lifecycled creates, with sqlite3. Start-up
-# includes the integrity check (PRAGMA quick_check, reading every page); its own time is
-# taken from lifecycled's "database checked" log line.
+# The data is written straight into the schema lifecycled creates, with sqlite3. The
+# integrity check (PRAGMA quick_check, reading every page) runs once lifecycled serves, so it
+# is not in the start-up time; its own time is taken from the "database checked" log line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +15,7 @@ PORT=18183
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 # Milliseconds from launch to the first 200 from /healthz, then the quick_check's
-# milliseconds; the server is then stopped.
+# milliseconds (it is waited for, up to 60 s); the server is then stopped.
 time_start() {
   local dir=$1 start end
   start=$(date +%s%N)
@@ -26,6 +26,7 @@ time_start() {
     sleep 0.005
   done
   end=$(date +%s%N)
+  for _ in $(seq 1 6000); do grep -q "database checked" "$WORK/start.log" && break; sleep 0.01; done
   kill -TERM $pid; wait $pid
   echo "$(( (end - start) / 1000000 )) $(sed -n 's/.*database checked.*quickCheckMillis=\([0-9]*\).*/\1/p' "$WORK/start.log")"
 }
@@ -77,10 +78,10 @@ kill -TERM $pid; wait $pid
 {
   echo "## Start-up ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo none))"
   echo
-  echo "Launch to first answer from /healthz, median of 3, release build; start-up includes the"
-  echo "integrity check (PRAGMA quick_check of every page), whose own time is shown beside it."
+  echo "Launch to first answer from /healthz, median of 3, release build; the integrity check"
+  echo "(PRAGMA quick_check of every page) runs once the service serves, its own time beside."
   echo
-  echo "| database | start-up | of which quick_check | database size | goal |"
+  echo "| database | start-up | quick_check, after it | database size | goal |"
   echo "|---|---|---|---|---|"
   echo "| empty (baseline) | ${EMPTY} ms | ${EMPTY_CHECK} ms | | |"
   echo "| $INSTANCES instances, $RECORDS records | ${FULL} ms | ${FULL_CHECK} ms | $(du -h "$WORK/full/lifecycled.sqlite" | cut -f1) | under 1000 ms |"

@@ -253,7 +253,7 @@ public struct Configuration: Sendable {
         .integer("--max-wal", "LIFECYCLED_MAX_WAL", placeholder: "BYTES", help: "bound on the SQLite WAL file under any write load (default 67108864 = 64 MiB; at least 1048576)", in: (1 << 20)...Int.max) { $0.maxWALSize = $1 },
         .toggle(
             "--accept-data-loss", "LIFECYCLED_ACCEPT_DATA_LOSS",
-            help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); a damaged database is still refused"
+            help: "start even though the database is missing, emptied or behind the marker of its last commit (logs the loss); damage is still reported"
         ) { $0.acceptDataLoss = $1 },
         .integer("--max-connections", "LIFECYCLED_MAX_CONNECTIONS", help: "open connections in all; more are refused at once (default: the open-file limit less 256)", in: 1...Int.max) { $0.maxConnections = $1 },
         .integer(

@@ -59,15 +59,6 @@ public final class Service: Sendable {
             hub.stop()
             throw StartError(description: ((store as? SQLiteStore)?.reason(for: error) ?? error).message)
         }
-        do {
-            // Nothing is served from a database that has not passed its check.
-            try (store as? SQLiteStore)?.verifyIntegrity()
-        } catch {
-            registry.stop()
-            hub.stop()
-            throw StartError(description: error.message)
-        }
-
         let staticFiles = Self.dashboard(configuration.publicDirectory, logger: logger)
         let requestMetrics = configuration.metrics ? RequestMetrics() : nil
         metrics = requestMetrics.map { [registry, store] in ServiceMetrics(requests: $0, registry: registry, databaseFile: (store as? SQLiteStore)?.path) }
@@ -93,6 +84,9 @@ public final class Service: Sendable {
             hub.stop()
             throw StartError(description: error.description)
         }
+        // Once serving: a restart waits for the instances, not for every page to be read. What the check finds is
+        // reported as the store's damage (`/healthz` says 503 until a restart).
+        (store as? SQLiteStore)?.checkIntegrity { [registry] damage in registry.storageDamaged(damage) }
         let millis = (DispatchTime.now().uptimeNanoseconds - started) / 1_000_000
         logger.info("lifecycled started", [
             "address": "\(configuration.host):\(server.port)", "instances": String(registry.count),

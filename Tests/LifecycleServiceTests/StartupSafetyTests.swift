@@ -70,7 +70,10 @@ struct StartupSafetyTests {
         #expect(server.finish().status == 0)
     }
 
-    @Test("a database with 4 KiB of garbage in the middle is refused at start (quick_check)", .sqliteOnly("writes garbage into the SQLite file"))
+    @Test(
+        "4 KiB of garbage in the middle of the database: refused at start when loading meets it, else /healthz says 503 once the check finds it",
+        .sqliteOnly("writes garbage into the SQLite file")
+    )
     func damagedDatabase() throws {
         let data = TemporaryDirectory()
         let database = data.path + "/" + SQLiteStore.fileName
@@ -89,10 +92,24 @@ struct StartupSafetyTests {
         try handle.write(contentsOf: Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7919 &+ 13) }))
         try handle.close()
 
+        let damage = "the database \(database) is damaged (PRAGMA quick_check:"
         for extra in [[], ["--accept-data-loss"]] {
-            let refused = try LifecycledProcess(arguments: ["--port", "0", "--data-dir", data.path] + extra).finish(within: 10)
-            #expect(refused.status == 1, "\(refused.stderr)")
-            #expect(refused.stderr.contains("the database \(database) is damaged (PRAGMA quick_check:"), "\(refused.stderr)")
+            let port = freePort()
+            let damaged = try LifecycledProcess(arguments: ["--port", String(port), "--data-dir", data.path] + extra, port: port)
+            // The check runs once the service serves; a start that fails runs it to give the reason.
+            guard damaged.waitForLogLine(containing: ["lifecycled started"]) != nil else {
+                let refused = damaged.finish(within: 10)
+                #expect(refused.status == 1, "\(refused.stderr)")
+                #expect(refused.stderr.contains(damage), "\(refused.stderr)")
+                continue
+            }
+            let found = damaged.waitForLogLine(containing: ["level=error", "database damaged"])
+            #expect(found?.contains(damage) == true, "\(damaged.standardErrorSoFar)")
+            let health = try WireClient(port: port).request("GET", "/healthz")
+            #expect(health.status == 503)
+            #expect((health.json["detail"] as? String)?.contains(damage) == true, "\(health.text)")
+            damaged.signal(SIGTERM)
+            #expect(damaged.finish().status == 0)
         }
     }
 

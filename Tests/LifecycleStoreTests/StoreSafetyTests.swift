@@ -158,7 +158,7 @@ struct StoreSafetyTests {
         #expect(try accepted()?["marker"] == "6")
     }
 
-    @Test("a database with damaged pages is refused at start, even when data loss is accepted")
+    @Test("damaged pages are found by the check once the store is open (or refuse the opening that meets them), even when data loss is accepted")
     func damage() throws {
         let folder = Folder()
         let database = folder.path + "/" + SQLiteStore.fileName
@@ -172,17 +172,50 @@ struct StoreSafetyTests {
             }
             store.close()
         }
+        try IntegrityCheck.check(database, report: reports.handler)
         #expect(reports.first("database checked")?["quickCheckMillis"].flatMap { Int($0) } != nil, "the check's time is reported")
         try overwriteMiddle(of: database)
         for accept in [false, true] {
-            // Refused while opening (when opening trips over the damage) or by the check.
-            #expect {
+            let found = LockedValue<StoreError?>(nil)
+            let reported = DispatchSemaphore(value: 0)
+            do {
                 let store = try SQLiteStore(directory: folder.path, options: .init(acceptDataLoss: accept))
-                try store.verifyIntegrity()
-            } throws: { error in
-                "\(error)".contains("the database \(database) is damaged (PRAGMA quick_check:")
+                store.checkIntegrity { damage in
+                    found.withLock { $0 = damage }
+                    reported.signal()
+                }
+                #expect(reported.wait(timeout: .now() + 60) == .success, "the check reports the damage")
+                store.close()
+            } catch {
+                // Opening met the damage: the check ran to give the reason.
+                found.withLock { $0 = error }
             }
+            let error = found.withLock { $0 }
+            #expect(error?.kind == .damaged && error?.message.contains("the database \(database) is damaged (PRAGMA quick_check:") == true, "\(String(describing: error))")
         }
+    }
+
+    @Test("closing the store stops a check still running, which then reports no damage")
+    func checkStoppedByClose() throws {
+        let folder = Folder()
+        do {
+            let store = try SQLiteStore(directory: folder.path)
+            for i in 0..<50 {
+                var writer = InstanceWriter(id: "instance-\(i)")
+                try writer.create(in: store)
+                try writer.relaunch(in: store, times: 200)
+            }
+            store.close()
+        }
+        let reports = Reports()
+        let damage = LockedValue<[StoreError]>([])
+        for _ in 0..<20 {
+            let store = try SQLiteStore(directory: folder.path, report: reports.handler)
+            store.checkIntegrity { error in damage.withLock { $0.append(error) } }
+            store.close()
+        }
+        #expect(damage.withLock { $0 }.isEmpty, "\(damage.withLock { $0 })")
+        #expect(reports.first("database damaged") == nil)
     }
 
     @Test("a buffered action that does not decode, or NULL where the schema forbids it, fails loudly")

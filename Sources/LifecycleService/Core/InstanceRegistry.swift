@@ -141,6 +141,12 @@ final class InstanceRegistry: Sendable {
         }
     }
 
+    /// The store's data was found damaged outside a write (its integrity check): reported
+    /// as a write's damage is, until a restart.
+    func storageDamaged(_ damage: StoreError) {
+        storage.failed(damage)
+    }
+
     /// Why the store cannot commit, while it cannot: `nil` once a write has committed since.
     var storageProblem: StorageFailure? { storage.problem }
 

@@ -49,6 +49,9 @@ final class Database {
     }
 
     deinit { sqlite3_close_v2(handle) }
+
+    /// `body` with the connection itself, for a call SQLite allows from another thread (`sqlite3_interrupt`).
+    func withHandle<T>(_ body: (OpaquePointer) -> T) -> T { body(handle) }
     /// Frames in the WAL after this connection's last commit; 0 after a checkpoint that starts it over.
     private(set) var walFrames = 0
     /// The statements the shared store code ran, prepared once by their text.

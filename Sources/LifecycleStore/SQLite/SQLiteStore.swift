@@ -61,8 +61,8 @@ public final class SQLiteStore: InstanceStore, Sendable {
     let reader: LockedValue<Database>
     let checkpointer: BackgroundCheckpointer
     let pageSize: Int
-    /// The start-up check of the database, running beside the rest of start-up.
-    private let startupCheck: IntegrityCheck
+    /// The check of the database once the service serves (``checkIntegrity(onDamage:)``), while it may run.
+    private let backgroundCheck = LockedValue<IntegrityCheck?>(nil)
 
     /// Opens (creating if needed) and migrates the store in `directory`; refuses a folder another process holds, and a database
     /// that lost data the lock file's marker says was committed (unless ``Options/acceptDataLoss``).
@@ -98,8 +98,6 @@ public final class SQLiteStore: InstanceStore, Sendable {
         } catch {
             throw StoreError(error, doing: "cannot open the database \(path)")
         }
-        // Beside the rest of start-up; ``verifyIntegrity()`` waits for it before anything is served.
-        startupCheck = IntegrityCheck(path: path, report: report)
         var sequence: Int64
         do {
             try Self.migrate(database)
@@ -109,7 +107,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             sequence = max(newest, floor)
             unscopedKeysThrough = try database.first("SELECT value FROM meta WHERE key = 'unscoped_keys_through'") { $0.date(0) }
         } catch {
-            throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
+            throw Self.reason(path, for: StoreError(error, doing: "cannot open the database \(path)"), report: report)
         }
         if case .committed(let marked) = lock.marker, sequence < marked {
             loss = loss ?? "the database holds sequence numbers up to \(sequence), but numbers up to \(marked) were committed"
@@ -137,7 +135,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             checkpointer = try BackgroundCheckpointer(path: path, synchronous: synchronous, report: report)
             try writer.purgeExpired(options)
         } catch {
-            throw startupCheck.explaining(StoreError(error, doing: "cannot open the database \(path)"))
+            throw Self.reason(path, for: StoreError(error, doing: "cannot open the database \(path)"), report: report)
         }
         try lock.mark(sequence)
         self.writer = LockedValue(writer)
@@ -146,7 +144,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
 
     deinit {
         // The check's connection reads the file: done before the folder's lock is let go.
-        startupCheck.waitUntilDone()
+        backgroundCheck.withLock { $0 }?.cancel()
         checkpointer.stop()
     }
 
@@ -174,14 +172,27 @@ public final class SQLiteStore: InstanceStore, Sendable {
         }
     }
 
-    /// Waits for the start-up `PRAGMA quick_check`; throws if the database is damaged. Call before serving anything read.
-    public func verifyIntegrity() throws(StoreError) {
-        try startupCheck.wait()
+    /// Starts `PRAGMA quick_check` of the database on a thread of its own (``IntegrityCheck``);
+    /// `onDamage` gets what it finds. Called once the service serves; ``close()`` stops it.
+    public func checkIntegrity(onDamage: @escaping @Sendable (StoreError) -> Void) {
+        backgroundCheck.withLock { (check) in
+            guard check == nil else { return }
+            check = IntegrityCheck(path: path, report: report, onDamage: onDamage)
+        }
     }
 
-    /// The reason to give for a failed start: damage the start-up check finds, else `failure`.
+    /// The reason to give for a failed start: damage `PRAGMA quick_check` finds, else `failure`.
     public func reason(for failure: StoreError) -> StoreError {
-        startupCheck.explaining(failure)
+        Self.reason(path, for: failure, report: report)
+    }
+
+    private static func reason(_ path: String, for failure: StoreError, report: (ServiceEvent) -> Void) -> StoreError {
+        do {
+            try IntegrityCheck.check(path, report: report)
+            return failure
+        } catch {
+            return error
+        }
     }
 
     /// Ends writing with a checkpoint that empties the WAL, and lets the data folder go.
@@ -190,7 +201,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             guard !writer.isClosed else { return }
             writer.isClosed = true
             // Its connection reads the file: done before the folder's lock is let go.
-            startupCheck.waitUntilDone()
+            backgroundCheck.withLock { $0 }?.cancel()
             checkpointer.stop()
             let database = writer.database
             do throws(SQLiteError) {

@@ -171,10 +171,16 @@ struct ListIndexTests {
 
 @Suite("sorted id chunks", .sqliteOnly("a data structure; opens no store"))
 struct SortedIDsTests {
-    @Test("inserts, removals and pages agree with a plain sorted array across many chunks")
-    func matchesSortedArray() {
+    /// `appended`: ids first appended in order, as start-up files them, before the changes.
+    @Test("inserts, removals and pages agree with a plain sorted array across many chunks", arguments: [0, 1000])
+    func matchesSortedArray(appended: Int) {
         var ids = SortedIDs()
         var reference: [String] = []
+        for i in 0..<appended {
+            ids.append(greatest: String(format: "id-%05d", i * 4))
+            reference.append(String(format: "id-%05d", i * 4))
+        }
+        #expect(ids.count == reference.count && ids.page(after: nil, limit: Int.max).ids == reference)
         // A fixed linear congruential sequence: the same operations on every run.
         var seed: UInt64 = 42
         func next(_ bound: Int) -> Int {

@@ -300,13 +300,17 @@ private struct TransactionView: CommittedState {
         case .present(let instance, let machine)?: return (instance, machine)
         case .deleted?: return nil
         case nil:
-            let cached = cache.committed(id)
-            if isCacheCurrent { return cached }
-            // Every id a write names was read when the transaction began; others (the
-            // instance an idempotency key created) are read now.
-            guard let stored = readIDs.contains(id) ? committed[id] : try transaction.instance(id) else { return nil }
-            if let cached, cached.instance == stored { return cached }
+            let stored: StoredInstance?
+            if isCacheCurrent {
+                stored = cache.instance(id)
+            } else {
+                // Every id a write names was read when the transaction began; others (the
+                // instance an idempotency key created) are read now.
+                stored = readIDs.contains(id) ? committed[id] : try transaction.instance(id)
+            }
+            guard let stored else { return nil }
             do {
+                // The cache keeps no machines: each is restored from its instance's state, as at a restart.
                 return (stored, try stored.restoredMachine(among: models))
             } catch {
                 // Another replica's models: this write fails alone, not its whole batch.

@@ -1,3 +1,4 @@
+import Dispatch
 import LifecycleKit
 import LifecycleStore
 import LifecycleLog
@@ -11,7 +12,7 @@ enum StagedInstance {
     case deleted
 }
 
-/// Every instance as last committed, with its machine, the index a list page searches, the
+/// Every instance as last committed, the index a list page searches, the
 /// coverage counters and each instance's JSON once rendered: what every read is answered from.
 ///
 /// All of it is one value under one lock, so a reader sees one commit or the next, never half
@@ -22,16 +23,26 @@ final class InstanceCache: Sendable {
     /// Where a failed render is logged.
     private let report: @Sendable (ServiceEvent) -> Void
 
-    /// A cache holding `instances` (sorted by id, each with its machine) and `coverage`.
+    /// A cache holding `instances` (sorted by id) and `coverage`. Machines are not kept: a
+    /// write restores the one it needs from the instance's state, as a restart does, so a
+    /// million instances do not each hold a second copy of their state.
     init(
-        sortedByID instances: [(StoredInstance, Machine)], coverage: CoverageCounts, findings: StoredFindings = StoredFindings(),
+        sortedByID instances: [StoredInstance], coverage: CoverageCounts, findings: StoredFindings = StoredFindings(),
         report: @escaping @Sendable (ServiceEvent) -> Void
     ) {
-        var entries: [String: CachedInstance] = [:]
-        entries.reserveCapacity(instances.count)
-        for (instance, machine) in instances { entries[instance.id] = CachedInstance(instance: instance, machine: machine) }
-        let index = InstanceIndex(sortedByID: instances.map { (id: $0.0.id, facts: $0.0.indexFacts) })
-        var state = CacheState(entries: entries, index: index, coverage: coverage)
+        // Both halves take about as long at a million instances, and a restart waits for them:
+        // one is built on each of two threads.
+        let built = LockedValue<(entries: CachedInstances?, index: InstanceIndex?)>((nil, nil))
+        DispatchQueue.concurrentPerform(iterations: 2) { half in
+            if half == 0 {
+                let entries = CachedInstances(instances)
+                built.withLock { $0.entries = entries }
+            } else {
+                let index = InstanceIndex(sortedByID: instances.lazy.map { (id: $0.id, facts: $0.indexFacts) })
+                built.withLock { $0.index = index }
+            }
+        }
+        var state = built.withLock { CacheState(entries: $0.entries!, index: $0.index!, coverage: coverage) }
         state.apply(.replaced(findings))
         self.state = LockedValue(state)
         self.report = report
@@ -39,11 +50,6 @@ final class InstanceCache: Sendable {
 
     /// How many instances there are.
     var count: Int { state.withLock { $0.entries.count } }
-
-    /// The instance `id` and its machine, if the cache holds it.
-    func committed(_ id: String) -> (instance: StoredInstance, machine: Machine)? {
-        state.withLock { state in state.entries[id].map { ($0.instance, $0.machine) } }
-    }
 
     /// The instance `id`, if the cache holds it.
     func instance(_ id: String) -> StoredInstance? { state.withLock { $0.entries[id]?.instance } }
@@ -64,9 +70,7 @@ final class InstanceCache: Sendable {
         guard let cached = state.withLock({ $0.entries[id] }) else { return nil }
         if let rendered = cached.rendered { return rendered }
         let rendered = Rendering(etag: InstanceRegistry.InstanceTag(cached.instance).etag, json: try render(cached.instance))
-        state.withLock { state in
-            if state.entries[id]?.stamp == cached.stamp { state.entries[id]?.rendered = rendered }
-        }
+        state.withLock { state in state.entries.keep(rendered, for: id, madeAt: cached.stamp) }
         return rendered
     }
 
@@ -181,19 +185,88 @@ struct ModelCoverage: Equatable {
     var states: [State]
 }
 
-/// One cached instance.
-private struct CachedInstance {
-    var instance: StoredInstance
-    var machine: Machine
-    /// Its tag and JSON, once a read has rendered them; `nil` again after each change.
-    var rendered: InstanceCache.Rendering?
-    /// Which change this is: a rendering is kept only if no change came while it was made.
-    var stamp: UInt64 = 0
+/// The cached instances, stored densely: the instances in an array, in no order, and their
+/// positions by id.
+///
+/// A dictionary of instances by id kept every value in its table of a power of two buckets,
+/// most of them empty: about two million instance-sized buckets for a million instances, most
+/// of the service's memory. Here the table holds positions and the array exactly the
+/// instances. A removal moves the last instance into the hole, so positions stay dense.
+private struct CachedInstances {
+    /// The instances, in no order.
+    private var instances: [StoredInstance]
+    /// What reads made of each instance, at the same position: a separate array so that the
+    /// instances loaded at start-up are kept as loaded, not copied.
+    private var renderings: [Rendered]
+    private var positions: [String: Int]
+
+    /// One instance as read.
+    struct Entry {
+        var instance: StoredInstance
+        /// Its tag and JSON, once a read has rendered them; `nil` again after each change.
+        var rendered: InstanceCache.Rendering?
+        /// Which change this is: a rendering is kept only if no change came while it was made.
+        var stamp: UInt64
+    }
+
+    private struct Rendered {
+        var rendering: InstanceCache.Rendering? = nil
+        var stamp: UInt64 = 0
+    }
+
+    init(_ instances: [StoredInstance]) {
+        self.instances = instances
+        renderings = Array(repeating: Rendered(), count: instances.count)
+        positions = Dictionary(minimumCapacity: instances.count)
+        // By index: iterating the elements would copy each instance, a retain and release of each of its members.
+        for position in instances.indices { positions[instances[position].id] = position }
+    }
+
+    var count: Int { instances.count }
+
+    subscript(id: String) -> Entry? {
+        positions[id].map { Entry(instance: instances[$0], rendered: renderings[$0].rendering, stamp: renderings[$0].stamp) }
+    }
+
+    func contains(_ id: String) -> Bool { positions[id] != nil }
+
+    /// Keeps a rendering of `id` made from its change `stamp`, unless another change came since.
+    mutating func keep(_ rendering: InstanceCache.Rendering, for id: String, madeAt stamp: UInt64) {
+        guard let position = positions[id], renderings[position].stamp == stamp else { return }
+        renderings[position].rendering = rendering
+    }
+
+    /// Adds `instance` or replaces the one of its id, as change `stamp`; the one replaced, if any.
+    mutating func set(_ instance: StoredInstance, stamp: UInt64) -> StoredInstance? {
+        guard let position = positions[instance.id] else {
+            positions[instance.id] = instances.count
+            instances.append(instance)
+            renderings.append(Rendered(stamp: stamp))
+            return nil
+        }
+        defer {
+            instances[position] = instance
+            renderings[position] = Rendered(stamp: stamp)
+        }
+        return instances[position]
+    }
+
+    /// Removes `id`; the instance removed, if there was one.
+    mutating func remove(_ id: String) -> StoredInstance? {
+        guard let position = positions.removeValue(forKey: id) else { return nil }
+        let removed = instances[position]
+        let last = (instances.removeLast(), renderings.removeLast())
+        if position < instances.count {
+            (instances[position], renderings[position]) = last
+            positions[last.0.id] = position
+        }
+        return removed
+    }
 }
 
 /// Everything the cache's lock guards.
 private struct CacheState {
-    var entries: [String: CachedInstance]
+    var entries: CachedInstances
     /// The ids, sorted, overall and per state and model: a page of the list is a binary
     /// search and a walk over matching ids only.
     var index: InstanceIndex
@@ -202,7 +275,7 @@ private struct CacheState {
     /// Per label (`""`: every instance) and signature, the findings as committed.
     var findings: [String: [String: StoredFinding]] = [:]
     var listReads = 0
-    /// The last ``CachedInstance/stamp`` given.
+    /// The last ``CachedInstances/Entry/stamp`` given.
     var changes: UInt64 = 0
 
     mutating func apply(_ changes: FindingChanges) {
@@ -210,28 +283,27 @@ private struct CacheState {
         case .none: return
         case .written(let written, let instances):
             for finding in written { findings[finding.label, default: [:]][finding.subject.signature] = finding }
-            for pair in instances where entries[pair.instance] != nil { index.fileFinding(pair.signature, of: pair.instance) }
+            for pair in instances where entries.contains(pair.instance) { index.fileFinding(pair.signature, of: pair.instance) }
         case .replaced(let stored):
             findings = [:]
             for finding in stored.findings { findings[finding.label, default: [:]][finding.subject.signature] = finding }
             index.removeAllFindings()
-            for pair in stored.instances where entries[pair.instance] != nil { index.fileFinding(pair.signature, of: pair.instance) }
+            for pair in stored.instances where entries.contains(pair.instance) { index.fileFinding(pair.signature, of: pair.instance) }
         }
     }
 
     mutating func apply(_ change: StagedInstance, to id: String) {
         switch change {
-        case .present(let instance, let machine):
+        case .present(let instance, _):
             changes += 1
-            if let before = entries[id]?.instance {
+            if let before = entries.set(instance, stamp: changes) {
                 index.update(id, from: before.indexFacts, to: instance.indexFacts)
             } else {
                 index.insert(id, instance.indexFacts)
             }
-            entries[id] = CachedInstance(instance: instance, machine: machine, stamp: changes)
         case .deleted:
-            guard let before = entries.removeValue(forKey: id) else { return }
-            index.remove(id, before.instance.indexFacts)
+            guard let before = entries.remove(id) else { return }
+            index.remove(id, before.indexFacts)
         }
     }
 }

@@ -16,12 +16,15 @@ struct SortedIDs {
 
     init() {}
 
-    /// Ids already ascending and without repeats (as start-up has them), in half-full chunks
-    /// so that the first inserts do not split at once; no search per id.
-    init(sorted ids: [String]) {
-        let size = Self.chunkCapacity / 2
-        chunks = stride(from: 0, to: ids.count, by: size).map { Array(ids[$0..<min($0 + size, ids.count)]) }
-        count = ids.count
+    /// Adds `id`, greater than every id here (as start-up has them, in order), to the last
+    /// chunk, filling chunks only half so that the first inserts do not split at once; no search.
+    mutating func append(greatest id: String) {
+        if chunks.last.map({ $0.count >= Self.chunkCapacity / 2 }) ?? true {
+            chunks.append([])
+            chunks[chunks.count - 1].reserveCapacity(Self.chunkCapacity / 2)
+        }
+        chunks[chunks.count - 1].append(id)
+        count += 1
     }
 
     /// Adds `id`; `false` if it was already there.
@@ -182,16 +185,49 @@ struct InstanceIndex {
     init() {}
 
     /// The index of instances given in ascending id order, built in one pass: start-up
-    /// time grows with instances, so it pays for an append per list rather than a search.
-    init(sortedByID instances: [(id: String, facts: Facts)]) {
-        var lists: [ListFilter: [String]] = [:]
-        var labelLists: [String: [String]] = [:]
+    /// time grows with instances, so it pays for an append per list rather than a search,
+    /// and works out the lists of each distinct set of facts, and the name of each label's
+    /// list, once rather than per instance.
+    init(sortedByID instances: some Sequence<(id: String, facts: Facts)>) {
+        var ids: [SortedIDs] = []
+        var filtersOfList: [ListFilter] = []
+        // Per instance's own filter (its model, state and counters exactly), the lists it is in.
+        var listsOfFacts: [ListFilter: [Int]] = [:]
+        var labelList: [LabelMatch: Int] = [:]
+        var labelNames: [String] = []
+        var labelIDs: [SortedIDs] = []
         for (id, facts) in instances {
-            for filter in Self.filters(passedBy: facts) { lists[filter, default: []].append(id) }
-            for (key, value) in facts.labels { labelLists[LabelMatch(key: key, value: value).text, default: []].append(id) }
+            let own = ListFilter(
+                model: facts.model, state: facts.state, hasUnexpected: facts.hasUnexpected,
+                hasIncompleteLaunch: facts.hasIncompleteLaunch, hasDivergence: facts.hasDivergence
+            )
+            let lists: [Int]
+            if let known = listsOfFacts[own] {
+                lists = known
+            } else {
+                lists = Self.filters(passedBy: facts).map { filter in
+                    if let known = filtersOfList.firstIndex(of: filter) { return known }
+                    filtersOfList.append(filter)
+                    ids.append(SortedIDs())
+                    return ids.count - 1
+                }
+                listsOfFacts[own] = lists
+            }
+            for list in lists { ids[list].append(greatest: id) }
+            for (key, value) in facts.labels {
+                let label = LabelMatch(key: key, value: value)
+                if let list = labelList[label] {
+                    labelIDs[list].append(greatest: id)
+                } else {
+                    labelList[label] = labelIDs.count
+                    labelNames.append(label.text)
+                    labelIDs.append(SortedIDs())
+                    labelIDs[labelIDs.count - 1].append(greatest: id)
+                }
+            }
         }
-        self.lists = lists.mapValues { SortedIDs(sorted: $0) }
-        self.labelLists = labelLists.mapValues { SortedIDs(sorted: $0) }
+        self.lists = Dictionary(uniqueKeysWithValues: zip(filtersOfList, ids))
+        self.labelLists = Dictionary(uniqueKeysWithValues: zip(labelNames, labelIDs))
     }
 
     mutating func insert(_ id: String, _ facts: Facts) {

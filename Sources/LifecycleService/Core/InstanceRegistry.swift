@@ -53,11 +53,15 @@ final class InstanceRegistry: Sendable {
         // Before the instances are read: what they show is at least as new as this, and a
         // cache newer than `cacheThrough` is only ever read again after a catch-up.
         let cacheThrough = hub.lastSequence
-        var instances: [(StoredInstance, Machine)] = []
-        for instance in try store.loadInstances().sorted(by: { $0.id < $1.id }) {
-            instances.append((instance, try instance.restoredMachine(among: models)))
-        }
+        var instances = try store.loadInstances()
+        // The stores read in id order, but a database's collation need not be Swift's.
+        if !instances.indices.dropFirst().allSatisfy({ instances[$0 - 1].id < instances[$0].id }) { instances.sort { $0.id < $1.id } }
         cache = InstanceCache(sortedByID: instances, coverage: try store.loadCoverage(), findings: try store.loadFindings(), report: report)
+        // Every model and state an instance is in must be loaded: checked once a pair, not once an
+        // instance, and refused as restoring one instance in the pair refuses it.
+        for pair in cache.instanceCounts where models[pair.model]?.definition.states.contains(where: { $0.name == pair.state }) != true {
+            _ = try instances.first { $0.model == pair.model && $0.state.state == pair.state }?.restoredMachine(among: models)
+        }
         storage = StorageStatus(report: report)
         let catchUp = ReplicaCatchUp(
             store: store, cache: cache, hub: hub, health: storage, models: models, cacheThrough: cacheThrough, report: report

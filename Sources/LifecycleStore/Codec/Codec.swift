@@ -302,8 +302,9 @@ protocol StoredRow {
 
 extension StoredRow {
     /// The text of a column the schema declares NOT NULL: NULL there is damage, never an empty string.
-    func text(_ column: Int, named name: String) throws(Failure) -> String {
-        guard let text = text(column) else { throw Self.damaged("\(name) is NULL, which the schema does not allow: the database is damaged") }
+    /// `name` is spelled only for damage: rows are read by the million at start-up.
+    func text(_ column: Int, named name: @autoclosure () -> String) throws(Failure) -> String {
+        guard let text = text(column) else { throw Self.damaged("\(name()) is NULL, which the schema does not allow: the database is damaged") }
         return text
     }
 

@@ -106,7 +106,7 @@ struct ColumnRow<Base: StoredRow, Column: StoredColumn> {
     func integer(_ column: Column) -> Int64 { base.integer(offset + column.rawValue) }
     func boolean(_ column: Column) -> Bool { base.boolean(offset + column.rawValue) }
     func text(_ column: Column) -> String? { base.text(offset + column.rawValue) }
-    func text(_ column: Column, named name: String) throws(Base.Failure) -> String { try base.text(offset + column.rawValue, named: name) }
+    func text(_ column: Column, named name: @autoclosure () -> String) throws(Base.Failure) -> String { try base.text(offset + column.rawValue, named: name()) }
     func bytes(_ column: Column) -> [UInt8] { base.bytes(offset + column.rawValue) }
     func byteCount(_ column: Column) -> Int { base.byteCount(offset + column.rawValue) }
     func date(_ column: Column) -> Date { base.date(offset + column.rawValue) }

@@ -186,11 +186,16 @@ extension SQLConnection {
         return try rows("\(Self.dialect.selectInstances) WHERE \(condition)", values, Codec.instance)
     }
 
-    func instances(after: String, limit: Int64) throws(Failure) -> [StoredInstance] {
+    /// Up to `limit` instances after `after`, in id order. `expected`: about how many there will
+    /// be, so that a million are read into one array rather than copied through ever larger ones.
+    func instances(after: String, limit: Int64, expected: Int = 0) throws(Failure) -> [StoredInstance] {
         var labels = LabelDecoder()
-        return try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)]) {
-            (row) throws(Failure) in try Codec.instance(row, labels: &labels)
+        var found: [StoredInstance] = []
+        found.reserveCapacity(expected)
+        try forEachRow("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)]) {
+            (row) throws(Failure) in found.append(try Codec.instance(row, labels: &labels))
         }
+        return found
     }
 
     func coverage() throws(Failure) -> CoverageCounts {

@@ -181,7 +181,12 @@ struct Row: StoredRow {
     func isNull(_ column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
     func integer(_ column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
     func boolean(_ column: Int) -> Bool { integer(column) != 0 }
-    func text(_ column: Int) -> String? { sqlite3_column_text(handle, Int32(column)).map { String(cString: $0) } }
+    func text(_ column: Int) -> String? {
+        // The length SQLite already knows, rather than another pass to find the NUL.
+        sqlite3_column_text(handle, Int32(column)).map { text in
+            String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, Int32(column)))), as: UTF8.self)
+        }
+    }
     func byteCount(_ column: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(column))) }
 
     func bytes(_ column: Int) -> [UInt8] {

@@ -35,6 +35,33 @@ struct ModelsDirectoryTests {
         #expect(try c.event("front", #"{"event": "push"}"#).status == 409)
     }
 
+    @Test("stored instances of a model, or in a state, no longer loaded stop start-up, naming an instance; the data is kept")
+    func instancesOfAModelNoLongerLoaded() throws {
+        let models = TemporaryDirectory()
+        let file = models.path + "/door.json"
+        try doorModel.write(toFile: file, atomically: true, encoding: .utf8)
+        let server = try TestServer(.router) { $0.modelsDirectory = models.path }
+        try server.router().makeInstance("front", model: "door", events: ["push"])
+        try server.router().makeInstance("back", model: "door")
+        try server.router().makeInstance("app")
+
+        server.configuration.modelsDirectory = nil
+        #expect { try server.restart() } throws: { error in
+            let message = "\(error)"
+            return message.contains("uses model \"door\", which is not loaded")
+                && (message.contains("instance \"front\"") || message.contains("instance \"back\""))
+        }
+        server.configuration.modelsDirectory = models.path
+        try doorModel.replacingOccurrences(of: "open", with: "ajar").write(toFile: file, atomically: true, encoding: .utf8)
+        #expect { try server.restart() } throws: { error in
+            "\(error)".contains("instance \"front\" is in state \"open\", which model \"door\" does not have")
+        }
+        try doorModel.write(toFile: file, atomically: true, encoding: .utf8)
+        try server.restart()
+        #expect(try server.router().request("GET", "/v1/instances/front").json["state"] as? String == "open")
+        #expect(try server.router().request("GET", "/v1/instances/back").json["state"] as? String == "closed")
+    }
+
     @Test("an invalid model file stops start-up, naming the file and the problem")
     func invalidModel() throws {
         let models = TemporaryDirectory()

@@ -167,8 +167,11 @@ extension Range<Int> {
 }
 
 extension SQLConnection {
-    func rows<T>(_ sql: String, _ values: [ColumnValue] = [], _ read: (Row) throws(Failure) -> T) throws(Failure) -> [T] {
+    /// Every row's reading. `expected`: about how many rows there will be, so that a million are
+    /// read into one array rather than copied through ever larger ones.
+    func rows<T>(_ sql: String, _ values: [ColumnValue] = [], expected: Int = 0, _ read: (Row) throws(Failure) -> T) throws(Failure) -> [T] {
         var found: [T] = []
+        found.reserveCapacity(expected)
         try forEachRow(sql, values) { (row) throws(Failure) in found.append(try read(row)) }
         return found
     }
@@ -186,16 +189,17 @@ extension SQLConnection {
         return try rows("\(Self.dialect.selectInstances) WHERE \(condition)", values, Codec.instance)
     }
 
-    /// Up to `limit` instances after `after`, in id order. `expected`: about how many there will
-    /// be, so that a million are read into one array rather than copied through ever larger ones.
+    /// Up to `limit` instances after `after`, in id order; `expected` as for ``rows(_:_:expected:_:)``.
     func instances(after: String, limit: Int64, expected: Int = 0) throws(Failure) -> [StoredInstance] {
         var labels = LabelDecoder()
-        var found: [StoredInstance] = []
-        found.reserveCapacity(expected)
-        try forEachRow("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)]) {
-            (row) throws(Failure) in found.append(try Codec.instance(row, labels: &labels))
+        return try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)], expected: expected) {
+            (row) throws(Failure) in try Codec.instance(row, labels: &labels)
         }
-        return found
+    }
+
+    /// How many instances there are.
+    func instanceCount() throws(Failure) -> Int {
+        try first("SELECT count(*) FROM instances") { Int($0.integer(0)) } ?? 0
     }
 
     func coverage() throws(Failure) -> CoverageCounts {

@@ -71,7 +71,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         let statements = try waitingStatements()
         return try run("cannot count instances") { () throws(Connection.Failure) in
             try connection.run(statements)
-            return try connection.first("SELECT count(*) FROM instances") { Int($0.integer(0)) } ?? 0
+            return try connection.instanceCount()
         }
     }
 

@@ -241,8 +241,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
     public func loadInstances() throws(StoreError) -> [StoredInstance] {
         try read("cannot load instances") { (database) throws(SQLiteError) in
             // A count first (an index walk, far cheaper than the rows) sizes the array once.
-            let count = try database.first("SELECT count(*) FROM instances") { $0.integer(0) } ?? 0
-            return try database.instances(after: "", limit: Int64.max, expected: Int(count))
+            try database.instances(after: "", limit: Int64.max, expected: try database.instanceCount())
         }
     }
 

@@ -6,7 +6,12 @@ public enum Timestamp {
     /// `date` as ISO 8601 in UTC, rounded to the millisecond: `2026-11-30T00:06:49.637Z`.
     /// (Foundation's ISO 8601 style truncates, which shows 0.123 stored as 0.12299… as .122.)
     public static func iso8601(_ date: Date) -> String {
-        String(decoding: LogLine.written { write(milliseconds(date), into: &$0) }, as: UTF8.self)
+        String(decoding: iso8601Bytes(date), as: UTF8.self)
+    }
+
+    /// ``iso8601(_:)``'s UTF-8, for a body written as bytes: no String made and read again.
+    public static func iso8601Bytes(_ date: Date) -> [UInt8] {
+        LogLine.written { write(milliseconds(date), into: &$0) }
     }
 
     /// `date` in milliseconds since 1970, rounded.

@@ -295,6 +295,21 @@ struct BatchTests {
         #expect(answer.text == "{\"results\":[]}\n")
     }
 
+    @Test("a batch whose every item is answered at once, none committed, answers each item as its endpoint answers it")
+    func everyItemAnsweredAtOnce() throws {
+        let server = try TestServer(.router)
+        let c = server.router()
+        #expect(try c.request("PUT", "/v1/instances/a").status == 201)
+        let single = try c.request("POST", "/v1/instances/a/events", json: #"{"event":"didBecomeActive","extra":{"nested":1}}"#)
+        #expect(single.status == 422)
+        let item = #"{"instance":"a","kind":"event","body":{"event":"didBecomeActive","extra":{"nested":1}}}"#
+        let answer = try c.request("POST", "/v1/batch", json: #"{"items":[\#(item),\#(item)]}"#)
+        #expect(answer.status == 200)
+        let result = #"{"status":422,"problem":"# + single.text.dropLast() + "}"
+        #expect(answer.text == #"{"results":["# + result + "," + result + "]}\n")
+        #expect(try c.request("GET", "/v1/instances/a/history").text.contains("didBecomeActive") == false)
+    }
+
     @Test("a malformed batch, or one with an item its endpoint would answer 400, is refused whole with 400 naming it, and nothing is stored")
     func malformed() throws {
         let server = try TestServer(.router)

@@ -1,4 +1,5 @@
 import Foundation
+import LifecycleLog
 
 /// JSON bytes being written: the one place strings are escaped, numbers spelled and
 /// times formatted, for the streaming encoder and for hand-written hot paths alike.
@@ -104,6 +105,9 @@ public struct JSONBuffer: Sendable {
 
     /// A time as a string: ISO 8601 in UTC, rounded to the millisecond.
     public mutating func time(_ date: Date) {
-        string(JSON.formatTime(date))
+        // The time's characters need no escaping.
+        byte(UInt8(ascii: "\""))
+        bytes += Timestamp.iso8601Bytes(date)
+        byte(UInt8(ascii: "\""))
     }
 }

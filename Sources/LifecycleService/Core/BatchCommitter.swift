@@ -84,7 +84,7 @@ struct BatchCommitter {
     /// that reads every key: a replay is answered as its first request was, and a write that
     /// fails on its own fails as it always did. A replayed batch costs two transactions.
     private func attempt(_ jobs: ArraySlice<CommitJob>) throws(StoreError) -> Attempt {
-        if jobs.contains(where: { $0.write.idempotencyKey != nil }) {
+        if jobs.contains(where: \.write.hasIdempotencyKey) {
             do throws(StoreError) {
                 return try attempt(jobs, presumingKeysNew: true)
             } catch where error.kind == .rejectedWrite {
@@ -114,11 +114,13 @@ struct BatchCommitter {
             }
             // Instances whose state changed: stored once per transaction, however many records.
             var dirty: Set<String> = []
-            for job in jobs {
+            attempt.results.reserveCapacity(jobs.count)
+            // By index: a job taken out of the slice would be copied, its write and key with it.
+            for index in jobs.indices {
                 let notesBefore = attempt.notes.count
-                attempt.results.append(try run(job.write, &view, &attempt, &dirty, transaction))
-                if !job.requestID.isEmpty {
-                    for index in attempt.notes.indices.dropFirst(notesBefore) { attempt.notes[index].fields.append(("request_id", job.requestID)) }
+                attempt.results.append(try run(jobs[index].write, &view, &attempt, &dirty, transaction))
+                if !jobs[index].requestID.isEmpty {
+                    for note in attempt.notes.indices.dropFirst(notesBefore) { attempt.notes[note].fields.append(("request_id", jobs[index].requestID)) }
                 }
             }
             for id in dirty {
@@ -226,7 +228,7 @@ struct BatchCommitter {
         }
         if attempt.didWrite { health.committed() }
         metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
-        for (job, result) in zip(jobs, attempt.results) { job.completion(result) }
+        for (index, result) in zip(jobs.indices, attempt.results) { jobs[index].completion(result) }
         for note in attempt.notes { report(ServiceEvent(.info, note.message, fields: note.fields)) }
     }
 
@@ -334,6 +336,14 @@ extension InstanceRegistry.Write {
         switch self {
         case .create(_, _, _, let key, _), .apply(_, _, _, let key): key
         case .delete: nil
+        }
+    }
+
+    /// Whether the write has an idempotency key, without copying it out.
+    fileprivate var hasIdempotencyKey: Bool {
+        switch self {
+        case .create(_, _, _, nil, _), .apply(_, _, _, nil), .delete: false
+        case .create, .apply: true
         }
     }
 }

@@ -85,7 +85,8 @@ struct CommitQueue {
         var groups = 0
         for group in pending {
             guard batch.isEmpty || batch.count + group.count <= maxBatch else { break }
-            batch += group
+            // The first group is taken as it is: a batch request's thousand writes are not copied.
+            if batch.isEmpty { batch = group } else { batch += group }
             groups += 1
         }
         pending.removeFirst(groups)

@@ -1,3 +1,4 @@
+import Dispatch
 import LifecycleStore
 import LifecycleHTTP
 import LifecycleLocks
@@ -50,15 +51,16 @@ extension API {
             switch item {
             case .answered(let response, let member): answers.answer(index, response, as: member)
             case .write(let write):
-                group.append(CommitJob(write: write, requestID: request.id) { answers.answer(index, Response($0), as: Self.member($0)) })
+                group.append(CommitJob(write: write, requestID: request.id) { answers.answer(index, $0) })
             }
         }
-        if group.isEmpty { return answers.finish() }
-        registry.submit(group: group)
+        // An empty batch has no last item to answer it; every other is answered with its last item.
+        if items.isEmpty { return answers.finish() }
+        if !group.isEmpty { registry.submit(group: group) }
     }
 
     /// The member of an item's result that holds its single answer's body.
-    private static func member(_ answer: Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>) -> StaticString {
+    fileprivate static func member(_ answer: Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>) -> StaticString {
         switch answer {
         case .success(.applied(_, isUnexpected: false)): "record"
         case .success(.created), .success(.found): "instance"
@@ -156,37 +158,64 @@ extension API {
 }
 
 /// A batch's answers as they arrive (on the committer thread, one per item, in any order
-/// against the items answered at once); the batch is answered with the last.
+/// against the items answered at once); the batch is answered once the last has arrived.
+///
+/// The committer only files each outcome: the items' answers are made, and the batch's body
+/// written, on another thread, so that a thousand items' bodies do not hold up the one thread
+/// that commits.
 private final class BatchAnswers: Sendable {
+    private enum Answer {
+        case waiting
+        case committed(Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>)
+        case answered(Response, as: StaticString)
+    }
+
     private struct State {
-        var results: [[UInt8]]
+        var answers: [Answer]
         var waiting: Int
-        var isUnavailable = false
     }
 
     private let state: LockedValue<State>
     private let respond: @Sendable (Response) -> Void
 
     init(count: Int, respond: @escaping @Sendable (Response) -> Void) {
-        state = LockedValue(State(results: Array(repeating: [], count: count), waiting: count))
+        state = LockedValue(State(answers: Array(repeating: .waiting, count: count), waiting: count))
         self.respond = respond
     }
 
-    /// Item `index`'s single endpoint answered `response`, whose body goes in the result's `member`.
+    /// Item `index` was answered at once with `response`, whose body goes in the result's `member`.
     func answer(_ index: Int, _ response: Response, as member: StaticString) {
-        let result = Self.result(response, member)
+        file(index, .answered(response, as: member))
+    }
+
+    /// Item `index`'s write was decided and, unless refused, committed.
+    func answer(_ index: Int, _ result: Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>) {
+        file(index, .committed(result))
+    }
+
+    private func file(_ index: Int, _ answer: Answer) {
         let isLast = state.withLock { state in
-            state.results[index] = result
+            state.answers[index] = answer
             state.waiting -= 1
-            if response.status == 503 { state.isUnavailable = true }
             return state.waiting == 0
         }
-        if isLast { finish() }
+        if isLast { DispatchQueue.global().async { [self] in finish() } }
     }
 
     /// Answers the batch: every item is answered.
     func finish() {
-        let (results, isUnavailable) = state.withLock { ($0.results, $0.isUnavailable) }
+        let answers = state.withLock { $0.answers }
+        var isUnavailable = false
+        let results = answers.map { answer -> [UInt8] in
+            let response: Response, member: StaticString
+            switch answer {
+            case .waiting: (response, member) = (.problem(.internalError("a batch item was never answered")), "problem")
+            case .committed(let result): (response, member) = (Response(result), API.member(result))
+            case .answered(let answered, let answeredMember): (response, member) = (answered, answeredMember)
+            }
+            if response.status == 503 { isUnavailable = true }
+            return Self.result(response, member)
+        }
         var json = JSONBuffer(capacity: 16 + results.reduce(0) { $0 + $1.count + 1 })
         json.raw("{\"results\":[")
         for (index, result) in results.enumerated() {

@@ -30,6 +30,8 @@ enum Codec {
 
     /// Labels as stored: a JSON object with its keys sorted (`{}` for none).
     static func labelsText(_ labels: [String: String], of id: String) throws(StoreError) -> String {
+        // Most instances have none: no encoder for them (it was a row's dearest column to write).
+        if labels.isEmpty { return "{}" }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {

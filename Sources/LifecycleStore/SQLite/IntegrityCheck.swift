@@ -37,8 +37,9 @@ final class IntegrityCheck: Sendable {
                     }
                 }
             } catch {
-                report(ServiceEvent(.error, "database damaged", ["database": path, "error": error.message]))
+                // Health first: whoever reads the line and then asks /healthz finds it failing.
                 onDamage(error)
+                report(ServiceEvent(.error, "database damaged", ["database": path, "error": error.message]))
             }
         }
     }

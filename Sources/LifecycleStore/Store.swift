@@ -17,6 +17,16 @@ public protocol InstanceStore: AnyObject, Sendable {
     func observeCommitsElsewhere(_ wake: @escaping @Sendable () -> Void)
     /// Runs `body` in one transaction. Writes are serialised.
     func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
+    /// A transaction to make writes in now, in memory, and to commit later with ``commit(_:_:)``:
+    /// while the one before it commits on another thread. It starts after sequence number
+    /// `sequence` (where the transaction before it ends; `nil`: after what is committed). It
+    /// reads nothing from the database: a read fails, and its writes are then made again in
+    /// ``write(_:)``. `nil` where writes are made only inside a transaction (PostgreSQL, which
+    /// other processes write to as well).
+    func stage(after sequence: Int64?) -> (any StoreTransaction)?
+    /// Commits a transaction from ``stage(after:)`` once every transaction before it has
+    /// committed, running `body` in it first (reads of the database are allowed there).
+    func commit<T>(_ staged: any StoreTransaction, _ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T
     /// Committed records of one instance after sequence number `after`, oldest first, within `limit`; applied inputs only,
     /// and only those with a ``LifecycleKit/Record/divergence`` if `divergentOnly`.
     func history(instanceID: String, after: Int64, divergentOnly: Bool, limit: PageLimit) throws(StoreError) -> HistoryPage

@@ -236,6 +236,45 @@ struct BatchFailureTests {
         #expect(history.map { $0["event"] as? String } == coldStart + ["didEnterBackground", "didBecomeActive"])
     }
 
+    @Test("a batch decided while the one before it commits is decided again when that one fails, against what it stored")
+    func batchDecidedAheadOfAFailedOne() throws {
+        let server = try TestServer(.router)
+        let c = server.router()
+        try poison(server, "poison", "BEFORE INSERT ON instances WHEN NEW.id = 'x'")
+        let registry = server.service!.registry
+        let answers = LockedValue<[String: Answer]>([:])
+        let group = DispatchGroup()
+        func job(_ name: String, _ write: InstanceRegistry.Write) -> CommitJob {
+            group.enter()
+            return CommitJob(write: write, requestID: "") { answer in
+                answers.withLock { $0[name] = Response(answer) }
+                group.leave()
+            }
+        }
+        // Held in an earlier write's completion until both groups are queued: the first, larger
+        // than a transaction takes with another, goes alone; the second is decided while the
+        // first commits, as if it had, and the first fails (its create of x).
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        registry.submit(.delete(id: "holder", expected: nil)) { _ in
+            entered.signal()
+            release.wait()
+        }
+        entered.wait()
+        let creates = (0..<Committer.maxBatch).map { "a\($0)" } + ["x"]
+        registry.submit(group: creates.map { job($0, .create(id: $0, model: "ios-app", isPut: false, key: nil)) })
+        registry.submit(group: [job("event on x", event("didFinishLaunching", on: "x")), job("event on a0", event("didFinishLaunching", on: "a0"))])
+        release.signal()
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        let answered = answers.withLock { $0 }
+        #expect(answered["x"]?.status == 503)
+        #expect(creates.dropLast().allSatisfy { answered[$0]?.status == 201 }, "the rest of the failed group commits in smaller groups")
+        #expect(answered["event on x"]?.status == 404, "decided again: x was never stored")
+        #expect(answered["event on a0"]?.status == 200 && answered["event on a0"]?.json["version"] as? Int == 1)
+        #expect(try c.request("GET", "/v1/instances/x").status == 404)
+        #expect(try c.request("GET", "/v1/instances/a0").json["version"] as? Int == 1)
+    }
+
     @Test("/healthz answers 503 with the reason while the store cannot commit, and 200 once it can")
     func healthReportsStorage() throws {
         let server = try TestServer(.router) { $0.maxDatabasePages = 19 }  // the schema (a page a table and index) and a few records

@@ -77,12 +77,14 @@ public struct JSONParser {
 
     private mutating func object(depth: Int) throws(JSONParseError) -> JSONValue {
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if current == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        // Room for the members a body has (a batch item has up to five): grown one member at
+        // a time, a dictionary is reallocated and rehashed twice on the way to four.
+        var members: [String: JSONValue] = Dictionary(minimumCapacity: 6)
         while true {
             skipWhitespace()
             guard current == UInt8(ascii: "\"") else { throw error("expected a member name") }
@@ -133,9 +135,16 @@ public struct JSONParser {
             guard let byte = current else { throw error("unterminated string") }
             switch byte {
             case UInt8(ascii: "\""):
-                scalars += bytes[start..<index]
+                let text: String?
+                if scalars.isEmpty {
+                    // No escape in it (each adds a byte): the String is made from the body's own bytes.
+                    text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<index]), as: UTF8.self) }
+                } else {
+                    scalars += bytes[start..<index]
+                    text = String(validating: scalars, as: UTF8.self)
+                }
                 index += 1
-                guard let text = String(validating: scalars, as: UTF8.self) else { throw error("string is not valid UTF-8") }
+                guard let text else { throw error("string is not valid UTF-8") }
                 return text
             case UInt8(ascii: "\\"):
                 scalars += bytes[start..<index]

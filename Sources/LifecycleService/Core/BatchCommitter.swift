@@ -2,6 +2,7 @@ import Foundation
 import LifecycleKit
 import LifecycleStore
 import LifecycleLog
+import LifecycleLocks
 
 /// Commits batches of writes, one transaction each, on the committer thread (which owns it).
 ///
@@ -11,6 +12,12 @@ import LifecycleLog
 /// new states published to the cache, the transaction's records to the stream hub (in sequence
 /// order, one transaction after another) and the writes answered, so an acknowledged write is
 /// always durable and a failed commit changes nothing anyone has seen.
+///
+/// Where the store stages transactions (SQLite, ``InstanceStore/stage(after:)``), a batch is
+/// decided in memory and committed on the writer thread, while this thread decides the next
+/// batch against what the one committing will leave: deciding and committing take turns on
+/// two cores rather than one. Nothing of the next batch is answered or shown before the one
+/// committing has committed; if it fails instead, the next is decided again.
 struct BatchCommitter {
     /// Where batches commit.
     let store: any InstanceStore
@@ -30,19 +37,130 @@ struct BatchCommitter {
     let report: @Sendable (ServiceEvent) -> Void
     /// What others committed: read before a transaction's own records are published.
     var catchUp: ReplicaCatchUp
+    /// Where staged transactions commit, one at a time.
+    private let writer = DispatchQueue(label: "lifecycled-writer")
+    /// The batch the writer thread is committing, if any.
+    private var committing: Staged?
+
+    /// Whether a batch is committing on the writer thread: answered only by ``settle()``.
+    var isCommitting: Bool { committing != nil }
+
+    init(
+        store: any InstanceStore, cache: InstanceCache, hub: StreamHub, health: StorageStatus, metrics: CommitMetrics, models: [String: Model],
+        maxInstances: Int, report: @escaping @Sendable (ServiceEvent) -> Void, catchUp: ReplicaCatchUp
+    ) {
+        self.store = store
+        self.cache = cache
+        self.hub = hub
+        self.health = health
+        self.metrics = metrics
+        self.models = models
+        self.maxInstances = maxInstances
+        self.report = report
+        self.catchUp = catchUp
+    }
 
     /// Commits `batch` in one transaction, or in smaller ones if one write's data fails it.
+    /// Where the store stages transactions, it is decided now and handed to the writer thread,
+    /// and then the batch that was committing there is published and answered.
     mutating func commit(_ batch: [CommitJob]) {
-        let attempt: Attempt
-        do {
-            attempt = try self.attempt(batch[...])
-        } catch {
-            guard Self.splits(error), batch.count > 1 else { return fail(batch[...], error) }
-            report(ServiceEvent(.warning, "group commit failed; committing its writes in smaller groups", ["writes": String(batch.count), "error": error.message]))
-            commitInHalves(batch[...])
-            return
+        let jobs = batch[...]
+        guard let next = stage(jobs) else {
+            settle()
+            return commitNow(jobs)
         }
-        finish(batch[...], attempt)
+        if let previous = committing {
+            committing = nil
+            let (result, seconds) = previous.outcome.wait()
+            guard case .success = result else {
+                conclude(previous, result, seconds)
+                // Decided against writes that did not commit: decided again.
+                return commit(batch)
+            }
+            // The writer thread commits the next while this one publishes and answers.
+            start(next)
+            committing = next
+            return conclude(previous, result, seconds)
+        }
+        start(next)
+        committing = next
+    }
+
+    /// Waits for the batch committing on the writer thread, then publishes and answers it:
+    /// before the committer sleeps, catches up or stops, as nothing else would answer it.
+    mutating func settle() {
+        guard let previous = committing else { return }
+        committing = nil
+        let (result, seconds) = previous.outcome.wait()
+        conclude(previous, result, seconds)
+    }
+
+    /// `jobs` decided in a staged transaction that follows the batch committing, if any; `nil`
+    /// where the store stages nothing, the cache cannot decide them (another process committed),
+    /// or they read the database (a delete), which they then do in ``commitNow(_:)``.
+    private func stage(_ jobs: ArraySlice<CommitJob>) -> Staged? {
+        guard let transaction = store.stage(after: committing?.attempt.endSequence) else { return nil }
+        // A staged batch follows one the cache decided, or the cache is current.
+        guard committing != nil || transaction.startSequence == catchUp.cacheThrough else { return nil }
+        let started = DispatchTime.now().uptimeNanoseconds
+        let presuming = jobs.contains(where: \.write.hasIdempotencyKey)
+        var view = TransactionView(transaction: transaction, cache: cache, models: models, isCacheCurrent: true, committing: committing?.attempt)
+        do {
+            var attempt = try decide(jobs, presumingKeysNew: presuming, &view, transaction)
+            attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            return Staged(jobs: jobs, attempt: attempt, handover: Handover(transaction: transaction, tally: attempt.tally), isPresumingKeysNew: presuming)
+        } catch {
+            // Decided again in a transaction of its own, where a failure that is real shows as it always did.
+            return nil
+        }
+    }
+
+    /// Hands a staged batch to the writer thread, which commits it with its findings.
+    private func start(_ staged: Staged) {
+        let (store, handover, outcome) = (store, staged.handover, staged.outcome)
+        writer.async {
+            let started = DispatchTime.now().uptimeNanoseconds
+            let result = Result { () throws(StoreError) in
+                try store.commit(handover.transaction) { (transaction) throws(StoreError) in try Self.storeFindings(handover.tally, in: transaction) }
+            }
+            outcome.complete(result, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        }
+    }
+
+    /// What a staged batch's commit came to: published and answered, or, if it failed, as
+    /// ``commitNow(_:)`` goes on after a failed first transaction.
+    private mutating func conclude(_ staged: Staged, _ result: Result<FindingChanges, StoreError>, _ seconds: Double) {
+        switch result {
+        case .success(let findings):
+            var attempt = staged.attempt
+            attempt.findings = findings
+            attempt.seconds += seconds
+            finish(staged.jobs, attempt)
+        case .failure(let error) where staged.isPresumingKeysNew && error.kind == .rejectedWrite:
+            do {
+                finish(staged.jobs, try attempt(staged.jobs, presumingKeysNew: false))
+            } catch {
+                failed(staged.jobs, error)
+            }
+        case .failure(let error):
+            failed(staged.jobs, error)
+        }
+    }
+
+    /// Commits `jobs` here, in one transaction, or in smaller ones if one write's data fails it.
+    private mutating func commitNow(_ jobs: ArraySlice<CommitJob>) {
+        do {
+            finish(jobs, try attempt(jobs))
+        } catch {
+            failed(jobs, error)
+        }
+    }
+
+    /// After a group's transaction failed: committed again in halves, or answered failed.
+    private mutating func failed(_ jobs: ArraySlice<CommitJob>, _ error: StoreError) {
+        guard Self.splits(error), jobs.count > 1 else { return fail(jobs, error) }
+        report(ServiceEvent(.warning, "group commit failed; committing its writes in smaller groups", ["writes": String(jobs.count), "error": error.message]))
+        commitInHalves(jobs)
     }
 
     /// After a failed transaction every answer it would have given is void: each was decided
@@ -95,44 +213,60 @@ struct BatchCommitter {
     }
 
     private func attempt(_ jobs: ArraySlice<CommitJob>, presumingKeysNew: Bool) throws(StoreError) -> Attempt {
-        var attempt = Attempt()
         let started = DispatchTime.now().uptimeNanoseconds
         let cacheThrough = catchUp.cacheThrough
-        try store.write { (transaction) throws(StoreError) in
-            attempt.startSequence = transaction.startSequence
+        var attempt = try store.write { (transaction) throws(StoreError) -> Attempt in
             var view = TransactionView(transaction: transaction, cache: cache, models: models, isCacheCurrent: transaction.startSequence == cacheThrough)
             if !view.isCacheCurrent {
                 view.readIDs = Set(jobs.map(\.write.instanceID))
                 view.committed = Dictionary(try transaction.instances(Array(view.readIDs)).map { ($0.id, $0) }) { first, _ in first }
             }
-            if presumingKeysNew {
-                transaction.presumeKeysNew()
-            } else {
-                // Every write with a key looks it up first: all of them read at once, not a statement each.
-                let keys = jobs.compactMap(\.write.idempotencyKey)
-                if keys.count > 1 { try transaction.readAhead(keys) }
-            }
-            // Instances whose state changed: stored once per transaction, however many records.
-            var dirty: Set<String> = []
-            attempt.results.reserveCapacity(jobs.count)
-            // By index: a job taken out of the slice would be copied, its write and key with it.
-            for index in jobs.indices {
-                let notesBefore = attempt.notes.count
-                attempt.results.append(try run(jobs[index].write, &view, &attempt, &dirty, transaction))
-                if !jobs[index].requestID.isEmpty {
-                    for note in attempt.notes.indices.dropFirst(notesBefore) { attempt.notes[note].fields.append(("request_id", jobs[index].requestID)) }
-                }
-            }
-            for id in dirty {
-                if case .present(let instance, _)? = view.staged[id] { try transaction.update(instance) }
-            }
-            if !attempt.coverage.isEmpty { try transaction.addCoverage(attempt.coverage) }
-            let findings = try attempt.tally.store(in: transaction)
-            if !findings.findings.isEmpty { attempt.findings = .written(findings.findings, instances: findings.instances) }
-            attempt.staged = view.staged
+            var attempt = try decide(jobs, presumingKeysNew: presumingKeysNew, &view, transaction)
+            attempt.findings = try Self.storeFindings(attempt.tally, in: transaction)
+            return attempt
         }
         attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         return attempt
+    }
+
+    /// Decides `jobs` in order and makes their writes in `transaction`, all but the findings
+    /// (``storeFindings(_:in:)``), which read what is committed.
+    private func decide(
+        _ jobs: ArraySlice<CommitJob>, presumingKeysNew: Bool, _ view: inout TransactionView, _ transaction: any StoreTransaction
+    ) throws(StoreError) -> Attempt {
+        var attempt = Attempt()
+        attempt.startSequence = transaction.startSequence
+        if presumingKeysNew {
+            transaction.presumeKeysNew()
+        } else {
+            // Every write with a key looks it up first: all of them read at once, not a statement each.
+            let keys = jobs.compactMap(\.write.idempotencyKey)
+            if keys.count > 1 { try transaction.readAhead(keys) }
+        }
+        // Instances whose state changed: stored once per transaction, however many records.
+        var dirty: Set<String> = []
+        attempt.results.reserveCapacity(jobs.count)
+        // By index: a job taken out of the slice would be copied, its write and key with it.
+        for index in jobs.indices {
+            let notesBefore = attempt.notes.count
+            attempt.results.append(try run(jobs[index].write, &view, &attempt, &dirty, transaction))
+            if !jobs[index].requestID.isEmpty {
+                for note in attempt.notes.indices.dropFirst(notesBefore) { attempt.notes[note].fields.append(("request_id", jobs[index].requestID)) }
+            }
+        }
+        for id in dirty {
+            if case .present(let instance, _)? = view.staged[id] { try transaction.update(instance) }
+        }
+        if !attempt.coverage.isEmpty { try transaction.addCoverage(attempt.coverage) }
+        attempt.staged = view.staged
+        attempt.addedInstances = view.addedInstances
+        return attempt
+    }
+
+    /// Stores what the writes add to the findings; what was stored, to publish.
+    private static func storeFindings(_ tally: FindingTally, in transaction: any StoreTransaction) throws(StoreError) -> FindingChanges {
+        let stored = try tally.store(in: transaction)
+        return stored.findings.isEmpty ? .none : .written(stored.findings, instances: stored.instances)
     }
 
     /// One write inside a transaction: decided by the rules, then carried out. Refusals come
@@ -257,6 +391,8 @@ private struct Attempt {
     var startSequence: Int64 = 0
     /// Where each instance the writes touched stands.
     var staged: [String: StagedInstance] = [:]
+    /// Instances made less instances deleted.
+    var addedInstances = 0
     var results: [Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>] = []
     var notes: [Note] = []
     /// The records written, in sequence order: for the stream hub once committed.
@@ -271,6 +407,44 @@ private struct Attempt {
     /// What they add to the findings, and what was stored of them.
     var tally = FindingTally()
     var findings = FindingChanges.none
+
+    /// The last sequence number the writes took: where the transaction after them starts.
+    var endSequence: Int64 { records.last?.sequence ?? startSequence }
+}
+
+/// A batch decided in a staged transaction, and the outcome of its commit on the writer thread.
+private struct Staged {
+    let jobs: ArraySlice<CommitJob>
+    var attempt: Attempt
+    /// Its transaction, for the writer thread.
+    let handover: Handover
+    /// Whether its keys were presumed new: if the store refuses one, the batch is decided again reading them.
+    let isPresumingKeysNew: Bool
+    let outcome = CommitOutcome()
+}
+
+/// A staged transaction and the findings its commit stores, on their way to the writer thread.
+// @unchecked: the committer hands them over and does not touch them again; the writer thread alone uses them.
+private struct Handover: @unchecked Sendable {
+    let transaction: any StoreTransaction
+    let tally: FindingTally
+}
+
+/// What the writer thread's commit of a staged transaction came to, and how long it took.
+private final class CommitOutcome: Sendable {
+    private let result = LockedValue<(Result<FindingChanges, StoreError>, seconds: Double)?>(nil)
+    // A LockedValue cannot be waited on: the committer waits on this until the result is in.
+    private let done = DispatchSemaphore(value: 0)
+
+    func complete(_ result: Result<FindingChanges, StoreError>, seconds: Double) {
+        self.result.withLock { $0 = (result, seconds) }
+        done.signal()
+    }
+
+    func wait() -> (Result<FindingChanges, StoreError>, seconds: Double) {
+        done.wait()
+        return result.withLock { $0! }
+    }
 }
 
 /// What is committed as one transaction's writes see it: from the cache while it is current,
@@ -289,16 +463,21 @@ private struct TransactionView: CommittedState {
     var staged: [String: StagedInstance] = [:]
     /// Instances made less instances deleted so far, for the limit on their number.
     var addedInstances = 0
+    /// What the batch committing on the writer thread leaves, over the cache: it is not published yet.
+    private let committing: [String: StagedInstance]
+    private let committingAdded: Int
 
-    init(transaction: any StoreTransaction, cache: InstanceCache, models: [String: Model], isCacheCurrent: Bool) {
+    init(transaction: any StoreTransaction, cache: InstanceCache, models: [String: Model], isCacheCurrent: Bool, committing: Attempt? = nil) {
         self.transaction = transaction
         self.cache = cache
         self.models = models
         self.isCacheCurrent = isCacheCurrent
+        self.committing = committing?.staged ?? [:]
+        committingAdded = committing?.addedInstances ?? 0
     }
 
     func instance(_ id: String) throws(StoreError) -> (instance: StoredInstance, machine: Machine)? {
-        switch staged[id] {
+        switch staged[id] ?? committing[id] {
         case .present(let instance, let machine)?: return (instance, machine)
         case .deleted?: return nil
         case nil:
@@ -322,7 +501,7 @@ private struct TransactionView: CommittedState {
     }
 
     func instanceCount() throws(StoreError) -> Int {
-        isCacheCurrent ? cache.count + addedInstances : try transaction.instanceCount()
+        isCacheCurrent ? cache.count + committingAdded + addedInstances : try transaction.instanceCount()
     }
 
     func lookUp(_ key: IdempotencyKey) throws(StoreError) -> IdempotencyLookup {

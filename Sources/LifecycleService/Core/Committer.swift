@@ -2,11 +2,12 @@ import Dispatch
 import Foundation
 import LifecycleLocks
 
-/// The one thread that commits writes, and the queue in front of it.
+/// The one thread that decides and commits writes, and the queue in front of it.
 ///
 /// Every write waits here in arrival order; the thread takes up to ``maxBatch`` at a time (a
 /// batch request's items, which may be more, together) and hands them to its ``BatchCommitter``,
-/// which commits them in one transaction. When idle it
+/// which commits them in one transaction (on SQLite, on its writer thread, while this one
+/// decides the next batch; it answers a batch before sleeping). When idle it
 /// catches up with other replicas (``ReplicaCatchUp``): on the store's hint that another
 /// process committed, and after each poll interval in case a hint was lost.
 final class Committer: Sendable {
@@ -65,12 +66,19 @@ final class Committer: Sendable {
         while true {
             switch queue.withLock({ $0.next(maxBatch: Self.maxBatch) }) {
             case .run(let batch, let catchUpFirst):
-                if catchUpFirst { batches.catchUp.catchUpWithStore() }
+                if catchUpFirst {
+                    batches.settle()
+                    batches.catchUp.catchUpWithStore()
+                }
                 if !batch.isEmpty { batches.commit(batch) }
                 deadline = .now() + pollInterval
+            case .sleep where batches.isCommitting:
+                // The batch committing is answered before the thread sleeps; then it looks again.
+                batches.settle()
             case .sleep:
                 if doorbell.wait(timeout: deadline) == .timedOut { queue.withLock { $0.pollDue() } }
             case .end:
+                batches.settle()
                 ended.signal()
                 return
             }

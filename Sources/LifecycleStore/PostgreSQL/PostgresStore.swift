@@ -150,6 +150,15 @@ public final class PostgresStore: InstanceStore, Sendable {
 
     // MARK: Writes
 
+    /// None: other processes commit to the same database, so writes are decided only inside a
+    /// transaction, against what it reads.
+    public func stage(after sequence: Int64?) -> (any StoreTransaction)? { nil }
+
+    /// Never called: ``stage(after:)`` stages nothing here.
+    public func commit<T>(_ staged: any StoreTransaction, _ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
+        throw StoreError("PostgreSQL stages no transactions; nothing was changed")
+    }
+
     /// Durable as the server's `synchronous_commit` has it. A COMMIT whose connection drops, or that outlasts ``Options/timeout``,
     /// fails with ``StoreError/isOutcomeUnknown``: it may have committed, which a retry with the same idempotency key learns.
     public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {

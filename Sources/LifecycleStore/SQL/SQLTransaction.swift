@@ -19,6 +19,9 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     private(set) var instancesAdded: Int64 = 0
     /// The first statement that failed: PostgreSQL aborted the transaction there.
     private(set) var failure: Connection.Failure?
+    /// Whether it may use the connection: not while it is staged (``InstanceStore/stage(after:)``),
+    /// when the connection may be committing the transaction before it on another thread.
+    private var isConnected: Bool
     /// Instances to write, newest state of each; `isNew` for those to insert.
     private var instances: [String: (instance: StoredInstance, isNew: Bool)] = [:]
     private var records: [[ColumnValue]] = []
@@ -39,9 +42,10 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
 
     init(
         _ connection: Connection, sequence: Int64, instanceCount: Int64?, historyLimit: Int, releasedKeyLifetime: TimeInterval,
-        unscopedKeysThrough: Date? = nil
+        unscopedKeysThrough: Date? = nil, isConnected: Bool = true
     ) {
         self.connection = connection
+        self.isConnected = isConnected
         startSequence = sequence
         self.sequence = sequence
         startInstanceCount = instanceCount
@@ -50,8 +54,16 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         self.unscopedKeysThrough = unscopedKeysThrough
     }
 
+    /// A staged transaction is committed: from now on it uses the connection (its writer holds it).
+    func connect() {
+        isConnected = true
+    }
+
     /// Runs database work, keeping the first failure.
     private func run<T>(_ what: @autoclosure () -> String, _ body: () throws(Connection.Failure) -> T) throws(StoreError) -> T {
+        guard isConnected else {
+            throw StoreError("\(what()): a staged transaction reads nothing before the one before it commits; nothing was changed")
+        }
         do {
             return try body()
         } catch {

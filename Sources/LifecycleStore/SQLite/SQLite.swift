@@ -139,11 +139,14 @@ final class Statement {
     /// Binds values to `?1`, `?2`, ... after clearing earlier bindings and state; booleans as 0 or 1.
     private func bind(_ values: [ColumnValue]) throws(SQLiteError) {
         sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
-        for (offset, value) in values.enumerated() {
+        // Parameters left unbound would keep the last run's values; when every one is bound
+        // now (a multi-row insert's hundreds), clearing them first is work for nothing.
+        if values.count < parameterCount { sqlite3_clear_bindings(handle) }
+        // By index: each value taken out of the array would be copied, its string retained.
+        for offset in values.indices {
             let index = Int32(offset + 1)
             let code: Int32
-            switch value {
+            switch values[offset] {
             case .integer(nil), .text(nil): code = sqlite3_bind_null(handle, index)
             case .integer(let v?): code = sqlite3_bind_int64(handle, index, v)
             case .boolean(let v): code = sqlite3_bind_int64(handle, index, v ? 1 : 0)
@@ -157,6 +160,9 @@ final class Statement {
             try database.check(code)
         }
     }
+
+    /// How many parameters the statement has.
+    private lazy var parameterCount = Int(sqlite3_bind_parameter_count(handle))
 
     func run(_ values: [ColumnValue] = []) throws(SQLiteError) {
         try forEachRow(values) { _ in }

@@ -57,6 +57,9 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// When the newest idempotency key stored before keys were scoped was made (`nil`: none).
     let unscopedKeysThrough: Date?
     let writer: LockedValue<Writer>
+    /// The writer's connection, for ``stage(after:)`` to hand to a transaction without waiting for
+    /// the writer's lock (held while the transaction before commits).
+    private let writeConnection: WriteConnection
     /// Reads of committed data, on a connection of their own (WAL lets them run beside a write).
     let reader: LockedValue<Database>
     let checkpointer: BackgroundCheckpointer
@@ -138,6 +141,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
             throw Self.reason(path, for: StoreError(error, doing: "cannot open the database \(path)"), report: report)
         }
         try lock.mark(sequence)
+        writeConnection = WriteConnection(database: database)
         self.writer = LockedValue(writer)
         checkpointer.start()
     }
@@ -328,6 +332,11 @@ extension Database {
 }
 
 extension SQLiteStore {
+    // @unchecked: a staged transaction uses the connection only once `commit` holds the writer's lock.
+    struct WriteConnection: @unchecked Sendable {
+        let database: Database
+    }
+
     /// The write connection and what its transactions share, under ``SQLiteStore/writer``'s lock.
     struct Writer {
         let database: Database
@@ -348,38 +357,66 @@ extension SQLiteStore {
 
 extension SQLiteStore {
     public func write<T>(_ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
-        // nonisolated(unsafe): `body` runs only here, under the lock; region checking cannot see that.
-        nonisolated(unsafe) let body = body
-        nonisolated(unsafe) var result: T?
-        try writer.withLock { (writer: inout Writer) throws(StoreError) -> Void in
-            guard !writer.isClosed else { throw StoreError("the store is closed; nothing was changed") }
-            try restartWALIfDue(&writer)
-            let database = writer.database
+        try writer.withLock { (writer: inout Writer) throws(StoreError) -> T in
             let transaction = SQLTransaction(
-                database, sequence: writer.sequence, instanceCount: nil, historyLimit: options.historyLimit,
+                writer.database, sequence: writer.sequence, instanceCount: nil, historyLimit: options.historyLimit,
                 releasedKeyLifetime: options.tombstoneLifetime, unscopedKeysThrough: unscopedKeysThrough
             )
-            try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.execute("BEGIN IMMEDIATE") }
-            do throws(StoreError) {
-                result = try body(transaction)
-                // What waits, then the COMMIT, each a prepared statement.
-                let closing = try transaction.waitingStatements() + [SQLStatement("COMMIT")]
-                try checked("cannot commit") { () throws(SQLiteError) in try database.run(closing) }
-            } catch {
-                do throws(SQLiteError) {
-                    try database.rollBack()
-                } catch let failure {
-                    // The store's failure now, whatever the write's; only a full disk is still told apart.
-                    throw StoreError(
-                        "\(error.message); the rollback after it failed too: \(failure.message)", kind: error.kind == .diskFull ? .diskFull : .other,
-                        code: error.code
-                    )
-                }
-                throw error
-            }
-            committed(transaction.sequence, &writer)
+            return try run(transaction, &writer, body)
         }
-        return result!
+    }
+
+    public func stage(after sequence: Int64?) -> (any StoreTransaction)? {
+        let start = sequence ?? lastSequence
+        // Not connected: it holds its writes in memory until `commit`, on the writer's thread.
+        return SQLTransaction(
+            writeConnection.database, sequence: start, instanceCount: nil, historyLimit: options.historyLimit,
+            releasedKeyLifetime: options.tombstoneLifetime, unscopedKeysThrough: unscopedKeysThrough, isConnected: false
+        )
+    }
+
+    public func commit<T>(_ staged: any StoreTransaction, _ body: (any StoreTransaction) throws(StoreError) -> T) throws(StoreError) -> T {
+        guard let transaction = staged as? SQLTransaction<Database> else { throw StoreError("not a transaction this store staged; nothing was changed") }
+        return try writer.withLock { (writer: inout Writer) throws(StoreError) -> T in
+            // Its writes were decided as if every transaction before it had committed: they must have.
+            guard transaction.startSequence == writer.sequence else {
+                throw StoreError(
+                    "a staged transaction follows sequence number \(transaction.startSequence), but \(writer.sequence) is the last committed; nothing was changed"
+                )
+            }
+            transaction.connect()
+            return try run(transaction, &writer, body)
+        }
+    }
+
+    /// Runs `body` in `transaction` and commits it, under the writer's lock: the one path every write takes.
+    private func run<T>(
+        _ transaction: SQLTransaction<Database>, _ writer: inout Writer, _ body: (any StoreTransaction) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
+        guard !writer.isClosed else { throw StoreError("the store is closed; nothing was changed") }
+        try restartWALIfDue(&writer)
+        let database = writer.database
+        try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.execute("BEGIN IMMEDIATE") }
+        let result: T
+        do throws(StoreError) {
+            result = try body(transaction)
+            // What waits, then the COMMIT, each a prepared statement.
+            let closing = try transaction.waitingStatements() + [SQLStatement("COMMIT")]
+            try checked("cannot commit") { () throws(SQLiteError) in try database.run(closing) }
+        } catch {
+            do throws(SQLiteError) {
+                try database.rollBack()
+            } catch let failure {
+                // The store's failure now, whatever the write's; only a full disk is still told apart.
+                throw StoreError(
+                    "\(error.message); the rollback after it failed too: \(failure.message)", kind: error.kind == .diskFull ? .diskFull : .other,
+                    code: error.code
+                )
+            }
+            throw error
+        }
+        committed(transaction.sequence, &writer)
+        return result
     }
 
     /// After a commit: the marker follows, expired keys go now and then; a failure is reported, since the write committed.

@@ -116,7 +116,11 @@ struct SQLTable: Sendable {
     /// (a power of two, largest first) is one statement, so that each text is prepared once, however many rows come.
     func inserting(_ rows: [[ColumnValue]]) -> [SQLStatement] {
         rows.indices.powerOfTwoRuns(upTo: maxRowsAStatement).map { run in
-            SQLStatement(insertingRows[run.count.trailingZeroBitCount], Array(rows[run].joined()))
+            // Row by row into room made once: a joined sequence is copied value by value.
+            var values: [ColumnValue] = []
+            values.reserveCapacity(run.count * (rows[run.lowerBound].count))
+            for row in rows[run] { values += row }
+            return SQLStatement(insertingRows[run.count.trailingZeroBitCount], values)
         }
     }
 

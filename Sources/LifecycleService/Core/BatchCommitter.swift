@@ -335,7 +335,7 @@ struct BatchCommitter {
             view.staged[id] = .present(instance, machine)
             attempt.coverage.count(record, model: instance.model)
             attempt.tally.count(record, of: instance)
-            attempt.applied.append((instance.model, record))
+            attempt.counts.count(record, model: instance.model)
             dirty.insert(id)
             if isUnexpected {
                 attempt.notes.append(("unexpected event", [("id", id), ("event", record.name), ("state", record.from), ("seq", String(encoded.sequence))]))
@@ -361,7 +361,7 @@ struct BatchCommitter {
             catchUp.published(through: attempt.records.last?.sequence ?? attempt.startSequence)
         }
         if attempt.didWrite { health.committed() }
-        metrics.committed(writes: jobs.count, seconds: attempt.seconds, applied: attempt.applied)
+        metrics.committed(writes: jobs.count, seconds: attempt.seconds, counts: attempt.counts)
         for (index, result) in zip(jobs.indices, attempt.results) { jobs[index].completion(result) }
         for note in attempt.notes { report(ServiceEvent(.info, note.message, fields: note.fields)) }
     }
@@ -399,8 +399,8 @@ private struct Attempt {
     var records: [ReplayedRecord] = []
     /// Whether anything was written (a commit of only refusals shows nothing about the store).
     var didWrite = false
-    /// The inputs applied, with their instance's model, and the transaction's time: for ``BatchCommitter/metrics``.
-    var applied: [(model: String, record: Record)] = []
+    /// What the inputs applied add to the commit metrics (``BatchCommitter/metrics``).
+    var counts = CommitCounts()
     var seconds = 0.0
     /// What the records written add to the coverage counters.
     var coverage = CoverageCounts()

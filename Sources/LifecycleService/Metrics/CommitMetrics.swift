@@ -57,44 +57,53 @@ final class CommitMetrics: Sendable {
         droppedReports.add(zeros)
     }
 
-    /// A committed transaction of `writes` writes that took `seconds` and applied `applied`
-    /// inputs (each with its instance's model).
-    func committed(writes: Int, seconds: Double, applied: [(model: String, record: Record)]) {
+    /// A committed transaction of `writes` writes that took `seconds`, whose applied inputs
+    /// `counts` counted.
+    func committed(writes: Int, seconds: Double, counts: CommitCounts) {
         commitDuration.observe(seconds)
         commitWrites.observe(Double(writes))
-        guard !applied.isEmpty else { return }
-        var transitions: [[String]: UInt64] = [:]
-        var unexpected: [[String]: UInt64] = [:]
-        var divergences: [[String]: UInt64] = [:]
-        var incomplete: [[String]: UInt64] = [:]
-        var relaunches: [[String]: UInt64] = [:]
-        var dropped: [[String]: UInt64] = [:]
-        for (model, record) in applied {
-            for kind in record.divergence?.kinds ?? [] { divergences[[model, record.to, kind.rawValue], default: 0] += 1 }
-            switch record.kind {
-            case .event:
-                transitions[[model, record.from, record.name, record.to], default: 0] += 1
-                if record.outcome == .unexpected { unexpected[[model, record.from, record.name], default: 0] += 1 }
-                if record.incompleteLaunch != nil { incomplete[[model], default: 0] += 1 }
-            case .relaunch:
-                relaunches[[model], default: 0] += 1
-            case .gap:
-                dropped[[model], default: 0] += UInt64(record.dropped ?? 0)
-            case .action:
-                break
-            }
-        }
-        self.transitions.add(transitions)
-        unexpectedEvents.add(unexpected)
-        self.divergences.add(divergences)
-        incompleteLaunches.add(incomplete)
-        self.relaunches.add(relaunches)
-        droppedReports.add(dropped)
+        guard !counts.isEmpty else { return }
+        transitions.add(counts.transitions)
+        unexpectedEvents.add(counts.unexpected)
+        divergences.add(counts.divergences)
+        incompleteLaunches.add(counts.incomplete)
+        relaunches.add(counts.relaunches)
+        droppedReports.add(counts.dropped)
     }
 
     func write(to exposition: inout Exposition) {
         for family in [transitions, unexpectedEvents, divergences, incompleteLaunches, relaunches, droppedReports] { family.write(to: &exposition) }
         commitDuration.write(to: &exposition)
         commitWrites.write(to: &exposition)
+    }
+}
+
+/// What one transaction's applied inputs add to ``CommitMetrics``' counters, counted as each
+/// is applied: the transaction keeps no records for the metrics.
+struct CommitCounts {
+    fileprivate var transitions: [[String]: UInt64] = [:]
+    fileprivate var unexpected: [[String]: UInt64] = [:]
+    fileprivate var divergences: [[String]: UInt64] = [:]
+    fileprivate var incomplete: [[String]: UInt64] = [:]
+    fileprivate var relaunches: [[String]: UInt64] = [:]
+    fileprivate var dropped: [[String]: UInt64] = [:]
+    private(set) var isEmpty = true
+
+    /// `record`, applied to an instance of `model`.
+    mutating func count(_ record: Record, model: String) {
+        isEmpty = false
+        for kind in record.divergence?.kinds ?? [] { divergences[[model, record.to, kind.rawValue], default: 0] += 1 }
+        switch record.kind {
+        case .event:
+            transitions[[model, record.from, record.name, record.to], default: 0] += 1
+            if record.outcome == .unexpected { unexpected[[model, record.from, record.name], default: 0] += 1 }
+            if record.incompleteLaunch != nil { incomplete[[model], default: 0] += 1 }
+        case .relaunch:
+            relaunches[[model], default: 0] += 1
+        case .gap:
+            dropped[[model], default: 0] += UInt64(record.dropped ?? 0)
+        case .action:
+            break
+        }
     }
 }

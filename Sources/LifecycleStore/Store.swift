@@ -78,6 +78,10 @@ public protocol StoreTransaction {
     /// Stores `findings` (each replacing the one under its key) and the pairs `instances`: once a transaction, so that
     /// each finding is written once however many records it counts. A delete drops the instance's pairs.
     func storeFindings(_ findings: [StoredFinding], instances: [FindingInstance]) throws(StoreError)
+    /// Makes the writes waiting so far into what the commit writes, reading nothing: called on a
+    /// staged transaction by the thread that staged it, so that the commit, on the writer's
+    /// thread, only runs it.
+    func prepareWrites() throws(StoreError)
 }
 
 extension StoreTransaction {

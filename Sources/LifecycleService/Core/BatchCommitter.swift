@@ -107,6 +107,8 @@ struct BatchCommitter {
         var view = TransactionView(transaction: transaction, cache: cache, models: models, isCacheCurrent: true, committing: committing?.attempt)
         do {
             var attempt = try decide(jobs, presumingKeysNew: presuming, &view, transaction)
+            // Its statements made here too: the writer thread, which the rate waits on, only runs them.
+            try transaction.prepareWrites()
             attempt.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             return Staged(jobs: jobs, attempt: attempt, handover: Handover(transaction: transaction, tally: attempt.tally), isPresumingKeysNew: presuming)
         } catch {

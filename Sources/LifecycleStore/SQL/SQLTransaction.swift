@@ -39,6 +39,8 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     private var coverage = CoverageCounts()
     private var findings: [StoredFinding] = []
     private var findingInstances: [FindingInstance] = []
+    /// What waited when ``prepareWrites()`` was called, as statements, to run before what waits since.
+    private var prepared: [SQLStatement] = []
 
     init(
         _ connection: Connection, sequence: Int64, instanceCount: Int64?, historyLimit: Int, releasedKeyLifetime: TimeInterval,
@@ -216,6 +218,10 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         findingInstances += instances
     }
 
+    func prepareWrites() throws(StoreError) {
+        prepared += try statementsForWaiting()
+    }
+
     /// Statements (one a table on PostgreSQL) that write what waits, which then waits no more.
     func waitingStatements() throws(StoreError) -> [SQLStatement] {
         if !presumedUnwritten.isEmpty {
@@ -225,6 +231,12 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
                 throw StoreError("idempotency key \(key) was presumed new, but it is stored: its write was decided wrongly", kind: .rejectedWrite)
             }
         }
+        defer { prepared = [] }
+        return try prepared + statementsForWaiting()
+    }
+
+    /// What waits, as statements, in the order they run; it then waits no more.
+    private func statementsForWaiting() throws(StoreError) -> [SQLStatement] {
         var statements: [SQLStatement] = []
         let new = try instances.values.filter(\.isNew).map { (waiting) throws(StoreError) in try Codec.columns(of: waiting.instance) }
         let changed = try instances.values.filter { !$0.isNew }.map { (waiting) throws(StoreError) in try Codec.columns(of: waiting.instance) }

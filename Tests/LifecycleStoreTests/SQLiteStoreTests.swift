@@ -127,6 +127,26 @@ struct SQLiteStoreTests {
         #expect(try reopened.loadInstances().sorted { $0.id < $1.id }.map(\.labels) == labelSets, "each instance its own labels, none mixed up")
     }
 
+    @Test("a load split over two threads gives every instance once, in id order, as the load on one does", arguments: [2, 3, 8, 101])
+    func loadInHalves(count: Int) throws {
+        let folder = Folder()
+        let store = try SQLiteStore(directory: folder.path)
+        defer { store.close() }
+        // Ids whose order as text is not their order as numbers, written out of order, and (for
+        // odd counts) one that sorts before them all.
+        let ids = (0..<count).map { "i\($0)" }.shuffled() + (count.isMultiple(of: 2) ? [] : ["a"])
+        _ = try store.write { (t) throws(StoreError) in
+            for id in ids {
+                try t.insert(StoredInstance(id: id, model: "ios-app", createdAt: t0, updatedAt: t0, state: InstanceState(state: "initializing"), labels: ["n": id]))
+            }
+        }
+        let whole = try store.loadInstances(inHalvesFrom: .max)
+        let halves = try store.loadInstances(inHalvesFrom: 2)
+        #expect(whole.map(\.id) == ids.sorted())
+        #expect(halves.map(\.id) == whole.map(\.id))
+        #expect(halves.map(\.labels) == whole.map(\.labels))
+    }
+
     @Test("idempotency keys replay, conflict on a different request, last while their instance does, and expire after its deletion", arguments: Backend.allCases)
     func idempotencyKeys(backend: Backend) throws {
         let store = try StorePlace(backend).open(tombstoneLifetime: 60)

@@ -9,10 +9,9 @@ import Testing
 /// A write's answer, as the API sends it.
 typealias Answer = Response
 
-/// Submits `writes` straight to the registry so that the committer takes them as ONE batch:
-/// it is held inside the completion of an earlier write (a refused delete, which touches
-/// nothing) until all of them are queued, and then takes everything pending at once.
-func commitAsOneBatch(_ registry: InstanceRegistry, _ writes: [InstanceRegistry.Write]) throws -> [Answer] {
+/// Runs `queue` while the committer is held inside the completion of an earlier write (a
+/// refused delete, which touches nothing), then lets it go: it takes what was queued at once.
+func holdingTheCommitter(_ registry: InstanceRegistry, _ queue: () -> Void) {
     let entered = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
     registry.submit(.delete(id: "batch-holder", expected: nil)) { _ in
@@ -20,16 +19,23 @@ func commitAsOneBatch(_ registry: InstanceRegistry, _ writes: [InstanceRegistry.
         release.wait()
     }
     entered.wait()
+    queue()
+    release.signal()
+}
+
+/// Submits `writes` straight to the registry so that the committer takes them as ONE batch.
+func commitAsOneBatch(_ registry: InstanceRegistry, _ writes: [InstanceRegistry.Write]) throws -> [Answer] {
     let answers = LockedValue<[Int: Answer]>([:])
     let group = DispatchGroup()
-    for (index, write) in writes.enumerated() {
-        group.enter()
-        registry.submit(write) { answer in
-            answers.withLock { $0[index] = Response(answer) }
-            group.leave()
+    holdingTheCommitter(registry) {
+        for (index, write) in writes.enumerated() {
+            group.enter()
+            registry.submit(write) { answer in
+                answers.withLock { $0[index] = Response(answer) }
+                group.leave()
+            }
         }
     }
-    release.signal()
     guard group.wait(timeout: .now() + 60) == .success else { throw HTTPClientError(description: "the batch was not answered") }
     return answers.withLock { all in writes.indices.map { all[$0]! } }
 }
@@ -251,20 +257,14 @@ struct BatchFailureTests {
                 group.leave()
             }
         }
-        // Held in an earlier write's completion until both groups are queued: the first, larger
-        // than a transaction takes with another, goes alone; the second is decided while the
-        // first commits, as if it had, and the first fails (its create of x).
-        let entered = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        registry.submit(.delete(id: "holder", expected: nil)) { _ in
-            entered.signal()
-            release.wait()
-        }
-        entered.wait()
+        // Both groups queued at once: the first, larger than a transaction takes with another,
+        // goes alone; the second is decided while the first commits, as if it had, and the first
+        // fails (its create of x).
         let creates = (0..<Committer.maxBatch).map { "a\($0)" } + ["x"]
-        registry.submit(group: creates.map { job($0, .create(id: $0, model: "ios-app", isPut: false, key: nil)) })
-        registry.submit(group: [job("event on x", event("didFinishLaunching", on: "x")), job("event on a0", event("didFinishLaunching", on: "a0"))])
-        release.signal()
+        holdingTheCommitter(registry) {
+            registry.submit(group: creates.map { job($0, .create(id: $0, model: "ios-app", isPut: false, key: nil)) })
+            registry.submit(group: [job("event on x", event("didFinishLaunching", on: "x")), job("event on a0", event("didFinishLaunching", on: "a0"))])
+        }
         #expect(group.wait(timeout: .now() + 60) == .success)
         let answered = answers.withLock { $0 }
         #expect(answered["x"]?.status == 503)

@@ -167,11 +167,13 @@ struct GraphTests {
     @Test("a drawing that outlasts --graph-wait is 503 with Retry-After, at once from then on, while /healthz and other graphs answer on the one HTTP thread; its result is kept")
     func slowDrawing() throws {
         let models = TemporaryDirectory()
-        // Within --graph-max-size, and seconds of Graphviz's layout (0.5 s for 30 states and 80 rows).
-        try generatedModel(name: "tangle", states: 50, rows: 135).write(toFile: models.path + "/tangle.json", atomically: true, encoding: .utf8)
+        // Within --graph-max-size, and about a second of Graphviz's layout on an idle machine:
+        // the drawing must outlast --graph-wait and the three requests after it (50 states and
+        // 135 rows took 0.45 s, and once finished before the last of them).
+        try generatedModel(name: "tangle", states: 70, rows: 195).write(toFile: models.path + "/tangle.json", atomically: true, encoding: .utf8)
         // A process of its own, whose Graphviz (one drawing at a time per process) no other test waits for.
         let server = try LifecycledProcess.serving(
-            dataDirectory: models.path + "/data", extra: ["--models-dir", models.path, "--threads", "1", "--graph-max-size", "200", "--graph-wait", "0.3"]
+            dataDirectory: models.path + "/data", extra: ["--models-dir", models.path, "--threads", "1", "--graph-max-size", "300", "--graph-wait", "0.3"]
         )
         defer { server.signal(SIGTERM); server.finish() }
         let wait = 0.3
@@ -201,7 +203,7 @@ struct GraphTests {
         let drawn = try #require(try poll(within: 120) { try c.request("GET", "/v1/models/tangle/graph.svg") })
         #expect(drawn.status == 200)
         let svg = try SVGContents.parse(drawn.body)
-        #expect(svg.groups("state-").count == 50 && svg.groups("edge-").count == 135)
+        #expect(svg.groups("state-").count == 70 && svg.groups("edge-").count == 195)
         #expect(try c.request("GET", "/v1/models/tangle/graph.svg").body == drawn.body)
         #expect(server.waitForLogLine(containing: ["msg=\"graph drawn\"", "model=tangle"]) != nil)
     }

@@ -62,7 +62,6 @@ final class CommitMetrics: Sendable {
     func committed(writes: Int, seconds: Double, counts: CommitCounts) {
         commitDuration.observe(seconds)
         commitWrites.observe(Double(writes))
-        guard !counts.isEmpty else { return }
         transitions.add(counts.transitions)
         unexpectedEvents.add(counts.unexpected)
         divergences.add(counts.divergences)
@@ -87,11 +86,9 @@ struct CommitCounts {
     fileprivate var incomplete: [[String]: UInt64] = [:]
     fileprivate var relaunches: [[String]: UInt64] = [:]
     fileprivate var dropped: [[String]: UInt64] = [:]
-    private(set) var isEmpty = true
 
     /// `record`, applied to an instance of `model`.
     mutating func count(_ record: Record, model: String) {
-        isEmpty = false
         for kind in record.divergence?.kinds ?? [] { divergences[[model, record.to, kind.rawValue], default: 0] += 1 }
         switch record.kind {
         case .event:

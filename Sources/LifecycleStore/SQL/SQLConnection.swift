@@ -201,15 +201,6 @@ extension SQLConnection {
         }
     }
 
-    /// The instances whose ids are after `after` and up to `through`, in id order, in an array
-    /// with room for `capacity`.
-    func instances(after: String, through: String, capacity: Int) throws(Failure) -> [StoredInstance] {
-        var labels = LabelDecoder()
-        return try rows("\(Self.dialect.selectInstances) WHERE id > $1 AND id <= $2 ORDER BY id", [.text(after), .text(through)], expected: capacity) {
-            (row) throws(Failure) in try Codec.instance(row, labels: &labels)
-        }
-    }
-
     /// How many instances there are.
     func instanceCount() throws(Failure) -> Int {
         try first("SELECT count(*) FROM instances") { Int($0.integer(0)) } ?? 0

@@ -249,12 +249,12 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// ``loadInstances()``, split over two threads from `threshold` instances: while nothing writes (start-up).
     func loadInstances(inHalvesFrom threshold: Int) throws(StoreError) -> [StoredInstance] {
         // A count first (an index walk, far cheaper than the rows) sizes the array once; the id
-        // halfway (a walk of half the index) splits the load over two threads.
+        // that ends the first half (a walk of half the index) starts the second.
         let (count, middle) = try read("cannot load instances") { (database) throws(SQLiteError) -> (Int, String?) in
             let count = try database.instanceCount()
             guard count >= max(threshold, 2) else { return (count, nil) }
             let middle = try database.first("SELECT id FROM instances ORDER BY id LIMIT 1 OFFSET $1", [.integer(Int64(count / 2))]) { $0.text(0) }
-            return (count, middle ?? nil)
+            return (count, middle.flatMap { $0 })
         }
         guard let middle else {
             return try read("cannot load instances") { (database) throws(SQLiteError) in
@@ -270,7 +270,7 @@ public final class SQLiteStore: InstanceStore, Sendable {
                 if half == 0 {
                     // Room for the second half too, which is appended to it.
                     return try read("cannot load instances") { (database) throws(SQLiteError) in
-                        try database.instances(after: "", through: middle, capacity: count)
+                        try database.instances(after: "", limit: Int64(count / 2 + 1), expected: count)
                     }
                 }
                 return try writer.withLock { (writer: inout Writer) throws(StoreError) -> [StoredInstance] in

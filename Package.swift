@@ -38,6 +38,9 @@ let package = Package(
             pkgConfig: "libgvc",
             providers: [.apt(["libgraphviz-dev"])]
         ),
+        // The VFS the store opens SQLite with: the default one, with WAL writes gathered into
+        // fewer system calls (gathered_wal.c says why and what it keeps true).
+        .target(name: "CLifecycleSQLiteVFS", dependencies: ["CLifecycleSQLite"]),
 
         // The codebase's one lock, LockedValue: a pthread mutex, which iOS 15 and macOS 12 have
         // (Synchronization's Mutex needs iOS 18). No dependencies.
@@ -49,7 +52,7 @@ let package = Package(
         // Swift over libmicrohttpd: server, request, response, router, JSON.
         .target(name: "LifecycleHTTP", dependencies: ["CLifecycleMicroHTTPD", "LifecycleLog", "LifecycleLocks"]),
         // Durable storage.
-        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "CLifecycleSQLite", "CLifecycleLibPQ"]),
+        .target(name: "LifecycleStore", dependencies: ["LifecycleKit", "LifecycleLog", "LifecycleLocks", "CLifecycleSQLite", "CLifecycleSQLiteVFS", "CLifecycleLibPQ"]),
         // Graphviz over its C library: DOT to SVG.
         .target(name: "LifecycleGraph", dependencies: ["CLifecycleGraphviz", "LifecycleLocks"]),
         // The API: handlers, instance registry, metrics.

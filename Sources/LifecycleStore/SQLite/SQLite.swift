@@ -1,4 +1,5 @@
 import CLifecycleSQLite
+import CLifecycleSQLiteVFS
 import Foundation
 
 /// A failed SQLite call: its result code and the connection's message.
@@ -27,12 +28,16 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 /// One SQLite connection, owning its `sqlite3*`; the owner serialises access.
 final class Database {
     private let handle: OpaquePointer
+    /// The VFS every connection opens with: SQLite's default, with a WAL's writes gathered into
+    /// fewer system calls (Sources/CLifecycleSQLiteVFS/gathered_wal.c). `nil`, the default
+    /// itself, only if SQLite has no default VFS to build on.
+    static let fileSystem: String? = lc_gathered_wal_vfs().map { String(cString: $0) }
 
     /// `isReadOnly`: opens an existing file for reading only, never creating one.
     init(path: String, isReadOnly: Bool = false) throws(SQLiteError) {
         var opened: OpaquePointer?
         let flags = (isReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let code = sqlite3_open_v2(path, &opened, flags, nil)
+        let code = sqlite3_open_v2(path, &opened, flags, Self.fileSystem)
         guard let opened else { throw SQLiteError(code: code, message: "cannot open \(path)") }
         guard code == SQLITE_OK else {
             defer { sqlite3_close_v2(opened) }

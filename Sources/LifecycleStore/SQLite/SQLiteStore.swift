@@ -94,6 +94,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
             try database.execute("PRAGMA page_size = 1024")
             try database.execute("PRAGMA journal_mode = WAL")
             try database.execute("PRAGMA synchronous = \(synchronous)")
+            // A statement that writes several rows keeps the pages it changes in a statement
+            // journal, a temporary file past 64 KiB: with many-row inserts that was more system
+            // calls than the WAL's. In memory it holds one statement's pages.
+            try database.execute("PRAGMA temp_store = MEMORY")
             // Commits never checkpoint (see ``WALBound``); a WAL left larger shrinks back once it starts over.
             try database.execute("PRAGMA journal_size_limit = \(options.maxWALSize)")
             if let pages = options.maxPageCount { try database.execute("PRAGMA max_page_count = \(pages)") }

@@ -38,8 +38,8 @@ let package = Package(
             pkgConfig: "libgvc",
             providers: [.apt(["libgraphviz-dev"])]
         ),
-        // The VFS the store opens SQLite with: the default one, with WAL writes gathered into
-        // fewer system calls (gathered_wal.c says why and what it keeps true).
+        // The VFS the store opens SQLite with: the default one, with WAL and database writes
+        // gathered into fewer system calls (gathered_writes.c says why and what it keeps true).
         .target(name: "CLifecycleSQLiteVFS", dependencies: ["CLifecycleSQLite"]),
 
         // The codebase's one lock, LockedValue: a pthread mutex, which iOS 15 and macOS 12 have

@@ -28,10 +28,10 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 /// One SQLite connection, owning its `sqlite3*`; the owner serialises access.
 final class Database {
     private let handle: OpaquePointer
-    /// The VFS every connection opens with: SQLite's default, with a WAL's writes gathered into
-    /// fewer system calls (Sources/CLifecycleSQLiteVFS/gathered_wal.c). `nil`, the default
+    /// The VFS every connection opens with: SQLite's default, with a WAL's and a database file's
+    /// writes gathered into fewer system calls (Sources/CLifecycleSQLiteVFS/gathered_writes.c). `nil`, the default
     /// itself, only if SQLite has no default VFS to build on.
-    static let fileSystem: String? = lc_gathered_wal_vfs().map { String(cString: $0) }
+    static let fileSystem: String? = lc_gathered_writes_vfs().map { String(cString: $0) }
 
     /// `isReadOnly`: opens an existing file for reading only, never creating one.
     init(path: String, isReadOnly: Bool = false) throws(SQLiteError) {

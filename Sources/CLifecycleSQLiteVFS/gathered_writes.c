@@ -308,7 +308,7 @@ static sqlite3_vfs gatheredVFS = {
     0,                  /* szOsFile, set at registration */
     0,                  /* mxPathname, set at registration */
     NULL,
-    "lifecycled-gathered-wal",
+    "lifecycled-gathered-writes",
     NULL,
     gatheredOpen,
     gatheredDelete,
@@ -326,7 +326,7 @@ static sqlite3_vfs gatheredVFS = {
     NULL, NULL, NULL,
 };
 
-const char *lc_gathered_wal_vfs(void) {
+const char *lc_gathered_writes_vfs(void) {
     /* sqlite3_vfs_find and sqlite3_vfs_register hold SQLite's own mutex; the caller (a Swift
        static) runs this once. */
     if (sqlite3_vfs_find(gatheredVFS.zName) != NULL) return gatheredVFS.zName;

@@ -2,14 +2,14 @@ import Foundation
 import Testing
 @testable import LifecycleStore
 
-/// The VFS that gathers writes (Sources/CLifecycleSQLiteVFS/gathered_wal.c) keeps a commit out
+/// The VFS that gathers writes (Sources/CLifecycleSQLiteVFS/gathered_writes.c) keeps a commit out
 /// of its buffer: each commit is in the files, checksums and all, when it returns, and so is a
 /// checkpoint's copy.
-@Suite("gathered WAL writes")
-struct GatheredWALTests {
+@Suite("gathered WAL and database writes")
+struct GatheredWritesTests {
     @Test("every commit and checkpoint is whole in the files when it returns, as a kill -9 right after it leaves them")
     func commitsAreInTheFile() throws {
-        #expect(Database.fileSystem == "lifecycled-gathered-wal")
+        #expect(Database.fileSystem == "lifecycled-gathered-writes")
         let folder = Folder()
         try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
         let path = folder.path + "/gathered.sqlite"

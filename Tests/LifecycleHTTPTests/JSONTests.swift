@@ -42,6 +42,24 @@ struct JSONParserTests {
         #expect(throws: JSONParseError(reason: "nesting deeper than 64", offset: 64)) { try parse(deep) }
         #expect((try? parse(String(repeating: "[", count: 60) + String(repeating: "]", count: 60))) != nil)
     }
+
+    @Test("strings are UTF-8 checked whether ASCII or not, escaped or not", arguments: [
+        [0xFF], [0x61, 0xC3], [0xED, 0xA0, 0x80], [0xC0, 0xAF], [0x61, 0x80, 0x62], [0xF4, 0x90, 0x80, 0x80],
+    ] as [[UInt8]])
+    func invalidUTF8(bytes: [UInt8]) {
+        for body in [[0x22] + bytes + [0x22], Array("\"\\n".utf8) + bytes + [0x22]] {
+            #expect(throws: JSONParseError(reason: "string is not valid UTF-8", offset: body.count)) { try JSONParser.parse(body) }
+        }
+    }
+
+    @Test("ASCII and multi-byte strings come back as they were sent, escaped or not")
+    func validUTF8() throws {
+        for text in ["plain", "", "café", "🦆 duck", "mixed é🦆 and \n escaped"] {
+            var buffer = JSONBuffer()
+            buffer.string(text)
+            #expect(try JSONParser.parse(buffer.bytes) == .string(text))
+        }
+    }
 }
 
 struct Sample: Encodable {

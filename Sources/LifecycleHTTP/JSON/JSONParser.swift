@@ -138,10 +138,10 @@ public struct JSONParser {
                 let text: String?
                 if scalars.isEmpty {
                     // No escape in it (each adds a byte): the String is made from the body's own bytes.
-                    text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<index]), as: UTF8.self) }
+                    text = bytes.withUnsafeBufferPointer { String(validUTF8: UnsafeBufferPointer(rebasing: $0[start..<index])) }
                 } else {
                     scalars += bytes[start..<index]
-                    text = String(validating: scalars, as: UTF8.self)
+                    text = scalars.withUnsafeBufferPointer { String(validUTF8: $0) }
                 }
                 index += 1
                 guard let text else { throw error("string is not valid UTF-8") }

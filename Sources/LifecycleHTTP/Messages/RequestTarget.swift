@@ -112,7 +112,7 @@ struct RequestTarget {
         if bytes.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
             throw badRequest("a query parameter holds a control character")
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
+        guard let text = bytes.withUnsafeBufferPointer({ String(validUTF8: $0) }) else {
             throw badRequest("a query parameter is not valid UTF-8")
         }
         return text

@@ -3,14 +3,4 @@
 
 #include <sqlite3.h>
 
-/* SQLITE_TRANSIENT is a macro casting -1 to a function pointer, which Swift cannot
-   import: these wrappers bind copies of the caller's bytes. */
-static inline int lc_sqlite3_bind_text(sqlite3_stmt *statement, int index, const char *text, int length) {
-    return sqlite3_bind_text(statement, index, text, length, SQLITE_TRANSIENT);
-}
-
-static inline int lc_sqlite3_bind_blob(sqlite3_stmt *statement, int index, const void *bytes, int length) {
-    return sqlite3_bind_blob(statement, index, bytes, length, SQLITE_TRANSIENT);
-}
-
 #endif

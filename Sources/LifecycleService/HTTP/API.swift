@@ -148,13 +148,12 @@ struct API: Sendable {
         let members = try request.jsonMembers(isRequired: false)
         try refuseNUL(in: members)
         let labels = try InstanceLabels.parse(members["labels"])
-        let body = members.filter { $0.key != "labels" }.mapValues(BodyValue.init)
-        for key in body.keys where key != "id" && key != "model" {
+        for key in members.keys where key != "id" && key != "model" && key != "labels" {
             throw .badRequest("unknown field \"\(key)\"; an instance takes \"id\", \"model\" and \"labels\"")
         }
-        let id = try stringField(body, "id") ?? UUID().uuidString.lowercased()
+        let id = try stringField(members, "id") ?? UUID().uuidString.lowercased()
         guard isValidInstanceID(id) else { throw .unprocessable(invalidInstanceID) }
-        let model = try stringField(body, "model") ?? Model.iosApp.name
+        let model = try stringField(members, "model") ?? Model.iosApp.name
         let key = try request.idempotencyKey(endpoint: "POST /v1/instances", body: request.body.isEmpty ? nil : members, tokenScope: tokenScope)
         return .create(id: id, model: model, isPut: false, key: key, labels: labels)
     }
@@ -169,11 +168,10 @@ struct API: Sendable {
         guard isValidInstanceID(arguments.id) else { throw .badRequest(invalidInstanceID) }
         let members = try arguments.members(isRequired: false)
         let labels = try InstanceLabels.parse(members["labels"])
-        let body = members.filter { $0.key != "labels" }.mapValues(BodyValue.init)
-        for key in body.keys where key != "model" {
+        for key in members.keys where key != "model" && key != "labels" {
             throw .badRequest("unknown field \"\(key)\"; PUT takes \"model\" and \"labels\"")
         }
-        let model = try stringField(body, "model") ?? Model.iosApp.name
+        let model = try stringField(members, "model") ?? Model.iosApp.name
         return .create(id: arguments.id, model: model, isPut: true, key: arguments.key, labels: labels)
     }
 
@@ -307,7 +305,7 @@ struct API: Sendable {
     /// report and the device's clock (``AppReport/reservedNames``).
     private func input(_ arguments: WriteArguments, nameField: String) throws(Problem) -> ReportedInput {
         let body = try arguments.members(isRequired: true)
-        guard let name = try stringField(body.mapValues(BodyValue.init), nameField) else {
+        guard let name = try stringField(body, nameField) else {
             throw .badRequest("the body needs \"\(nameField)\": the name of the \(nameField)")
         }
         var parameters: [String: Value] = [:]
@@ -322,10 +320,10 @@ struct API: Sendable {
         return try ReportedInput(input, members: body, now: Date())
     }
 
-    private func stringField(_ body: [String: BodyValue], _ name: String) throws(Problem) -> String? {
+    private func stringField(_ body: [String: JSONValue], _ name: String) throws(Problem) -> String? {
         switch body[name] {
         case nil, .null?: return nil
-        case .value(.string(let s))?: return s
+        case .string(let s)?: return s
         default: throw .badRequest("\"\(name)\" must be a string")
         }
     }

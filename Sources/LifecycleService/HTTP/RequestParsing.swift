@@ -245,7 +245,8 @@ extension IdempotencyKey {
     /// (A batch item's fingerprint was always this, so keys stored for items still match.)
     static func fingerprint(endpoint: String, body: [String: JSONValue]?) -> [UInt8] {
         var fingerprint = JSONBuffer(capacity: 128)
-        fingerprint.bytes += Array("\(endpoint)\n".utf8)
+        fingerprint.bytes += endpoint.utf8
+        fingerprint.byte(JSON.newline)
         if let body { fingerprint.canonical(.object(body)) }
         return fingerprint.bytes
     }

@@ -78,7 +78,7 @@ measure() {
 per_request() {
   local files total
   files=$(grep -l "^desc: Trigger: dump $2\$" "$WORK/$1".*)
-  total=$(for f in $files; do grep -q BackgroundCheckpointer "$f" || awk '/^totals:/ {print $2}' "$f"; done | awk '{s += $1} END {print s}')
+  total=$(for f in $files; do grep -q BackgroundCheckpointerC5start "$f" || awk '/^totals:/ {print $2}' "$f"; done | awk '{s += $1} END {print s}')
   echo $((total / REQUESTS))
 }
 

@@ -13,6 +13,8 @@ echo "== batches: durable events/s posted singly and as POST /v1/batch of 100 an
 bash Benchmarks/batch-bench.sh
 echo "== batch ingest: keyed creates and events in POST /v1/batch of 1,000, beside bare SQLite from Python"
 bash Benchmarks/ingest-bench.sh
+echo "== batch ingest: instructions per item (callgrind)"
+bash Benchmarks/ingest-instructions.sh
 echo "== batch ingest on PostgreSQL, beside psql COPY of the same rows"
 bash Benchmarks/ingest-postgres-bench.sh
 echo "== reporter: journal cost per report, delivery one per request and in batches of 100"
@@ -52,6 +54,7 @@ bash Benchmarks/replica-bench.sh
   cat Benchmarks/.http-results.md
   cat Benchmarks/.batch-results.md
   cat Benchmarks/.ingest-results.md
+  cat Benchmarks/.ingest-instructions-results.md
   cat Benchmarks/.ingest-postgres-results.md
   cat Benchmarks/.reporter-results.md
   cat Benchmarks/.middleware-results.md
@@ -63,6 +66,6 @@ bash Benchmarks/replica-bench.sh
   cat Benchmarks/.pages-results.md
   cat Benchmarks/.replica-results.md
 } >Benchmarks/RESULTS.md
-rm -f Benchmarks/.http-results.md Benchmarks/.batch-results.md Benchmarks/.ingest-results.md Benchmarks/.ingest-postgres-results.md Benchmarks/.reporter-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md Benchmarks/.million-results.md \
+rm -f Benchmarks/.http-results.md Benchmarks/.batch-results.md Benchmarks/.ingest-results.md Benchmarks/.ingest-instructions-results.md Benchmarks/.ingest-postgres-results.md Benchmarks/.reporter-results.md Benchmarks/.middleware-results.md Benchmarks/.middleware-instructions-results.md Benchmarks/.startup-results.md Benchmarks/.million-results.md \
   Benchmarks/.wal-results.md Benchmarks/.sse-results.md Benchmarks/.pages-results.md Benchmarks/.replica-results.md
 echo "wrote Benchmarks/RESULTS.md"

@@ -35,8 +35,8 @@ trap cleanup EXIT
 
 command -v valgrind >/dev/null || { echo "valgrind is not installed (make bench-deps)" >&2; exit 1; }
 
-# measure NAME PORT BINARY: prints "requests committer writer total", instructions per item.
-# (Its caller reads the line; the server's pid is kept for the cleanup.)
+# measure NAME PORT BINARY: writes "requests committer writer total", instructions per item,
+# to $WORK/NAME.counts. (Not in a subshell, so that the cleanup knows the server's pid.)
 measure() {
   local name=$1 port=$2 binary=$3 pid
   SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/$name.%p" \
@@ -50,25 +50,33 @@ measure() {
   callgrind_control --dump=batches "$pid" >/dev/null 2>&1
   kill "$pid"; wait "$pid" 2>/dev/null || true
   # Each thread's file, named for the work in it (the last match wins: the committer's thread
-  # also answers requests, the writer's runs what the committer staged).
+  # also answers requests). A function is named once in a file, where it is first met, as a
+  # callee (cfn=) or not (fn=): hence no anchor.
   local file role
   for file in $(grep -l "^desc: Trigger: dump batches\$" "$WORK/$name".*); do
     role=other
     grep -q "DaemonContext.*handle" "$file" && role=requests
     grep -q "BatchCommitterV6decide" "$file" && role=committer
-    grep -q "^fn=.*BatchCommitterV5start.*fU_\$" "$file" && role=writer
+    grep -q "fn=.*BatchCommitterV5start.*fU_\$" "$file" && role=writer
     grep -q "BackgroundCheckpointerC5start" "$file" && role=checkpointer
     echo "$role $(awk '/^totals:/ {print $2}' "$file")"
   done | awk -v n="$ITEMS" '
     { count[$1] += $2; if ($1 != "checkpointer") total += $2 }
-    END { printf "%d %d %d %d\n", count["requests"] / n, count["committer"] / n, count["writer"] / n, total / n }'
+    END { printf "%d %d %d %d\n", count["requests"] / n, count["committer"] / n, count["writer"] / n, total / n }' >"$WORK/$name.counts"
+  # A thread not found (a function renamed) would read as a cut to nothing.
+  if awk '$1 == 0 || $2 == 0 || $3 == 0 {exit 1}' "$WORK/$name.counts"; then :; else
+    echo "$name: a thread's work was not found in the dumps (request threads, committer, writer: $(cut -d' ' -f1-3 "$WORK/$name.counts"))" >&2
+    exit 1
+  fi
 }
 
 echo "ingest: instructions per keyed batch item under callgrind, $BATCHES batches of 1,000"
-read -r requests committer writer total < <(measure current 18197 "$LIFECYCLED")
+measure current 18197 "$LIFECYCLED"
+read -r requests committer writer total <"$WORK/current.counts"
 echo "  $LIFECYCLED: request threads $requests, committer $committer, writer $writer; all but the checkpointer $total"
 if [ -n "$BASELINE" ]; then
-  read -r b_requests b_committer b_writer b_total < <(measure baseline 18198 "$BASELINE")
+  measure baseline 18198 "$BASELINE"
+  read -r b_requests b_committer b_writer b_total <"$WORK/baseline.counts"
   echo "  $BASELINE: request threads $b_requests, committer $b_committer, writer $b_writer; all but the checkpointer $b_total"
 fi
 

@@ -91,25 +91,34 @@ struct ReplicaCatchUp {
 
     /// Brings the hub and the cache up to `target`, a sequence number known committed: the
     /// records after ``cacheThrough`` go to the hub in order (those a retention or a delete
-    /// has already dropped are missed, as a replay misses them), the instances they touched
-    /// are read again as committed, and the coverage counters with them. Throws, changing
-    /// nothing more, when the store cannot be read; the next catch-up starts where this stopped.
+    /// has already dropped are missed, as a replay misses them), each page's after the
+    /// instances it touched are read again as committed and put in the cache, as this
+    /// process's own commits are published: a client that sees a record on a stream and then
+    /// reads its instance finds the instance at least that far along. Then the coverage
+    /// counters and findings. Throws, changing nothing more, when the store cannot be read;
+    /// the next catch-up starts where this stopped.
     private mutating func catchUp(through target: Int64) throws(StoreError) {
-        var touched: Set<String> = []
         var position = cacheThrough
         while position < target {
             let page = try store.replay(
                 after: position, through: target, filter: RecordFilter(), limit: PageLimit(records: Self.pageSize, bytes: hub.settings.pageBytes)
             )
+            try publishInstances(Set(page.records.map(\.instance)))
             let published = hub.lastSequence
             hub.publish(page.records.filter { $0.sequence > published })
-            touched.formUnion(page.records.map(\.instance))
             position = max(page.coveredThrough, page.records.last?.sequence ?? position)
         }
-        let fresh = try store.instances(touched.sorted())
         let coverage = try store.loadCoverage()
         let findings = try store.loadFindings()
-        var changes: [String: StagedInstance] = Dictionary(uniqueKeysWithValues: touched.map { ($0, .deleted) })
+        cache.publish([:], adding: nil, replacing: coverage, findings: .replaced(findings))
+        cacheThrough = target
+    }
+
+    /// The instances `ids` as committed now, into the cache; an id not found was deleted.
+    private func publishInstances(_ ids: Set<String>) throws(StoreError) {
+        guard !ids.isEmpty else { return }
+        let fresh = try store.instances(ids.sorted())
+        var changes: [String: StagedInstance] = Dictionary(uniqueKeysWithValues: ids.map { ($0, .deleted) })
         for instance in fresh {
             do {
                 changes[instance.id] = .present(instance, try instance.restoredMachine(among: models))
@@ -118,8 +127,7 @@ struct ReplicaCatchUp {
                 changes[instance.id] = nil
             }
         }
-        cache.publish(changes, adding: nil, replacing: coverage, findings: .replaced(findings))
-        cacheThrough = target
+        cache.publish(changes, adding: nil)
     }
 
     private func warnCannotCatchUp(_ error: StoreError) {

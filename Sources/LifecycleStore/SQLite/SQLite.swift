@@ -183,7 +183,7 @@ final class Statement {
             case .integer(let v?): code = sqlite3_bind_int64(handle, index, v)
             case .boolean(let v): code = sqlite3_bind_int64(handle, index, v ? 1 : 0)
             case .text(var v?):
-                // The string's own UTF-8 (no copy for a native string), copied once, into the arena.
+                // The string's own UTF-8 (read in place for a native string), copied once, into the arena.
                 let count = v.withUTF8 { utf8 in
                     if let source = utf8.baseAddress { next.copyMemory(from: source, byteCount: utf8.count) }
                     return utf8.count

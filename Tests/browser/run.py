@@ -290,6 +290,13 @@ def wait_until(condition, timeout=10.0, message="condition", explain=None):
         time.sleep(0.05)
 
 
+def click_live(find, message):
+    """Clicks what `find()` returns, found again if the page replaced it in between: a live
+    list (the findings) renders again whenever records arrive, which leaves an element found
+    a moment before stale."""
+    wait_until(lambda: find().click() or True, 5, message)
+
+
 # A server without findings (before issue 33) answers the page's request 404, which the page
 # says in words and Chromium logs.
 NO_FINDINGS = r"/v1/findings\?.* 404"
@@ -1364,7 +1371,7 @@ class Dashboard(DashboardCase):
         self.screenshot("findings-1400.png")
 
         # Its state on the graph and in the table.
-        item().find_element(By.CSS_SELECTOR, "button[data-signature]").click()
+        click_live(lambda: item().find_element(By.CSS_SELECTOR, "button[data-signature]"), "the finding's button")
         wait_until(lambda: self.js("return [...document.querySelectorAll('#fleet-graph svg g.node.finding')].map(g => g.dataset.state)") == ["foreground"],
                    2, "the finding's state marked on the graph")
         self.assertEqual(self.js("return [...document.querySelectorAll('#state-table tr.finding')].map(tr => tr.dataset.state)"), ["foreground"])
@@ -1372,7 +1379,7 @@ class Dashboard(DashboardCase):
         self.screenshot("findings-on-graph-1400.png")
 
         # Its instances: the list filtered by the finding, as the API lists them.
-        item().find_element(By.CSS_SELECTOR, ".finding-instances").click()
+        click_live(lambda: item().find_element(By.CSS_SELECTOR, ".finding-instances"), "the finding's instances")
         named = sorted(i["id"] for i in self.api.ok("GET", f"/v1/instances?model=ios-app&finding={urllib.parse.quote(sig, safe='')}&limit=1000")["items"])
         self.assertLessEqual({"f-late-1", "f-late-2", "f-late-3"}, set(named))
         self.assertNotIn("f-fine-1", named)

@@ -230,6 +230,8 @@ struct ConnectionMachineTests {
         (head(size: 101), "/ok", true, 431),
         (head([("content-length", "11")]), "/ok", true, 413),
         (head([("content-length", "2"), ("content-length", "3")]), "/ok", true, 400),
+        (head([("content-length", "2, 3")]), "/ok", true, 400),
+        (head([("content-length", " 2,2 , x")]), "/ok", true, 400),
         (head([("transfer-encoding", "chunked"), ("content-length", "3")]), "/ok", true, 400),
         (head([("transfer-encoding", "br")]), "/ok", true, 501),
         (head([("transfer-encoding", "chunked")], version: "HTTP/1.0"), "/ok", true, 400),
@@ -248,6 +250,41 @@ struct ConnectionMachineTests {
         } else {
             #expect(!isAdmitted)
         }
+    }
+
+    @Test("each request's Host is checked and named on its own, on a kept connection")
+    func hostPerRequest() {
+        var machine = Self.machine(target: "/ok")
+        for (host, named) in [("A.test", "a.test"), ("A.test", "a.test"), ("b.test:8080", "b.test"), ("a b", nil), ("A.test", "a.test")] {
+            let action = machine.receivedHeaders(Self.head(method: "GET", host: host), admit: { true })
+            if let named {
+                guard case .handle(let request) = machine.receivedEnd(isStopping: { false }) else {
+                    Issue.record("\(host) not handled")
+                    return
+                }
+                #expect(request.hostName?.name == named)
+                _ = machine.handlerReplied(Response(status: 204), isStopping: { false })
+            } else {
+                #expect(Self.status(action) == 400)
+            }
+            _ = machine.completed(now: 0)
+            Array("/ok".utf8).withUnsafeBufferPointer { machine.receivedRequestLine(target: $0) }
+        }
+    }
+
+    @Test("a Content-Length list of one number, said twice, reads that many bytes")
+    func repeatedLength() {
+        var machine = Self.machine(target: "/ok")
+        guard case .readBody = machine.receivedHeaders(Self.head([("content-length", "2, 2")]), admit: { true }) else {
+            Issue.record("refused")
+            return
+        }
+        Self.feed(&machine, "ab")
+        guard case .handle(let request) = machine.receivedEnd(isStopping: { false }) else {
+            Issue.record("not handled")
+            return
+        }
+        #expect(request.body == Array("ab".utf8))
     }
 
     @Test("a bad target: the body is drained, then 400, keeping the connection", arguments: ["/a%00b", "/a/../b", "/caf%C3%A9", ""])

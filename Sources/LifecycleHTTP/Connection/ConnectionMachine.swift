@@ -106,6 +106,9 @@ struct ConnectionMachine {
     /// Whether a stream's body is chunked: libmicrohttpd chunks a body of unknown length for
     /// every client but an HTTP/1.0 one, whose body the connection's close ends.
     private var isChunked = true
+    /// The last `Host` value parsed on this connection: a client that keeps a connection
+    /// names the same host in each request, so it is parsed once.
+    private var lastHost: (value: String, name: HostName)?
     let limits: RequestLimits
     /// The peer's address.
     let clientAddress: String
@@ -186,7 +189,7 @@ struct ConnectionMachine {
             return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
         var host: HostName?
-        if let problem = Self.headProblem(head, limits: limits, path: path, host: &host) {
+        if let problem = headProblem(head, limits: limits, path: path, host: &host) {
             state = .answered
             return .refuse(refused, Self.closing(problem))
         }
@@ -508,20 +511,20 @@ struct ConnectionMachine {
 
     /// Why a request to `path` must be refused, and its connection closed, from its head
     /// alone; `host` is set to what its `Host` names, once checked.
-    static func headProblem(_ head: RequestHead, limits: RequestLimits, path: String, host: inout HostName?) -> Problem? {
+    private mutating func headProblem(_ head: RequestHead, limits: RequestLimits, path: String, host: inout HostName?) -> Problem? {
         if head.headerSize > limits.maxHeaderSize {
             return Problem(
                 status: 431, title: "Request Header Fields Too Large",
                 detail: "the request line and header fields are larger than \(limits.maxHeaderSize) bytes"
             )
         }
-        return hostProblem(head, host: &host) ?? framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
+        return hostProblem(head, host: &host) ?? Self.framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
     }
 
     /// RFC 9112 §3.2: an HTTP/1.1 request names its host, a request names it at most once,
     /// and as `host[:port]`. (libmicrohttpd 0.9.75 only logs a missing one.) `parsed` is set
     /// to the host it names, kept for the middlewares (``Request/hostName``).
-    static func hostProblem(_ head: RequestHead, host parsed: inout HostName?) -> Problem? {
+    private mutating func hostProblem(_ head: RequestHead, host parsed: inout HostName?) -> Problem? {
         var host: String?
         for (name, value) in head.headers where name == "host" {
             guard host == nil else { return Problem(status: 400, title: "Bad Request", detail: "the request has more than one Host header field") }
@@ -530,7 +533,12 @@ struct ConnectionMachine {
         guard let host else {
             return head.version == "HTTP/1.1" ? Problem(status: 400, title: "Bad Request", detail: "an HTTP/1.1 request needs a Host header field") : nil
         }
+        if let last = lastHost, last.value == host {
+            parsed = last.name
+            return nil
+        }
         parsed = HostName(host)
+        if let parsed { lastHost = (host, parsed) }
         return parsed == nil ? Problem(status: 400, title: "Bad Request", detail: "Host must be host[:port]") : nil
     }
 
@@ -543,7 +551,12 @@ struct ConnectionMachine {
         var hasTransferEncoding = false
         for (name, value) in head.headers {
             if name == "content-length" {
-                lengths.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed))
+                // Split only when there is a list: nearly every request sends one number.
+                if value.utf8.contains(UInt8(ascii: ",")) {
+                    lengths.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed))
+                } else {
+                    lengths.append(trimmed(value[...]))
+                }
             } else if name == "transfer-encoding" {
                 hasTransferEncoding = true
                 codings.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed))

@@ -52,13 +52,7 @@ public struct HostName: Sendable, Equatable {
         guard bytes[Swift.min(port + 1, bytes.count)...].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
         if end > start, bytes[end - 1] == UInt8(ascii: ".") { end -= 1 }
         // The bytes are ASCII here (a reg-name, or an address inet_pton took).
-        let name = String(unsafeUninitializedCapacity: end - start) { name in
-            for (offset, byte) in bytes[start..<end].enumerated() {
-                name[offset] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
-            }
-            return end - start
-        }
-        return HostName(name: name, isAddress: isAddress)
+        return HostName(name: String(lowercasingASCII: bytes[start..<end]), isAddress: isAddress)
     }
 
     /// RFC 3986 `reg-name`: unreserved, percent-encoded and sub-delims characters.

@@ -50,9 +50,10 @@ public struct Request: Sendable {
 
     /// The first header with this name (case-insensitive).
     public func header(_ name: String) -> String? {
-        // Callers mostly pass lowercase literals: lowercasing those would cost more than the search.
-        let isLowercase = !name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
-        let lowered = isLowercase ? name : name.lowercased()
+        // Callers mostly pass lowercase literals: lowercasing those would cost more than the
+        // search. Checked on the contiguous bytes, as iterating a `UTF8View` costs more still.
+        var lowered = name
+        if lowered.withUTF8({ $0.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }) { lowered = name.lowercased() }
         return headers.first { $0.name == lowered }?.value
     }
 
@@ -116,7 +117,12 @@ public struct Request: Sendable {
         var start = bytes.startIndex, last = end
         while start < last, isSpace(bytes[start]) { start = bytes.index(after: start) }
         while last > start, isSpace(bytes[bytes.index(before: last)]) { last = bytes.index(before: last) }
-        return value[start..<last].lowercased()
+        let type = value[start..<last]
+        // As usually sent (`application/json`: bare and lowercase), the header's own string.
+        guard type.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
+            return start == bytes.startIndex && last == bytes.endIndex ? value : String(type)
+        }
+        return type.lowercased()
     }
 }
 

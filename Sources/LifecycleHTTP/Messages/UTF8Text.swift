@@ -15,4 +15,17 @@ extension String {
             return nil
         }
     }
+
+    /// ASCII `bytes` with their capitals lowercased, in one pass: a header's name, a host. The
+    /// caller has checked that every byte is ASCII, so the string is valid UTF-8.
+    init(lowercasingASCII bytes: some Collection<UInt8>) {
+        self.init(unsafeUninitializedCapacity: bytes.count) { buffer in
+            var offset = 0
+            for byte in bytes {
+                buffer[offset] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+                offset += 1
+            }
+            return offset
+        }
+    }
 }

@@ -21,7 +21,7 @@ public enum HTTPMethod: String, CaseIterable, Sendable {
         self = method
     }
 
-    private static func method(spelled bytes: UnsafeBufferPointer<UInt8>) -> HTTPMethod? {
+    static func method(spelled bytes: UnsafeBufferPointer<UInt8>) -> HTTPMethod? {
         guard let first = bytes.first else { return nil }
         // The first byte and the length tell the nine apart but for PUT/PATCH and POST, which
         // the second byte does; the whole name is then compared.

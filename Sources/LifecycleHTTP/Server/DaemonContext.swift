@@ -91,7 +91,7 @@ final class DaemonContext: Sendable {
             guard let context = ConnectionContext.of(connection) else { return .NO }
             requestContext.pointee = Unmanaged.passUnretained(context).toOpaque()
             let head = RequestHead(
-                method: String(cString: method), version: String(cString: version), headers: Self.headers(of: connection),
+                method: Self.method(method), version: Self.version(version), headers: Self.headers(of: connection),
                 headerSize: lc_connection_header_size(connection)
             )
             switch context.machine.withLock({ $0.receivedHeaders(head, admit: gate.admit, screen: pipeline.admit) }) {
@@ -179,16 +179,39 @@ final class DaemonContext: Sendable {
         configuration.trustedProxies.contains(client) ? Int.max : configuration.maxConnectionsPerClient
     }
 
+    /// The request line's method and version as strings. Those HTTP defines are the enum's
+    /// and the literals' own strings, not read from the C strings: `String(cString:)` measures
+    /// and checks its bytes, some 500 instructions each on every request.
+    private static func method(_ text: UnsafePointer<CChar>) -> String {
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: strlen(text))
+        return HTTPMethod.method(spelled: bytes)?.rawValue ?? String(cString: text)
+    }
+
+    private static func version(_ text: UnsafePointer<CChar>) -> String {
+        // A `StaticString`'s bytes are in the binary: a `String` literal, passed as a C
+        // string, is copied to the heap when it is short.
+        func spells(_ literal: StaticString) -> Bool {
+            strcmp(text, UnsafeRawPointer(literal.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
+        }
+        if spells("HTTP/1.1") { return "HTTP/1.1" }
+        if spells("HTTP/1.0") { return "HTTP/1.0" }
+        return String(cString: text)
+    }
+
+    /// The request's header fields, names lowercased (RFC 9110 §5.1: they are
+    /// case-insensitive) as they are read from libmicrohttpd's bytes.
     private static func headers(of connection: OpaquePointer) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(8)
         withUnsafeMutablePointer(to: &headers) { list in
-            _ = MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
+            _ = MHD_get_connection_values_n(connection, .HEADER_KIND, { cls, _, key, keySize, value, _ in
                 let headers = cls!.assumingMemoryBound(to: [(name: String, value: String)].self)
                 if let key {
-                    let name = String(cString: key)
-                    let isLowercase = !name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
-                    headers.pointee.append((isLowercase ? name : name.lowercased(), value.map { String(cString: $0) } ?? ""))
+                    let name = UnsafeRawBufferPointer(start: key, count: keySize)
+                    // A name beyond ASCII is no token (RFC 9110 §5.6.2): read as any text is.
+                    let lowered = name.allSatisfy { $0 < 0x80 }
+                        ? String(lowercasingASCII: name) : String(decoding: name, as: UTF8.self).lowercased()
+                    headers.pointee.append((lowered, value.map { String(cString: $0) } ?? ""))
                 }
                 return .YES
             }, list)

@@ -212,11 +212,11 @@ extension Request {
     /// it, as a batch item's kind does) and its `body`, and kept apart by who sent it: a key
     /// is stored under its scope (`tokenScope`, the token's, when the service has a token;
     /// else the client's address), so the same key from elsewhere is a new key there, never a
-    /// replay of another's response.
-    func idempotencyKey(endpoint: String, body: [String: JSONValue]?, tokenScope: String?) throws(Problem) -> IdempotencyKey? {
+    /// replay of another's response. `endpoint` is made only for a request that sends a key.
+    func idempotencyKey(endpoint: @autoclosure () -> String, body: [String: JSONValue]?, tokenScope: String?) throws(Problem) -> IdempotencyKey? {
         guard let key = header("idempotency-key") else { return nil }
         return try IdempotencyKey(
-            key, named: "Idempotency-Key", endpoint: endpoint, body: body, tokenScope: tokenScope, clientAddress: clientAddress,
+            key, named: "Idempotency-Key", endpoint: endpoint(), body: body, tokenScope: tokenScope, clientAddress: clientAddress,
             formerFingerprint: Array("\(method) \(path)\n".utf8) + self.body
         )
     }

@@ -33,17 +33,14 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-command -v valgrind >/dev/null || { echo "valgrind is not installed (make bench-deps)" >&2; exit 1; }
+. Benchmarks/callgrind.sh
 
 # measure NAME PORT BINARY: writes "requests committer writer total", instructions per item,
 # to $WORK/NAME.counts. (Not in a subshell, so that the cleanup knows the server's pid.)
 measure() {
   local name=$1 port=$2 binary=$3 pid
-  SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/$name.%p" \
-    "$binary" --port "$port" --data-dir "$WORK/$name-data" 2>"$WORK/$name.valgrind.log" &
-  pid=$!; PIDS+=("$pid")
-  for _ in $(seq 1 1200); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "$name: lifecycled under valgrind did not start" >&2; cat "$WORK/$name.valgrind.log" >&2; exit 1; }
+  callgrind_start "$name" "$port" "$binary"
+  pid=$CALLGRIND_PID
   python3 Benchmarks/fixed-requests.py "$port" batch 5
   callgrind_control --zero "$pid" >/dev/null 2>&1
   python3 Benchmarks/fixed-requests.py "$port" batch "$BATCHES"

@@ -40,18 +40,15 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-command -v valgrind >/dev/null || { echo "valgrind is not installed (make bench-deps)" >&2; exit 1; }
+. Benchmarks/callgrind.sh
 
 # measure NAME PORT FLAGS...: sets GET_COUNT and POST_COUNT, instructions per request.
 # (Not in a subshell, so that the cleanup knows the server's pid if a step fails.)
 measure() {
   local name=$1 port=$2 i e body pid
   shift 2
-  SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/$name.%p" \
-    "$LIFECYCLED" --port "$port" --data-dir "$WORK/$name-data" "$@" 2>"$WORK/$name.valgrind.log" &
-  pid=$!; PIDS+=("$pid")
-  for _ in $(seq 1 1200); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "$name: lifecycled under valgrind did not start" >&2; cat "$WORK/$name.valgrind.log" >&2; exit 1; }
+  callgrind_start "$name" "$port" "$LIFECYCLED" "$@"
+  pid=$CALLGRIND_PID
   # The instances fixed-requests.py uses, in the foreground.
   for i in $(seq 0 7); do
     curl -sf -XPUT -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$port/v1/instances/bench-$i" >/dev/null

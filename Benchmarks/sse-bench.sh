@@ -72,6 +72,11 @@ run_load() {
   echo "== $label: $SUBSCRIBERS subscribers, $RATE events/s for ${WINDOW}s (after ${WARMUP}s), then max rate for ${MAX_WINDOW}s"
   "$LOAD" --label "$label" --subscribers "$SUBSCRIBERS" --rate "$RATE" --seconds "$WINDOW" \
     --warmup "$WARMUP" --max-seconds "$MAX_WINDOW" --inflight "$INFLIGHT" "$@" | tee "$out"
+  # A delivery sse-load had no room to record would be counted missing: the server's fault.
+  if ! grep -q '^sse-totals .* dropped_deliveries=0 ' "$out"; then
+    echo "$label: sse-load did not record every delivery (its record is full, or it gave no totals): the run cannot be reported" >&2
+    exit 1
+  fi
 }
 
 # --- nginx + nchan, WORKERS workers, on its own in the machine
@@ -113,6 +118,9 @@ measure_lifecycled() {
      grep -qi '^content-type: *text/event-stream' "$WORK/stream-head"; then
     LIFECYCLED_STATE=measured
     run_load "$label" "$out" --mode lifecycled --port "$port" --pid "$pid"
+    # Subscriptions the server ended with `event: overflow` (further behind than their
+    # buffer): sse-load does not reconnect, so what came after counts as missing.
+    curl -sf "http://127.0.0.1:$port/metrics" | awk '$1 == "lifecycled_stream_subscribers_dropped_total" {print $2}' >"$WORK/$label.dropped"
   else
     LIFECYCLED_STATE="no /v1/stream yet (GET /v1/stream: $(head -1 "$WORK/stream-head" | tr -d '\r' || echo no answer))"
   fi
@@ -168,6 +176,16 @@ N_MAX=$(grep '^sse-result .* phase=max ' "$WORK/nchan.out")
   [ "$BEFORE_STATE" = measured ] && row "before ($SSE_BEFORE), max rate" "$B_MAX"
   if [ "$LIFECYCLED_STATE" = measured ]; then
     row "lifecycled, max rate" "$L_MAX"
+    echo
+    # dropped LABEL: the sentence on the subscriptions a lifecycled run ended for falling behind.
+    dropped() {
+      local count; count=$(cat "$WORK/$1.dropped" 2>/dev/null || true)
+      echo "$2 ended ${count:-an unknown number of} subscriptions with \`event: overflow\` for falling further behind than their buffer (\`--stream-buffer\`)."
+    }
+    dropped lifecycled "lifecycled"
+    [ "$BEFORE_STATE" = measured ] && dropped before "The build before ($SSE_BEFORE)"
+    echo "A client that reconnects with its \`Last-Event-ID\` (EventSource does) gets the rest; sse-load does not, so what follows an"
+    echo "overflow is counted missing. It happens when events are posted faster than the server writes them to every subscriber."
     echo
     echo "| goal | lifecycled | nchan | ratio | goal |"
     echo "|---|---|---|---|---|"

@@ -189,7 +189,7 @@ struct ConnectionMachine {
             return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
         var host: HostName?
-        if let problem = headProblem(head, limits: limits, path: path, host: &host) {
+        if let problem = headProblem(head, path: path, host: &host) {
             state = .answered
             return .refuse(refused, Self.closing(problem))
         }
@@ -511,7 +511,7 @@ struct ConnectionMachine {
 
     /// Why a request to `path` must be refused, and its connection closed, from its head
     /// alone; `host` is set to what its `Host` names, once checked.
-    private mutating func headProblem(_ head: RequestHead, limits: RequestLimits, path: String, host: inout HostName?) -> Problem? {
+    private mutating func headProblem(_ head: RequestHead, path: String, host: inout HostName?) -> Problem? {
         if head.headerSize > limits.maxHeaderSize {
             return Problem(
                 status: 431, title: "Request Header Fields Too Large",

@@ -188,8 +188,8 @@ final class DaemonContext: Sendable {
     }
 
     private static func version(_ text: UnsafePointer<CChar>) -> String {
-        // A `StaticString`'s bytes are in the binary: a `String` literal, passed as a C
-        // string, is copied to the heap when it is short.
+        // A `StaticString`'s bytes are in the binary, NUL-terminated: compared where they are,
+        // with nothing made for the call.
         func spells(_ literal: StaticString) -> Bool {
             strcmp(text, UnsafeRawPointer(literal.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
         }

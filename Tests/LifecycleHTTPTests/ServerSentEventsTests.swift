@@ -10,6 +10,14 @@ struct ServerSentEventsTests {
         #expect(String(decoding: ServerSentEvents.event(id: nil, type: nil, data: Array("x".utf8)), as: UTF8.self) == "data: x\n\n")
     }
 
+    @Test("data with a line break, which would end its field early, stops the process: LF, CR, or one at the end")
+    func lineBreakInData() async {
+        await #expect(processExitsWith: .failure) { _ = ServerSentEvents.event(id: 1, type: nil, data: Array("{\"a\":\n1}".utf8)) }
+        await #expect(processExitsWith: .failure) { _ = ServerSentEvents.event(id: 1, type: nil, data: Array("{\"a\":\r1}".utf8)) }
+        await #expect(processExitsWith: .failure) { _ = ServerSentEvents.event(id: 1, type: nil, data: Array("{}\n".utf8)) }
+        #expect(ServerSentEvents.event(id: 1, type: nil, data: []) == Array("id: 1\ndata: \n\n".utf8))
+    }
+
     @Test("retry and comments")
     func retryAndComment() {
         #expect(String(decoding: ServerSentEvents.retry(milliseconds: 2000), as: UTF8.self) == "retry: 2000\n\n")

@@ -1,3 +1,4 @@
+import CLifecycleSQLite
 import Foundation
 import Testing
 @testable import LifecycleStore
@@ -7,6 +8,17 @@ import Testing
 /// checkpoint's copy.
 @Suite("gathered WAL and database writes")
 struct GatheredWritesTests {
+    @Test("SQLite counts no memory: no allocation takes a process-wide mutex to count it")
+    func memoryIsNotCounted() throws {
+        let folder = Folder()
+        try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
+        let database = try Database(path: folder.path + "/counted.sqlite")
+        try database.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+        try database.execute("INSERT INTO rows VALUES (1, printf('%0500d', 1))")
+        // With the count on, this is what SQLite holds (its page cache, the schema): never 0.
+        #expect(sqlite3_memory_used() == 0)
+    }
+
     @Test("every commit and checkpoint is whole in the files when it returns, as a kill -9 right after it leaves them")
     func commitsAreInTheFile() throws {
         #expect(Database.fileSystem == "lifecycled-gathered-writes")

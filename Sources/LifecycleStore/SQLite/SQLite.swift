@@ -31,7 +31,15 @@ final class Database {
     /// The VFS every connection opens with: SQLite's default, with a WAL's and a database file's
     /// writes gathered into fewer system calls (Sources/CLifecycleSQLiteVFS/gathered_writes.c). `nil`, the default
     /// itself, only if SQLite has no default VFS to build on.
-    static let fileSystem: String? = lc_gathered_writes_vfs().map { String(cString: $0) }
+    ///
+    /// Made at the first connection's opening, after SQLite's process-wide settings, which
+    /// must come before SQLite's first use.
+    static let fileSystem: String? = {
+        // A count nothing reads, kept under a mutex every allocation takes. SQLITE_MISUSE only
+        // if SQLite was used before: then the count goes on, and nothing else changes.
+        _ = lc_sqlite3_stop_counting_memory()
+        return lc_gathered_writes_vfs().map { String(cString: $0) }
+    }()
 
     /// `isReadOnly`: opens an existing file for reading only, never creating one.
     init(path: String, isReadOnly: Bool = false) throws(SQLiteError) {

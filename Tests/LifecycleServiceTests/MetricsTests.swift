@@ -247,6 +247,45 @@ struct MetricsTests {
         #expect(counters?["divergences"] as? Int == 5, "the instance counts records, the metric kinds: \(String(describing: counters))")
     }
 
+    @Test("one transaction's records, several to a series and series that differ in one label only, are each counted once")
+    func oneTransactionsRecords() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        // One batch: one transaction. Three instances of one model take the same three
+        // transitions; the fourth, of the other model, two of its own; two unexpected events
+        // differ only in their state, and an ignored event's series from a transition's only in its from.
+        var items: [BatchItemSpec] = []
+        for id in ["a", "b", "c"] {
+            items.append(BatchItemSpec(instance: id, kind: .create, body: "{}"))
+            for body in [Self.launch, Self.connect, #"{"event": "didBecomeActive"}"#] { items.append(BatchItemSpec(instance: id, kind: .event, body: body)) }
+        }
+        items.append(BatchItemSpec(instance: "a", kind: .event, body: #"{"event": "willEnterForeground"}"#))
+        items.append(BatchItemSpec(instance: "b", kind: .event, body: #"{"event": "didEnterBackground"}"#))
+        items.append(BatchItemSpec(instance: "b", kind: .event, body: #"{"event": "didEnterBackground"}"#))
+        items.append(BatchItemSpec(instance: "e", kind: .create, body: "{}"))
+        items.append(BatchItemSpec(instance: "e", kind: .event, body: #"{"event": "willEnterForeground"}"#))
+        items.append(BatchItemSpec(instance: "d", kind: .create, body: #"{"model": "android-activity"}"#))
+        for event in ["onCreate", "onStart"] { items.append(BatchItemSpec(instance: "d", kind: .event, body: #"{"event": "\#(event)"}"#)) }
+        let answer = try c.request("POST", "/v1/batch", json: batchBody(items))
+        #expect(answer.status == 200, "\(answer.text)")
+        let scraped = try c.scrape()
+        #expect(metricValue(scraped.text, "lifecycled_store_commit_writes_count") == 1, "the batch is one transaction")
+        #expect(scraped.series("lifecycled_transitions_total", by: ["model", "from", "event", "to"]) == [
+            ["ios-app", "initializing", "didFinishLaunching", "launching"]: 3,
+            ["ios-app", "launching", "willConnectToWindow", "connected"]: 3,
+            ["ios-app", "connected", "didBecomeActive", "foreground"]: 3,
+            ["ios-app", "foreground", "willEnterForeground", "foreground"]: 1,
+            ["ios-app", "foreground", "didEnterBackground", "background"]: 1,
+            ["ios-app", "background", "didEnterBackground", "background"]: 1,
+            ["ios-app", "initializing", "willEnterForeground", "initializing"]: 1,
+            ["android-activity", "initialized", "onCreate", "created"]: 1,
+            ["android-activity", "created", "onStart", "started"]: 1,
+        ])
+        #expect(scraped.series("lifecycled_unexpected_events_total", by: ["model", "state", "event"]) == [
+            ["ios-app", "foreground", "willEnterForeground"]: 1, ["ios-app", "initializing", "willEnterForeground"]: 1,
+        ])
+    }
+
     @Test("instances by model and state are read from stored data, so a restart shows the same; counters since the process started begin again and say so")
     func restart() throws {
         let server = try TestServer()

@@ -16,7 +16,10 @@ public final class LockedValue<Value>: @unchecked Sendable {
     // @unchecked: `value` is only ever touched inside `withLock` or `withLockIfAvailable`, with `mutex` held.
     // Allocated once and never moved: a pthread mutex must stay at the address it was initialized at.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // Behind a pointer, not a stored `var`, as Synchronization's `Mutex` keeps its value: the
+    // mutex already makes each access exclusive, and a class's `var` would check that again at
+    // run time (swift_beginAccess and swift_endAccess, on every hold of every lock).
+    private let value: UnsafeMutablePointer<Value>
 
     /// A lock around `value`, which from now on only the lock's closures see.
     public init(_ value: sending Value) {
@@ -24,13 +27,16 @@ public final class LockedValue<Value>: @unchecked Sendable {
         mutex.initialize(to: pthread_mutex_t())
         let result = pthread_mutex_init(mutex, nil)
         precondition(result == 0, "pthread_mutex_init failed: \(result)")
-        self.value = value
+        self.value = .allocate(capacity: 1)
+        self.value.initialize(to: value)
     }
 
     deinit {
         pthread_mutex_destroy(mutex)
         mutex.deinitialize(count: 1)
         mutex.deallocate()
+        value.deinitialize(count: 1)
+        value.deallocate()
     }
 
     /// Runs `body` on the value with the lock held, waiting for it if another thread has it.
@@ -38,7 +44,7 @@ public final class LockedValue<Value>: @unchecked Sendable {
     public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&value.pointee)
     }
 
     /// Runs `body` on the value if the lock is free right now; nil, without waiting, if another
@@ -46,6 +52,6 @@ public final class LockedValue<Value>: @unchecked Sendable {
     public func withLockIfAvailable<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result? {
         guard pthread_mutex_trylock(mutex) == 0 else { return nil }
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&value.pointee)
     }
 }

@@ -546,16 +546,21 @@ struct ConnectionMachine {
     /// (and the connection closed), since a front end could read it differently and take
     /// the rest of the body for another request.
     static func framingProblem(_ head: RequestHead, maxBodySize: Int) -> Problem? {
-        var lengths: [Substring] = []
+        // The first length, and any others: nearly every request sends one number, so no
+        // list is made (nor split) for it.
+        var length: Substring?
+        var otherLengths: [Substring] = []
+        func found(_ value: Substring) {
+            if length == nil { length = value } else { otherLengths.append(value) }
+        }
         var codings: [Substring] = []
         var hasTransferEncoding = false
         for (name, value) in head.headers {
             if name == "content-length" {
-                // Split only when there is a list: nearly every request sends one number.
                 if value.utf8.contains(UInt8(ascii: ",")) {
-                    lengths.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed))
+                    for part in value.split(separator: ",", omittingEmptySubsequences: false) { found(trimmed(part)) }
                 } else {
-                    lengths.append(trimmed(value[...]))
+                    found(trimmed(value[...]))
                 }
             } else if name == "transfer-encoding" {
                 hasTransferEncoding = true
@@ -576,25 +581,25 @@ struct ConnectionMachine {
             // exactly `chunked`; any other spelling it would read to the end of the connection.
             let first = head.headers.first { $0.name == "transfer-encoding" }?.value.lowercased()
             if codings.count != 1 || first != "chunked" { return bad("Transfer-Encoding must be chunked, once") }
-            if !lengths.isEmpty { return bad("a request may not have both Transfer-Encoding and Content-Length") }
+            if length != nil { return bad("a request may not have both Transfer-Encoding and Content-Length") }
             return nil
         }
-        guard let first = lengths.first else { return nil }
-        guard lengths.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }) else {
-            return bad("Content-Length must be a decimal number")
-        }
-        guard lengths.allSatisfy({ $0 == first }) else { return bad("the request has differing Content-Length values") }
-        let length = Int(first)
-        if length == nil || length! > maxBodySize {
+        guard let length else { return nil }
+        func isDecimal(_ value: Substring) -> Bool { !value.isEmpty && value.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
+        guard isDecimal(length), otherLengths.allSatisfy(isDecimal) else { return bad("Content-Length must be a decimal number") }
+        guard otherLengths.allSatisfy({ $0 == length }) else { return bad("the request has differing Content-Length values") }
+        guard let size = Int(length), size <= maxBodySize else {
             return Problem(status: 413, title: "Content Too Large", detail: "request body is larger than the limit of \(maxBodySize) bytes")
         }
         return nil
     }
 
+    /// `text` without the spaces and tabs around it (RFC 9110 §5.5's OWS), by its bytes: a
+    /// Character is a grapheme cluster, worked out each time one is read.
     private static func trimmed(_ text: Substring) -> Substring {
-        var text = text
-        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
-        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
-        return text
+        let utf8 = text.utf8
+        guard let start = utf8.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return text[text.endIndex...] }
+        let end = utf8.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })!
+        return Substring(utf8[start...end])
     }
 }

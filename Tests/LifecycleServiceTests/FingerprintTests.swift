@@ -1,4 +1,5 @@
 import Foundation
+import LifecycleHTTP
 import LifecycleTestSupport
 import Testing
 @testable import LifecycleService
@@ -42,6 +43,21 @@ struct FingerprintTests {
 
     /// Two spellings of one body, neither the canonical one, each way round.
     static let spellings = [(spaced, reordered), (reordered, spaced), (spaced, compact)]
+
+    @Test("a fingerprint's bytes are the single endpoint's method and path, a newline and the canonical body, as stored keys hold them")
+    func fingerprintBytes() {
+        let body: [String: JSONValue] = ["event": .string("willResignActive"), "believedState": .string("foreground")]
+        let expected: [(API.BatchKind, String)] = [
+            (.create, "PUT /v1/instances/phone-1\n"), (.event, "POST /v1/instances/phone-1/events\n"), (.action, "POST /v1/instances/phone-1/actions\n"),
+            (.launch, "POST /v1/instances/phone-1/relaunches\n"), (.gap, "POST /v1/instances/phone-1/gaps\n"),
+        ]
+        for (kind, head) in expected {
+            #expect(IdempotencyKey.fingerprint(endpoint: kind.endpoint("phone-1"), body: nil) == Array(head.utf8), "\(kind)")
+        }
+        #expect(IdempotencyKey.fingerprint(endpoint: API.BatchKind.event.endpoint("p"), body: body)
+            == Array("POST /v1/instances/p/events\n{\"believedState\":\"foreground\",\"event\":\"willResignActive\"}".utf8))
+        #expect(IdempotencyKey.fingerprint(endpoint: WriteEndpoint("POST /v1/instances"), body: [:]) == Array("POST /v1/instances\n{}".utf8))
+    }
 
     @Test("sent alone, then as a batch item spelled otherwise: the item replays the single answer", arguments: 0..<spellings.count)
     func aloneThenItem(spelling: Int) throws {

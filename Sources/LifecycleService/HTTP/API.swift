@@ -154,7 +154,7 @@ struct API: Sendable {
         let id = try stringField(members, "id") ?? UUID().uuidString.lowercased()
         guard isValidInstanceID(id) else { throw .unprocessable(invalidInstanceID) }
         let model = try stringField(members, "model") ?? Model.iosApp.name
-        let key = try request.idempotencyKey(endpoint: "POST /v1/instances", body: request.body.isEmpty ? nil : members, tokenScope: tokenScope)
+        let key = try request.idempotencyKey(endpoint: WriteEndpoint("POST /v1/instances"), body: request.body.isEmpty ? nil : members, tokenScope: tokenScope)
         return .create(id: id, model: model, isPut: false, key: key, labels: labels)
     }
 

@@ -18,13 +18,13 @@ extension API {
         case create, event, action, launch, gap
 
         /// The single endpoint's method and path for `id`: an idempotency key's fingerprint starts with them.
-        func endpoint(_ id: String) -> String {
+        func endpoint(_ id: String) -> WriteEndpoint {
             switch self {
-            case .create: "PUT /v1/instances/\(id)"
-            case .event: "POST /v1/instances/\(id)/events"
-            case .action: "POST /v1/instances/\(id)/actions"
-            case .launch: "POST /v1/instances/\(id)/relaunches"
-            case .gap: "POST /v1/instances/\(id)/gaps"
+            case .create: WriteEndpoint("PUT /v1/instances/", id)
+            case .event: WriteEndpoint("POST /v1/instances/", id, "/events")
+            case .action: WriteEndpoint("POST /v1/instances/", id, "/actions")
+            case .launch: WriteEndpoint("POST /v1/instances/", id, "/relaunches")
+            case .gap: WriteEndpoint("POST /v1/instances/", id, "/gaps")
             }
         }
     }
@@ -82,9 +82,11 @@ extension API {
         }
         var parsed: [BatchItem] = []
         parsed.reserveCapacity(items.count)
+        // The same for every item: made once, not once a key.
+        let keyScope = IdempotencyKey.scope(tokenScope: tokenScope, clientAddress: request.clientAddress)
         for (index, item) in items.enumerated() {
             do throws(Problem) {
-                parsed.append(try batchItem(item, request))
+                parsed.append(try batchItem(item, keyScope: keyScope))
             } catch {
                 throw .badRequest("items[\(index)]: \(error.detail); nothing was stored")
             }
@@ -95,14 +97,17 @@ extension API {
     /// The largest `expectedVersion`: 18 digits, as `If-Match` takes.
     static let maxVersion: Int64 = 999_999_999_999_999_999
 
-    private static let itemMembers: Set<String> = ["instance", "kind", "body", "idempotencyKey", "expectedVersion"]
-
     /// One item, by its single endpoint's parser. Throws the problem of an item that endpoint
     /// would answer 400, which refuses the batch.
-    private func batchItem(_ item: JSONValue, _ request: Request) throws(Problem) -> BatchItem {
+    private func batchItem(_ item: JSONValue, keyScope: String) throws(Problem) -> BatchItem {
         guard case .object(let members) = item else { throw .badRequest("an item must be a JSON object") }
-        for key in members.keys where !Self.itemMembers.contains(key) {
-            throw .badRequest("unknown member \"\(key)\"; an item takes instance, kind, body, idempotencyKey and expectedVersion")
+        // A switch, not a set: each name is compared in place, where a set would hash every
+        // member of a thousand items again.
+        for key in members.keys {
+            switch key {
+            case "instance", "kind", "body", "idempotencyKey", "expectedVersion": continue
+            default: throw .badRequest("unknown member \"\(key)\"; an item takes instance, kind, body, idempotencyKey and expectedVersion")
+            }
         }
         guard case .string(let id)? = members["instance"] else { throw .badRequest("\"instance\" must be a string: the instance's id") }
         guard case .string(let name)? = members["kind"], let kind = BatchKind(rawValue: name) else {
@@ -135,9 +140,7 @@ extension API {
         switch members["idempotencyKey"] {
         case nil: key = nil
         case .string(let text)?:
-            key = try IdempotencyKey(
-                text, named: "\"idempotencyKey\"", endpoint: kind.endpoint(id), body: body, tokenScope: tokenScope, clientAddress: request.clientAddress
-            )
+            key = try IdempotencyKey(text, named: "\"idempotencyKey\"", endpoint: kind.endpoint(id), body: body, scope: keyScope)
         default: throw .badRequest("\"idempotencyKey\" must be a string")
         }
         let arguments = WriteArguments(id: id, body: body, expected: expected, key: key)

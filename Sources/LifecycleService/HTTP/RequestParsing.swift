@@ -212,40 +212,66 @@ extension Request {
     /// it, as a batch item's kind does) and its `body`, and kept apart by who sent it: a key
     /// is stored under its scope (`tokenScope`, the token's, when the service has a token;
     /// else the client's address), so the same key from elsewhere is a new key there, never a
-    /// replay of another's response. `endpoint` is made only for a request that sends a key.
-    func idempotencyKey(endpoint: @autoclosure () -> String, body: [String: JSONValue]?, tokenScope: String?) throws(Problem) -> IdempotencyKey? {
+    /// replay of another's response.
+    func idempotencyKey(endpoint: WriteEndpoint, body: [String: JSONValue]?, tokenScope: String?) throws(Problem) -> IdempotencyKey? {
         guard let key = header("idempotency-key") else { return nil }
         return try IdempotencyKey(
-            key, named: "Idempotency-Key", endpoint: endpoint(), body: body, tokenScope: tokenScope, clientAddress: clientAddress,
+            key, named: "Idempotency-Key", endpoint: endpoint, body: body, scope: IdempotencyKey.scope(tokenScope: tokenScope, clientAddress: clientAddress),
             formerFingerprint: Array("\(method) \(path)\n".utf8) + self.body
         )
     }
 }
 
+/// A write's single endpoint as an idempotency key's fingerprint names it, its method and
+/// path (`POST /v1/instances/{id}/events`), kept in parts and written into the fingerprint:
+/// made as a string, it cost every keyed batch item an interpolation.
+struct WriteEndpoint {
+    /// The method and the path up to the instance's id; all of it for an endpoint that names none.
+    let head: StaticString
+    let id: String
+    /// The path after the id.
+    let tail: StaticString
+
+    init(_ head: StaticString, _ id: String = "", _ tail: StaticString = "") {
+        (self.head, self.id, self.tail) = (head, id, tail)
+    }
+
+    func write(to json: inout JSONBuffer) {
+        json.raw(head)
+        json.bytes += id.utf8
+        json.raw(tail)
+    }
+}
+
 extension IdempotencyKey {
     /// A key the client sent (`Idempotency-Key`, or a batch item's member: `name`), checked,
-    /// bound to its request (``fingerprint(endpoint:body:)``) and stored under its scope.
+    /// bound to its request (``fingerprint(endpoint:body:)``) and stored under `scope`
+    /// (``scope(tokenScope:clientAddress:)``).
     init(
-        _ key: String, named name: String, endpoint: String, body: [String: JSONValue]?, tokenScope: String?, clientAddress: String,
-        formerFingerprint: [UInt8]? = nil
+        _ key: String, named name: String, endpoint: WriteEndpoint, body: [String: JSONValue]?, scope: String, formerFingerprint: [UInt8]? = nil
     ) throws(Problem) {
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
             throw .badRequest("\(name) must be 1 to 255 visible ASCII characters")
         }
-        let scope = tokenScope ?? "client:\(clientAddress)"
         self.init(
             key: "\(scope) \(key)", fingerprint: Self.fingerprint(endpoint: endpoint, body: body), unscopedKey: key,
             formerFingerprint: formerFingerprint
         )
     }
 
+    /// Whose keys a client's are: its token's, when the service has a token; else its
+    /// address's. The same key from elsewhere is a new key there, never a replay of another's response.
+    static func scope(tokenScope: String?, clientAddress: String) -> String {
+        tokenScope ?? "client:\(clientAddress)"
+    }
+
     /// What a key is bound to: the write's method and path, then its body in one form for
     /// every spelling of it (``JSONBuffer/canonical(_:)``). A request sent alone and the same
     /// request as a batch item are one request, however their JSON is spaced or ordered.
     /// (A batch item's fingerprint was always this, so keys stored for items still match.)
-    static func fingerprint(endpoint: String, body: [String: JSONValue]?) -> [UInt8] {
+    static func fingerprint(endpoint: WriteEndpoint, body: [String: JSONValue]?) -> [UInt8] {
         var fingerprint = JSONBuffer(capacity: 128)
-        fingerprint.bytes += endpoint.utf8
+        endpoint.write(to: &fingerprint)
         fingerprint.byte(JSON.newline)
         if let body { fingerprint.canonical(.object(body)) }
         return fingerprint.bytes

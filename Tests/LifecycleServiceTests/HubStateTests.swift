@@ -49,6 +49,26 @@ struct HubStateTests {
         #expect(state.woken(state.publish(record(6))) == [id])
     }
 
+    @Test("with no one waiting a publish needs no dispatch; a subscriber that waits after it is woken by later records only")
+    func publishWithNoWaiter() throws {
+        var state = HubState(ring: RecordRing(capacity: Self.roomy, lastSequence: 0))
+        var (id, cursor) = try state.open(RecordFilter(instances: ["x"]))
+        var needsDispatch = state.append([record(1, instance: "x"), record(2, instance: "y")])
+        #expect(!needsDispatch, "no one waits: the hub's thread is not woken")
+        #expect(state.dispatched == state.ring.endIndex)
+        #expect(state.read(id, &cursor) == .frames([1], waits: true), "it reads what was published before it waited")
+        needsDispatch = state.append([record(3, instance: "y")])
+        #expect(needsDispatch, "one waits: the thread matches")
+        #expect(state.woken(state.dispatch()) == [])
+        needsDispatch = state.append([record(4, instance: "x")])
+        #expect(needsDispatch)
+        #expect(state.woken(state.dispatch()) == [id])
+        #expect(state.read(id, &cursor) == .frames([4], waits: true))
+        state.remove(id)
+        needsDispatch = state.append([record(5, instance: "x")])
+        #expect(!needsDispatch, "its subscription ended: no one waits")
+    }
+
     @Test("a take sends whole frames that fit its room, or the first alone if it is larger")
     func room() throws {
         var state = HubState(ring: RecordRing(capacity: Self.roomy, lastSequence: 0))
@@ -331,14 +351,14 @@ enum Took: Equatable {
 }
 
 extension HubState {
-    /// Publishes as `StreamHub` does (appends), then dispatches as its thread does: the wakers.
+    /// Publishes as `StreamHub` does (appends), then dispatches as its thread does if it is
+    /// woken: the wakers.
     mutating func publish(_ entries: RingEntry...) -> [StreamWaker] {
         publish(entries)
     }
 
     mutating func publish(_ entries: [RingEntry]) -> [StreamWaker] {
-        for entry in entries { ring.append(entry) }
-        return dispatch()
+        append(entries) ? dispatch() : []
     }
 
     /// Subscribes as `StreamHub` does, with its default limits, and opens as the reader does

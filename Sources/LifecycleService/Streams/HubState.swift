@@ -212,6 +212,17 @@ struct HubState {
         clients[slot.client] = left > 0 ? left : nil
     }
 
+    /// Appends one transaction's records to the ring; whether the hub's thread must match
+    /// them against waiters (``dispatch()``). With none waiting there is nothing to match:
+    /// they count as dispatched now (a subscription that waits later waits at the ring's end,
+    /// after them), and with no stream open a commit wakes no thread.
+    mutating func append(_ entries: [RingEntry]) -> Bool {
+        for entry in entries { ring.append(entry) }
+        guard waiting.isEmpty else { return true }
+        dispatched = ring.endIndex
+        return false
+    }
+
     /// Wakes the waiters that the records published since the last round match.
     mutating func dispatch() -> [StreamWaker] {
         var wakers: [StreamWaker] = []

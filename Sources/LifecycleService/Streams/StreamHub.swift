@@ -122,10 +122,7 @@ final class StreamHub: Sendable {
                 frame: ServerSentEvents.event(id: record.sequence, type: record.kind.streamEventType, data: record.json)
             )
         }
-        state.withLock { state in
-            for entry in entries { state.ring.append(entry) }
-        }
-        signal.signal()
+        if state.withLock({ $0.append(entries) }) { signal.signal() }
     }
 
     /// A new subscription to the records that pass `filter`: live from now on, or after

@@ -85,6 +85,22 @@ struct StoreSafetyTests {
         _ = try SQLiteStore(directory: folder.path)
     }
 
+    @Test("the lock file's lines are printf's fixed widths, and a store's commit leaves its last sequence number there")
+    func lockFileLines() throws {
+        for value: Int64 in [0, 7, 42, 1_234_567_890, Int64.max, -5, Int64.min] {
+            #expect(DataFolderLock.line("sequence=", value, width: 20) == Array(String(format: "sequence=%020lld\n", value).utf8), "\(value)")
+            #expect(DataFolderLock.line("pid=", value, width: 10) == Array(String(format: "pid=%010lld\n", value).utf8), "\(value)")
+        }
+        let folder = Folder()
+        let store = try SQLiteStore(directory: folder.path)
+        var writer = InstanceWriter(id: "a")
+        try writer.create(in: store)
+        try writer.relaunch(in: store, times: 2)
+        let contents = try String(contentsOfFile: folder.path + "/" + DataFolderLock.fileName, encoding: .utf8)
+        #expect(contents == String(format: "pid=%010d\nsequence=%020lld\n", getpid(), try store.latestSequence()))
+        store.close()
+    }
+
     @Test("a released lock is free at once, though a copy of its descriptor (a child forked at that moment, until it execs) is open")
     func lockReleasedDespiteCopy() throws {
         let folder = Folder()

@@ -100,10 +100,11 @@ final class Database {
     /// Runs `body` in one transaction (`BEGIN` for a read snapshot), rolled back if it throws.
     @discardableResult
     func transaction<T>(_ begin: String = "BEGIN IMMEDIATE", _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try execute(begin)
+        // Prepared once, as every statement `run` takes: `execute` would compile them each time.
+        try run([SQLStatement(begin)])
         do {
             let result = try body()
-            try execute("COMMIT")
+            try run([SQLStatement("COMMIT")])
             return result
         } catch {
             do {

@@ -440,7 +440,8 @@ extension SQLiteStore {
         guard !writer.isClosed else { throw StoreError("the store is closed; nothing was changed") }
         try restartWALIfDue(&writer)
         let database = writer.database
-        try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.execute("BEGIN IMMEDIATE") }
+        // A prepared statement, as the COMMIT is: sqlite3_exec would compile it every time.
+        try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.run([SQLStatement("BEGIN IMMEDIATE")]) }
         let result: T
         do throws(StoreError) {
             result = try body(transaction)

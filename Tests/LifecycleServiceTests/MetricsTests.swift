@@ -380,7 +380,7 @@ struct MetricsTests {
         let help = "a \\ backslash, a\nline feed and \"quotes\""
         let counter = CounterFamily("lifecycled_test_total", labels: ["model", "state"], help: help)
         counter.increment([awkward, ""])
-        counter.add([[awkward, ""]: 2, ["plain", "x"]: 1])
+        counter.add([([awkward, ""], 2), (["plain", "x"], 1)])
         let histogram = HistogramFamily("lifecycled_test_seconds", labels: ["route"], bounds: [0.001, 0.5, 2], help: "h")
         // Binary fractions, so that the sum is exact whatever the order of additions.
         for value in [0.0009765625, 0.5, 3] { histogram.observe(value, ["/a"]) }

@@ -51,7 +51,7 @@ final class CommitMetrics: Sendable {
     /// Starts the per-model counters at 0 for every loaded model, so that Prometheus sees a
     /// model's first incomplete launch, relaunch or dropped report as an increase.
     func start(models: some Sequence<String>) {
-        let zeros = Dictionary(uniqueKeysWithValues: models.map { ([$0], UInt64(0)) })
+        let zeros = models.map { (labels: [$0], count: UInt64(0)) }
         incompleteLaunches.add(zeros)
         relaunches.add(zeros)
         droppedReports.add(zeros)
@@ -62,12 +62,12 @@ final class CommitMetrics: Sendable {
     func committed(writes: Int, seconds: Double, counts: CommitCounts) {
         commitDuration.observe(seconds)
         commitWrites.observe(Double(writes))
-        transitions.add(counts.transitions.byLabels)
-        unexpectedEvents.add(counts.unexpected.byLabels)
-        divergences.add(counts.divergences.byLabels)
-        incompleteLaunches.add(counts.incomplete.byLabels)
-        relaunches.add(counts.relaunches.byLabels)
-        droppedReports.add(counts.dropped.byLabels)
+        transitions.add(counts.transitions.series)
+        unexpectedEvents.add(counts.unexpected.series)
+        divergences.add(counts.divergences.series)
+        incompleteLaunches.add(counts.incomplete.series)
+        relaunches.add(counts.relaunches.series)
+        droppedReports.add(counts.dropped.series)
     }
 
     func write(to exposition: inout Exposition) {
@@ -113,19 +113,18 @@ struct CommitCounts {
 /// labels are names from the models, mostly the very same strings, equal at the first
 /// comparison of their bits.
 fileprivate struct SeriesTally {
-    private var series: [(labels: SeriesLabels, count: UInt64)] = []
+    /// Each series' label values, as ``CounterFamily/add(_:)`` takes them: made once a series.
+    private(set) var series: [(labels: [String], count: UInt64)] = []
+    /// The same series' labels, compared in place.
+    private var found: [SeriesLabels] = []
 
     mutating func add(_ amount: UInt64, _ labels: SeriesLabels) {
-        if let index = series.firstIndex(where: { $0.labels == labels }) {
+        if let index = found.firstIndex(of: labels) {
             series[index].count += amount
         } else {
-            series.append((labels, amount))
+            found.append(labels)
+            series.append((labels.values, amount))
         }
-    }
-
-    /// The counts as ``CounterFamily/add(_:)`` takes them.
-    var byLabels: [[String]: UInt64] {
-        Dictionary(series.map { ($0.labels.values, $0.count) }, uniquingKeysWith: +)
     }
 }
 

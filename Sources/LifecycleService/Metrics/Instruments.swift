@@ -19,8 +19,9 @@ final class CounterFamily: Sendable {
         counts.withLock { $0[labels, default: 0] += 1 }
     }
 
-    /// Adds counts tallied elsewhere (a commit's records) under one hold of the lock.
-    func add(_ tallies: [[String]: UInt64]) {
+    /// Adds counts tallied elsewhere (a commit's records: a series may come more than once)
+    /// under one hold of the lock.
+    func add(_ tallies: [(labels: [String], count: UInt64)]) {
         guard !tallies.isEmpty else { return }
         counts.withLock { counts in
             for (labels, amount) in tallies { counts[labels, default: 0] += amount }

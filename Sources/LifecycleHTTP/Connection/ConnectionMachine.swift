@@ -558,20 +558,20 @@ struct ConnectionMachine {
         for (name, value) in head.headers {
             if name == "content-length" {
                 if value.utf8.contains(UInt8(ascii: ",")) {
-                    for part in value.split(separator: ",", omittingEmptySubsequences: false) { found(trimmed(part)) }
+                    for part in value.split(separator: ",", omittingEmptySubsequences: false) { found(part.trimmingOWS) }
                 } else {
-                    found(trimmed(value[...]))
+                    found(value[...].trimmingOWS)
                 }
             } else if name == "transfer-encoding" {
                 hasTransferEncoding = true
-                codings.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed))
+                codings.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingOWS))
             }
         }
         func bad(_ detail: String) -> Problem { Problem(status: 400, title: "Bad Request", detail: detail) }
         if hasTransferEncoding {
             if head.version == "HTTP/1.0" { return bad("Transfer-Encoding is not allowed in an HTTP/1.0 request") }
             for coding in codings {
-                let name = coding.split(separator: ";", maxSplits: 1).first.map(trimmed) ?? ""
+                let name = coding.split(separator: ";", maxSplits: 1).first.map(\.trimmingOWS) ?? ""
                 if name.isEmpty { return bad("Transfer-Encoding has an empty coding") }
                 if name.lowercased() != "chunked" {
                     return Problem(status: 501, title: "Not Implemented", detail: "transfer coding \"\(name)\" is not supported; send the body with Content-Length or chunked")
@@ -592,14 +592,5 @@ struct ConnectionMachine {
             return Problem(status: 413, title: "Content Too Large", detail: "request body is larger than the limit of \(maxBodySize) bytes")
         }
         return nil
-    }
-
-    /// `text` without the spaces and tabs around it (RFC 9110 §5.5's OWS), by its bytes: a
-    /// Character is a grapheme cluster, worked out each time one is read.
-    private static func trimmed(_ text: Substring) -> Substring {
-        let utf8 = text.utf8
-        guard let start = utf8.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return text[text.endIndex...] }
-        let end = utf8.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })!
-        return Substring(utf8[start...end])
     }
 }

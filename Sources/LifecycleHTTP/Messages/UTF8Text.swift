@@ -22,10 +22,26 @@ extension String {
         self.init(unsafeUninitializedCapacity: bytes.count) { buffer in
             var offset = 0
             for byte in bytes {
-                buffer[offset] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+                buffer[offset] = byte.isASCIICapital ? byte + 32 : byte
                 offset += 1
             }
             return offset
         }
     }
+}
+
+extension Substring {
+    /// The text without the spaces and tabs around it (HTTP's optional whitespace, RFC 9110
+    /// §5.6.3), found by its bytes: a `Character` is a grapheme cluster, worked out each time
+    /// one is read, and Foundation's trimming bridges through `NSString`.
+    var trimmingOWS: Substring {
+        let isText = { (byte: UInt8) in byte != UInt8(ascii: " ") && byte != UInt8(ascii: "\t") }
+        guard let start = utf8.firstIndex(where: isText), let end = utf8.lastIndex(where: isText) else { return self[endIndex...] }
+        return Substring(utf8[start...end])
+    }
+}
+
+extension UInt8 {
+    /// `A` to `Z`: what an ASCII name lowercases.
+    var isASCIICapital: Bool { self >= UInt8(ascii: "A") && self <= UInt8(ascii: "Z") }
 }

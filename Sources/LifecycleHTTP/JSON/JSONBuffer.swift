@@ -63,16 +63,25 @@ public struct JSONBuffer: Sendable {
     }
 
     /// An integer, its digits written in place: `String(value)` through the generic
-    /// `BinaryInteger` costs a number about 800 instructions and a string.
+    /// `BinaryInteger` costs a number about 800 instructions and a string. The digits are
+    /// made last first on the stack and appended once: appended one by one and reversed in
+    /// the array, they cost as much again (a capacity check a digit, a slice to reverse).
     public mutating func integer(_ value: Int64) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        let start = bytes.count
-        repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude > 0
-        bytes[start...].reverse()
+        // Int64.min is 19 digits and a sign.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = value.magnitude
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 {
+                start -= 1
+                digits[start] = UInt8(ascii: "-")
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     /// An integer, written as an `Int64` is.

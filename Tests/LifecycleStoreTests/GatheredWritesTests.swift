@@ -19,6 +19,30 @@ struct GatheredWritesTests {
         #expect(sqlite3_memory_used() == 0)
     }
 
+    @Test("the statement cache tells texts apart by every byte, though it hashes only their length and ends")
+    func statementTexts() throws {
+        let folder = Folder()
+        try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
+        let database = try Database(path: folder.path + "/statements.sqlite")
+        // The same length and the same last 32 bytes: they differ only in the value selected.
+        let one = "SELECT 1 WHERE $1 IS NOT NULL AND $1 IS NOT NULL AND $1 IS NOT NULL"
+        let two = "SELECT 2 WHERE $1 IS NOT NULL AND $1 IS NOT NULL AND $1 IS NOT NULL"
+        #expect(StatementText(sql: one).hashValue == StatementText(sql: two).hashValue)
+        #expect(StatementText(sql: one) != StatementText(sql: two))
+        func selected(_ sql: String) throws -> [Int64] {
+            var values: [Int64] = []
+            try database.forEachRow(sql, [.integer(7)]) { row in values.append(row.integer(0)) }
+            return values
+        }
+        #expect(try selected(one) == [1])
+        #expect(try selected(two) == [2])
+        // A text made again, apart from the first, finds the statement prepared for it.
+        let again = String(decoding: Array(one.utf8), as: UTF8.self)
+        #expect(StatementText(sql: again) == StatementText(sql: one))
+        #expect(try database.cached(again) === database.cached(one))
+        #expect(try database.cached(two) !== database.cached(one))
+    }
+
     @Test("every commit and checkpoint is whole in the files when it returns, as a kill -9 right after it leaves them")
     func commitsAreInTheFile() throws {
         #expect(Database.fileSystem == "lifecycled-gathered-writes")

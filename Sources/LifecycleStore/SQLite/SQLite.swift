@@ -68,7 +68,7 @@ final class Database {
     /// Frames in the WAL after this connection's last commit; 0 after a checkpoint that starts it over.
     private(set) var walFrames = 0
     /// The statements the shared store code ran, prepared once by their text.
-    private var cache: [String: Statement] = [:]
+    private var cache: [StatementText: Statement] = [:]
 
     /// The one place result codes become Swift errors.
     func check(_ code: Int32) throws(SQLiteError) {
@@ -89,11 +89,12 @@ final class Database {
 
     /// The shared statement `sql`, prepared on its first use with SQLite's `?N` for `$N` (no shared statement has another `$`).
     func cached(_ sql: String) throws(SQLiteError) -> Statement {
-        if let statement = cache[sql] { return statement }
+        let text = StatementText(sql: sql)
+        if let statement = cache[text] { return statement }
         // Texts vary only with the number of values an `IN` lists: a bound, not a leak.
         if cache.count >= 256 { cache = [:] }
         let statement = try prepare(sql.replacingOccurrences(of: "$", with: "?"))
-        cache[sql] = statement
+        cache[text] = statement
         return statement
     }
 
@@ -135,6 +136,29 @@ final class Database {
         try check(result)
         if mode != .passive { walFrames = 0 }
         return true
+    }
+}
+
+/// A statement's text as ``Database``'s cache finds it: hashed by its length and its last bytes,
+/// where the shared texts differ (a row count, a table, a conflict clause), and compared byte for
+/// byte. Hashing the whole text, a few hundred bytes, cost the writer more than running some
+/// statements did.
+struct StatementText: Hashable {
+    let sql: String
+
+    static func == (lhs: Self, rhs: Self) -> Bool {
+        var (left, right) = (lhs.sql, rhs.sql)
+        return left.withUTF8 { a in
+            right.withUTF8 { b in a.count == b.count && (a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0) }
+        }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        var sql = sql
+        sql.withUTF8 { bytes in
+            hasher.combine(bytes.count)
+            hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(32))))
+        }
     }
 }
 

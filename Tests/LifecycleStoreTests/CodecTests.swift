@@ -6,6 +6,42 @@ import Testing
 
 /// The codec reads SQLite's rows and libpq's results alike: a stored value no lifecycled
 /// writes is refused with the same words through either, as each store's damage error.
+@Suite("finding signatures")
+struct FindingSignatureTests {
+    /// How signatures were escaped before the fast path (through the scalar's general category):
+    /// stored findings are keyed by them, so the bytes must not change.
+    private static func reference(_ part: String) -> String {
+        var escaped = ""
+        for scalar in part.unicodeScalars {
+            if scalar == "%" || scalar == ":" || scalar.properties.generalCategory == .control {
+                for byte in String(scalar).utf8 { escaped += String(format: "%%%02X", byte) }
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    @Test("parts are escaped exactly as before: %, : and every control character, by their UTF-8 bytes")
+    func escapedAsBefore() {
+        #expect(FindingSubject.escaped("didBecomeActive") == "didBecomeActive")
+        #expect(FindingSubject.escaped("a:b%c") == "a%3Ab%25c")
+        #expect(FindingSubject.escaped("line\nbreak\u{7F}\u{85}\u{A0}é🦆") == "line%0Abreak%7F%C2%85\u{A0}é🦆")
+        var parts = (0..<0x800).compactMap(Unicode.Scalar.init).map { "x\(Character($0))y" }
+        parts += ["", "🦆:%\u{9F}\u{1F}", "naïve state", "\u{200B}\u{FEFF}\u{2028}", "e\u{301}:\u{0}"]
+        for part in parts {
+            // Byte for byte: String's == would take canonically equivalent spellings as equal.
+            #expect(Array(FindingSubject.escaped(part).utf8) == Array(Self.reference(part).utf8), "\(Array(part.unicodeScalars.map(\.value)))")
+        }
+    }
+
+    @Test("the control characters are U+0000-U+001F and U+007F-U+009F, as the fast path assumes")
+    func controlCharacters() {
+        let controls = (0...0x10FFFF).compactMap(Unicode.Scalar.init).filter { $0.properties.generalCategory == .control }.map(\.value)
+        #expect(controls == Array(0...0x1F) + Array(0x7F...0x9F))
+    }
+}
+
 @Suite("store codec")
 struct CodecTests {
     /// A row of a stored shape holding what no lifecycled writes, as each database selects it.

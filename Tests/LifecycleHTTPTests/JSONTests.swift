@@ -153,6 +153,27 @@ struct JSONEncoderTests {
         let problem = Problem(status: 409, title: "Conflict", detail: "d", extensions: ["record": JSONFragment(["k": 1])])
         #expect(String(decoding: Response.problem(problem).body.bytes ?? [], as: UTF8.self) == #"{"type":"/problems/conflict","title":"Conflict","status":409,"detail":"d","record":{"k":1}}"# + "\n")
     }
+
+    @Test("a problem's body escapes its text, writes extensions by name and takes a member of JSON as it is")
+    func problemBody() throws {
+        let problem = Problem(
+            status: 422, title: "Unprocessable \"Content\"", detail: "\"x\" \\ \u{1}\n é",
+            extensions: ["b": JSONFragment(2), "a": JSONFragment("s\""), "c": JSONFragment(true)]
+        )
+        let type = ProblemTypes.uri(forStatus: 422)
+        #expect(String(decoding: problem.json, as: UTF8.self)
+            == #"{"type":"\#(type)","title":"Unprocessable \"Content\"","status":422,"detail":"\"x\" \\ \u0001\n é","a":"s\"","b":2,"c":true}"# + "\n")
+        let record = Array(#"{"k":[1,"é"],"s":"\""}"#.utf8)
+        let carrying = Problem(status: 409, title: "Conflict", detail: "d").json(adding: "record", json: record)
+        #expect(String(decoding: carrying, as: UTF8.self) == #"{"type":"/problems/conflict","title":"Conflict","status":409,"detail":"d","record":{"k":[1,"é"],"s":"\""}}"# + "\n")
+        // Both read back as the members they were made of.
+        guard case .object(let members) = try JSONParser.parse(problem.json), case .object(let carried) = try JSONParser.parse(carrying) else {
+            Issue.record("a problem's body is no JSON object")
+            return
+        }
+        #expect(members["detail"] == .string("\"x\" \\ \u{1}\n é") && members["title"] == .string("Unprocessable \"Content\""))
+        #expect(carried["record"] == (try JSONParser.parse(record)))
+    }
 }
 
 @Suite("JSON buffer and media type, as the write path uses them")

@@ -220,13 +220,15 @@ struct WriteRulesTests {
     func replayedInput() throws {
         let committed = Committed()
         committed.instances["a"] = stored("a")
-        committed.keys["scope k"] = .replay(.applied(recordJSON: Array("record".utf8), isUnexpected: true))
+        let record = Array(#"{"sequence":3,"version":2,"kind":"event","event":"didBecomeActive","from":"launching","to":"launching"}"#.utf8)
+        committed.keys["scope k"] = .replay(.applied(recordJSON: record, isUnexpected: true))
         let decision = try decide(.apply(.relaunch, id: "a", expected: [InstanceRegistry.InstanceTag(version: 99)], key: key("k")), committed)
-        guard case .answer(.success(.applied(recordJSON: let json, isUnexpected: true))) = decision else {
+        guard case .answer(.success(.applied(recordJSON: let json, unexpected: let input?))) = decision else {
             Issue.record("not replayed: \(decision)")
             return
         }
-        #expect(json == Array("record".utf8))
+        // Its 409 names what the stored record does.
+        #expect(json == record && input == InstanceRegistry.UnexpectedInput(input: "didBecomeActive", state: "launching"))
         // An input's key is answered only for an instance that exists.
         guard case .unknownInstance("b")? = refusal(try decide(.apply(.relaunch, id: "b", expected: nil, key: key("k")), committed)) else {
             Issue.record("an input to no instance replayed")
@@ -255,6 +257,38 @@ struct WriteRulesTests {
             Issue.record("a key kept without its instance not answered")
             return
         }
+    }
+
+    @Test("an unexpected input's replay whose stored record names no input, or is no JSON, is refused as unreadable")
+    func replayedUnexpectedUnreadable() throws {
+        let committed = Committed()
+        committed.instances["a"] = stored("a")
+        committed.keys["scope none"] = .replay(.applied(recordJSON: Array(#"{"sequence":3,"kind":"event"}"#.utf8), isUnexpected: true))
+        committed.keys["scope broken"] = .replay(.applied(recordJSON: Array(#"{"from":"#.utf8), isUnexpected: true))
+        for name in ["none", "broken"] {
+            guard case .storageUnreadable(let what)? = refusal(try decide(.apply(.relaunch, id: "a", expected: nil, key: key(name)), committed)) else {
+                Issue.record("a damaged record replayed for \(name)")
+                continue
+            }
+            #expect(what.hasPrefix("the record first answered to Idempotency-Key \"\(name)\" ("))
+        }
+        // The same record, kept for an expected input, is answered as it is: nothing reads it.
+        committed.keys["scope expected"] = .replay(.applied(recordJSON: Array(#"{"from":"#.utf8), isUnexpected: false))
+        guard case .answer(.success(.applied(recordJSON: _, unexpected: nil))) = try decide(.apply(.relaunch, id: "a", expected: nil, key: key("expected")), committed) else {
+            Issue.record("an expected input's replay not answered")
+            return
+        }
+    }
+
+    @Test("an unexpected input is named from its record: an event or action by name, a relaunch or gap by kind")
+    func unexpectedInputNames() {
+        func named(_ kind: InputKind, _ name: String) -> InstanceRegistry.UnexpectedInput {
+            InstanceRegistry.UnexpectedInput(Record(version: 1, kind: kind, name: name, from: "background", to: "background", outcome: .unexpected, time: time))
+        }
+        #expect(named(.event, "didBecomeActive") == InstanceRegistry.UnexpectedInput(input: "didBecomeActive", state: "background"))
+        #expect(named(.action, "open") == InstanceRegistry.UnexpectedInput(input: "open", state: "background"))
+        #expect(named(.relaunch, "ignored") == InstanceRegistry.UnexpectedInput(input: "relaunch", state: "background"))
+        #expect(named(.gap, "ignored") == InstanceRegistry.UnexpectedInput(input: "gap", state: "background"))
     }
 
     @Test("a key remembered with the other kind of write is refused as reused")

@@ -9,4 +9,16 @@ public struct JSONFragment: Sendable, Encodable {
 
     /// Encodes the boxed value.
     public func encode(to encoder: any Encoder) throws { try encodeValue(encoder) }
+
+    /// The boxed value's JSON; `null` for a value JSON cannot hold (a NaN), which none of the
+    /// service's fragments is.
+    var json: [UInt8] {
+        let encoder = StreamingJSONEncoder()
+        do {
+            try encoder.encodeValue(self)
+        } catch {
+            return Array("null".utf8)
+        }
+        return encoder.buffer.bytes
+    }
 }

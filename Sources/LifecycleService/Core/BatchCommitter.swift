@@ -324,10 +324,10 @@ struct BatchCommitter {
         case .apply(let record, let instance, let machine):
             let id = instance.id
             let encoded = try transaction.append(record, instanceID: id) { $0.jsonBytes() }
-            let isUnexpected = record.outcome == .unexpected
+            let unexpected = record.outcome == .unexpected ? InstanceRegistry.UnexpectedInput(record) : nil
             if let key = write.idempotencyKey {
                 let made = KeyedInstance(id: id, createdAt: instance.createdAt)
-                try transaction.remember(key, .applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected, instance: made))
+                try transaction.remember(key, .applied(recordJSON: encoded.recordJSON, isUnexpected: unexpected != nil, instance: made))
             }
             attempt.records.append(ReplayedRecord(
                 sequence: encoded.sequence, kind: RecordKind(record.kind), instance: id, model: instance.model, outcome: record.outcome,
@@ -339,13 +339,13 @@ struct BatchCommitter {
             attempt.tally.count(record, of: instance)
             attempt.counts.count(record, model: instance.model)
             dirty.insert(id)
-            if isUnexpected {
+            if unexpected != nil {
                 attempt.notes.append(("unexpected event", [("id", id), ("event", record.name), ("state", record.from), ("seq", String(encoded.sequence))]))
             }
             if let incomplete = record.incompleteLaunch {
                 attempt.notes.append(("incomplete launch", [("id", id), ("step", incomplete.step), ("sceneConnected", String(incomplete.isSceneConnected))]))
             }
-            return .success(.applied(recordJSON: encoded.recordJSON, isUnexpected: isUnexpected))
+            return .success(.applied(recordJSON: encoded.recordJSON, unexpected: unexpected))
         }
     }
 

@@ -116,7 +116,17 @@ enum WriteRules {
         if let made, made.createdAt.millisecondsSince1970 != current.createdAt.millisecondsSince1970 {
             return .failure(.replayedInstanceDeleted(id: current.id, key: String(key.clientKey)))
         }
-        return .success(.applied(recordJSON: json, isUnexpected: isUnexpected))
+        guard isUnexpected else { return .success(.applied(recordJSON: json, unexpected: nil)) }
+        // Its 409 names the input and the state, which only the stored record still holds.
+        let record = "the record first answered to Idempotency-Key \"\(key.clientKey)\""
+        do {
+            guard let input = try InstanceRegistry.UnexpectedInput(recordJSON: json) else {
+                return .failure(.storageUnreadable(what: record + " (it names no input or state)"))
+            }
+            return .success(.applied(recordJSON: json, unexpected: input))
+        } catch {
+            return .failure(.storageUnreadable(what: record + " (\(error))"))
+        }
     }
 
     /// A create's outcome, replayed while the instance it made still exists.

@@ -1,3 +1,4 @@
+import LifecycleHTTP
 import LifecycleKit
 import LifecycleStore
 
@@ -81,9 +82,40 @@ extension InstanceRegistry {
         /// Found the instance a PUT names already there with its model.
         case found(id: String, json: [UInt8])
         case deleted
-        /// Applied an input: the numbered record's JSON, and whether the input was unexpected
-        /// (recorded and counted all the same).
-        case applied(recordJSON: [UInt8], isUnexpected: Bool)
+        /// Applied an input: the numbered record's JSON, and, when the input was unexpected
+        /// (recorded and counted all the same), what its 409 names.
+        case applied(recordJSON: [UInt8], unexpected: UnexpectedInput?)
+    }
+
+    /// An input the model did not expect in the state it came in, as its 409 names it.
+    struct UnexpectedInput: Sendable, Equatable {
+        /// The event's or action's name (a relaunch's or a gap's kind).
+        var input: String
+        /// The state the instance was in.
+        var state: String
+
+        init(input: String, state: String) {
+            self.input = input
+            self.state = state
+        }
+
+        /// Named by the committer, from the record it made: the answer reads nothing again.
+        init(_ record: Record) {
+            switch record.kind {
+            case .event, .action: input = record.name
+            case .relaunch, .gap: input = record.kind.rawValue
+            }
+            state = record.from
+        }
+
+        /// Read back from a stored record's JSON (a replay's); `nil` when it names no input or state.
+        init?(recordJSON: [UInt8]) throws(JSONParseError) {
+            guard case .object(let members) = try JSONParser.parse(recordJSON), case .string(let state)? = members["from"],
+                  case .string(let input)? = members["event"] ?? members["action"] ?? members["kind"]
+            else { return nil }
+            self.input = input
+            self.state = state
+        }
     }
 
     /// Why a write or a read was refused. A refused write changed nothing.

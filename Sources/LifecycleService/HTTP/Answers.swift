@@ -12,10 +12,10 @@ extension Response {
             self.init(status: 200, headers: [("Content-Type", "application/json"), ("Location", "/v1/instances/\(id)")], body: JSON.terminated(json))
         case .success(.deleted):
             self.init(status: 204)
-        case .success(.applied(let json, isUnexpected: false)):
+        case .success(.applied(let json, unexpected: nil)):
             self.init(status: 200, headers: [("Content-Type", "application/json")], body: JSON.terminated(json))
-        case .success(.applied(let json, isUnexpected: true)):
-            self = .unexpected(json)
+        case .success(.applied(let json, unexpected: let input?)):
+            self = .unexpected(json, input)
         case .failure(let refusal):
             self = .refusal(Problem(refusal))
         }
@@ -32,27 +32,14 @@ extension Response {
     }
 
     /// 409 with a problem that carries the record: the input was recorded and counted.
-    private static func unexpected(_ record: [UInt8]) -> Response {
-        let parsed: JSONValue
-        do {
-            parsed = try JSONParser.parse(record)
-        } catch {
-            return .problem(.internalError("the record of an unexpected input cannot be read: \(error)"))
-        }
-        guard case .object(let members) = parsed, case .string(let from)? = members["from"],
-              case .string(let input)? = members["event"] ?? members["action"] ?? members["kind"]
-        else {
-            return .problem(.internalError("the record of an unexpected input names no input or state"))
-        }
-        var body = Problem(
-            status: 409, title: "Unexpected Event", detail: "\"\(input)\" is not expected in state \"\(from)\"; it was recorded and counted",
+    private static func unexpected(_ record: [UInt8], _ input: InstanceRegistry.UnexpectedInput) -> Response {
+        let problem = Problem(
+            status: 409, title: "Unexpected Event",
+            detail: "\"\(input.input)\" is not expected in state \"\(input.state)\"; it was recorded and counted",
             type: ProblemKind.unexpectedEvent.type
-        ).json
+        )
         // The record goes in as it is stored, unparsed; as the one extension it follows `detail`.
-        while let last = body.last, last != UInt8(ascii: "}") { body.removeLast() }
-        body.removeLast()
-        body += Array(#","record":"#.utf8) + record + Array("}\n".utf8)
-        return Response(status: 409, headers: [("Content-Type", "application/problem+json")], body: body)
+        return Response(status: 409, headers: [("Content-Type", "application/problem+json")], body: problem.json(adding: "record", json: record))
     }
 }
 

@@ -62,10 +62,10 @@ extension API {
     /// The member of an item's result that holds its single answer's body.
     fileprivate static func member(_ answer: Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal>) -> StaticString {
         switch answer {
-        case .success(.applied(_, isUnexpected: false)): "record"
+        case .success(.applied(_, unexpected: nil)): "record"
         case .success(.created), .success(.found): "instance"
         // An unexpected event's answer is its 409 problem, which carries the record.
-        case .success(.applied(_, isUnexpected: true)), .success(.deleted), .failure: "problem"
+        case .success(.applied(_, unexpected: _?)), .success(.deleted), .failure: "problem"
         }
     }
 

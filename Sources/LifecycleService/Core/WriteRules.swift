@@ -108,6 +108,9 @@ enum WriteRules {
     /// Once that instance is deleted and another made under its id, the record is no longer in any history, and
     /// applying the input anew would put a stale input on the new instance: the replay is refused naming it. (A key
     /// kept from before lifecycled noted the instance has no creation time to compare, and is answered as kept.)
+    ///
+    /// An unexpected input's 409 names its input and state, which only the stored record holds: a record that
+    /// cannot be read for them is refused as storage unreadable, as an instance's row that cannot be read is.
     static func replayedInput(
         _ remembered: RememberedWrite, key: IdempotencyKey, on current: StoredInstance
     ) -> Result<InstanceRegistry.WriteOutcome, InstanceRegistry.Refusal> {

@@ -39,6 +39,13 @@ struct FindingTally {
         var count: Int64 = 0
         var firstSeen: Date
         var lastSeen: Date
+
+        /// One more record showing it, at `time`.
+        mutating func count(at time: Date) {
+            count += 1
+            firstSeen = min(firstSeen, time)
+            lastSeen = max(lastSeen, time)
+        }
     }
 
     /// Per finding and label, what the records added.
@@ -59,12 +66,9 @@ struct FindingTally {
         for subject in subjects {
             let signature = subject.signature
             for label in [""] + labels {
-                let key = FindingKey(signature: signature, label: label)
-                var entry = added[key] ?? Added(subject: subject, firstSeen: record.time, lastSeen: record.time)
-                entry.count += 1
-                entry.firstSeen = min(entry.firstSeen, record.time)
-                entry.lastSeen = max(entry.lastSeen, record.time)
-                added[key] = entry
+                // In place: a key's signature is some 100 bytes, hashed once rather than for a read and a write.
+                added[FindingKey(signature: signature, label: label), default: Added(subject: subject, firstSeen: record.time, lastSeen: record.time)]
+                    .count(at: record.time)
             }
             let pair = FindingInstance(instance: instance.id, signature: signature)
             if seenPairs.insert(pair).inserted { seen.append((pair, labels)) }

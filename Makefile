@@ -143,6 +143,7 @@ container-test: container-deps
 bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench
 	$(SWIFT) build -c release --product reporter-bench
+	$(SWIFT) build -c release --product http-layer
 	$(SWIFT) build -c release --product lifecycled
 	bash Benchmarks/run-all.sh
 

@@ -73,6 +73,9 @@ let package = Package(
             path: "Benchmarks/lifecycle-bench"
         ),
 
+        // lifecycled's HTTP layer with nothing on it (Benchmarks/http-bench.sh), never run by make test.
+        .executableTarget(name: "http-layer", dependencies: ["LifecycleHTTP"], path: "Benchmarks/http-layer"),
+
         // The reporter's benchmark (Benchmarks/reporter-bench.sh), never run by make test.
         .executableTarget(
             name: "reporter-bench",

@@ -2,8 +2,11 @@
 # Server-sent events for `make bench`: sse-load (C, epoll, Benchmarks/sse-load) holds
 # SSE_SUBSCRIBERS subscribers on one stream and measures every delivery's latency from its
 # POST, at SSE_RATE events/s and then posted as fast as answered; nginx + nchan (the anchor,
-# Benchmarks/nchan/nginx.conf) and lifecycled's GET /v1/stream are measured in the same run,
-# one after the other, by the same load process. lifecycled runs in its default configuration
+# Benchmarks/nchan/nginx.conf) and lifecycled's GET /v1/stream are measured in the same run by
+# the same load process, in SSE_ROUNDS rounds that alternate which goes first. Each one's
+# tail latency swings from run to run on the shared cores (nchan's p99 from send has ranged
+# over 5x between runs), so the verdicts compare the rounds' medians, and each server's table
+# rows are its round of the median p99 from send. lifecycled runs in its default configuration
 # (as `make run` starts it), with only its per-client connection limit raised to hold the
 # subscribers, which all come from 127.0.0.1. Writes Benchmarks/.sse-results.md.
 #
@@ -12,13 +15,14 @@
 # SSE_BEFORE=path/to/another/lifecycled measures that build too, in the same run (between
 # nchan and the first), for a before/after comparison.
 #
-# Knobs: SSE_SUBSCRIBERS (10000), SSE_SECONDS (30, the rate window), SSE_RATE (10),
+# Knobs: SSE_ROUNDS (3), SSE_SUBSCRIBERS (10000), SSE_SECONDS (30, the rate window), SSE_RATE (10),
 # SSE_MAX_SECONDS (10, the max-rate window), SSE_WARMUP (3), SSE_INFLIGHT (4 POSTs in flight
 # at max rate), SSE_NCHAN_WORKERS (nproc), SSE_LIFECYCLED_FLAGS (extra lifecycled flags).
 # Installs nothing: `make bench-deps` brings nginx, libnginx-mod-nchan and gcc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ROUNDS=${SSE_ROUNDS:-3}
 SUBSCRIBERS=${SSE_SUBSCRIBERS:-10000}
 WINDOW=${SSE_SECONDS:-30}
 RATE=${SSE_RATE:-10}
@@ -80,27 +84,32 @@ run_load() {
 }
 
 # --- nginx + nchan, WORKERS workers, on its own in the machine
-mkdir -p "$WORK/nchan"
-PORT_N=$(free_port)
-sed -e "s#__DIR__#$WORK/nchan#g" -e "s#__PORT__#$PORT_N#g" -e "s#__WORKERS__#$WORKERS#g" \
-  Benchmarks/nchan/nginx.conf >"$WORK/nchan/nginx.conf"
-"$NGINX" -p "$WORK/nchan/" -c "$WORK/nchan/nginx.conf" -e "$WORK/nchan/error.log" & NGINX_PID=$!
-PIDS+=("$NGINX_PID")
-wait_for "$PORT_N" / || { cat "$WORK/nchan/error.log" >&2; exit 1; }
-workers=""
-for _ in $(seq 1 100); do
-  workers=$(cat "/proc/$NGINX_PID/task/$NGINX_PID/children" 2>/dev/null || true)
-  [ "$(wc -w <<<"$workers")" -ge "$WORKERS" ] && break
-  sleep 0.05
-done
-server_pids=$(echo "$NGINX_PID $workers" | xargs | tr ' ' ',')
-run_load nchan "$WORK/nchan.out" --mode nchan --port "$PORT_N" --sub-path /sub --pub-path /pub --pid "$server_pids"
-stop "$NGINX_PID"
+# measure_nchan OUT: one run, started afresh
+measure_nchan() {
+  local out=$1 port workers server_pids nginx_pid
+  rm -rf "$WORK/nchan"; mkdir -p "$WORK/nchan"
+  port=$(free_port)
+  sed -e "s#__DIR__#$WORK/nchan#g" -e "s#__PORT__#$port#g" -e "s#__WORKERS__#$WORKERS#g" \
+    Benchmarks/nchan/nginx.conf >"$WORK/nchan/nginx.conf"
+  "$NGINX" -p "$WORK/nchan/" -c "$WORK/nchan/nginx.conf" -e "$WORK/nchan/error.log" & nginx_pid=$!
+  PIDS+=("$nginx_pid")
+  wait_for "$port" / || { cat "$WORK/nchan/error.log" >&2; exit 1; }
+  workers=""
+  for _ in $(seq 1 100); do
+    workers=$(cat "/proc/$nginx_pid/task/$nginx_pid/children" 2>/dev/null || true)
+    [ "$(wc -w <<<"$workers")" -ge "$WORKERS" ] && break
+    sleep 0.05
+  done
+  server_pids=$(echo "$nginx_pid $workers" | xargs | tr ' ' ',')
+  run_load nchan "$out" --mode nchan --port "$port" --sub-path /sub --pub-path /pub --pid "$server_pids"
+  stop "$nginx_pid"
+}
 NGINX_VERSION=$("$NGINX" -v 2>&1 | sed 's#.*nginx/##')
 NCHAN_VERSION=$(dpkg-query -W -f='${Version}' libnginx-mod-nchan 2>/dev/null || echo unknown)
 
 # --- lifecycled, when it serves GET /v1/stream
-# measure_lifecycled LABEL EXECUTABLE OUT -> sets LIFECYCLED_STATE
+# measure_lifecycled LABEL EXECUTABLE OUT -> sets LIFECYCLED_STATE; the count of
+# subscriptions it ended for overflow in OUT.dropped
 measure_lifecycled() {
   local label=$1 executable=$2 out=$3 port pid
   LIFECYCLED_STATE="no /v1/stream yet (no executable at $executable)"
@@ -120,19 +129,46 @@ measure_lifecycled() {
     run_load "$label" "$out" --mode lifecycled --port "$port" --pid "$pid"
     # Subscriptions the server ended with `event: overflow` (further behind than their
     # buffer): sse-load does not reconnect, so what came after counts as missing.
-    curl -sf "http://127.0.0.1:$port/metrics" | awk '$1 == "lifecycled_stream_subscribers_dropped_total" {print $2}' >"$WORK/$label.dropped"
+    curl -sf "http://127.0.0.1:$port/metrics" | awk '$1 == "lifecycled_stream_subscribers_dropped_total" {print $2}' >"$out.dropped"
   else
     LIFECYCLED_STATE="no /v1/stream yet (GET /v1/stream: $(head -1 "$WORK/stream-head" | tr -d '\r' || echo no answer))"
   fi
   stop "$pid"
 }
 BEFORE_STATE=""
-if [ -n "${SSE_BEFORE:-}" ]; then
-  measure_lifecycled before "$SSE_BEFORE" "$WORK/before.out"
-  BEFORE_STATE=$LIFECYCLED_STATE
-fi
-measure_lifecycled lifecycled "$LIFECYCLED" "$WORK/lifecycled.out"
+for r in $(seq 1 "$ROUNDS"); do
+  echo "== round $r of $ROUNDS"
+  # Odd rounds start with nchan, even ones with lifecycled.
+  [ $((r % 2)) = 1 ] && measure_nchan "$WORK/nchan.$r.out"
+  # The build before, when asked for, once, between nchan and lifecycled.
+  if [ "$r" = 1 ] && [ -n "${SSE_BEFORE:-}" ]; then
+    measure_lifecycled before "$SSE_BEFORE" "$WORK/before.out"
+    BEFORE_STATE=$LIFECYCLED_STATE
+  fi
+  measure_lifecycled lifecycled "$LIFECYCLED" "$WORK/lifecycled.$r.out"
+  [ $((r % 2)) = 0 ] && measure_nchan "$WORK/nchan.$r.out"
+  [ "$LIFECYCLED_STATE" = measured ] || break
+done
 echo "lifecycled: $LIFECYCLED_STATE"
+
+# median_round NAME: the output file of NAME's round with the median p99 from send at the
+# rate (the lower middle one of an even count).
+median_round() {
+  local f
+  for f in "$WORK/$1".[0-9]*.out; do
+    echo "$(grep '^sse-result .* phase=rate ' "$f" | tr ' ' '\n' | sed -n 's/^send_p99_ms=//p') $f"
+  done | sort -g | awk '{a[NR] = $2} END {print a[int((NR + 1) / 2)]}'
+}
+# p99s NAME: every round's p99 from send at the rate, in round order.
+p99s() {
+  local r list=""
+  for r in $(seq 1 "$ROUNDS"); do
+    [ -f "$WORK/$1.$r.out" ] || continue
+    list+="${list:+, }$(grep '^sse-result .* phase=rate ' "$WORK/$1.$r.out" | tr ' ' '\n' | sed -n 's/^send_p99_ms=//p')"
+  done
+  echo "$list"
+}
+NCHAN_OUT=$(median_round nchan)
 
 # --- the markdown section
 # row NAME LINE -> one table row of a sse-result line
@@ -146,8 +182,8 @@ row() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
-N_RATE=$(grep '^sse-result .* phase=rate ' "$WORK/nchan.out")
-N_MAX=$(grep '^sse-result .* phase=max ' "$WORK/nchan.out")
+N_RATE=$(grep '^sse-result .* phase=rate ' "$NCHAN_OUT")
+N_MAX=$(grep '^sse-result .* phase=max ' "$NCHAN_OUT")
 {
   echo "## Server-sent events ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo none))"
   echo
@@ -158,6 +194,7 @@ N_MAX=$(grep '^sse-result .* phase=max ' "$WORK/nchan.out")
   echo "window's end; server and load CPU are in per cent of one core."
   echo "Anchor: nginx $NGINX_VERSION with nchan $NCHAN_VERSION, $WORKERS workers (one per core, as lifecycled's threads),"
   echo "~350-byte messages. $(nproc) cores shared by server and load; the last column shows how busy they were."
+  echo "$ROUNDS rounds, alternating which server goes first; each server's rows are its round of the median p99 from send."
   echo
   echo "| server, load | events/s | deliveries/s | from send p50 ms | p99 | max | from answer p50 ms | p99 | max | before answer | missing / dup / out of order / closed | POST answered p50 / p99 ms | server CPU | KiB per subscriber | load CPU / machine busy |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -168,8 +205,9 @@ N_MAX=$(grep '^sse-result .* phase=max ' "$WORK/nchan.out")
     row "before ($SSE_BEFORE), $RATE events/s" "$B_RATE"
   fi
   if [ "$LIFECYCLED_STATE" = measured ]; then
-    L_RATE=$(grep '^sse-result .* phase=rate ' "$WORK/lifecycled.out")
-    L_MAX=$(grep '^sse-result .* phase=max ' "$WORK/lifecycled.out")
+    LIFECYCLED_OUT=$(median_round lifecycled)
+    L_RATE=$(grep '^sse-result .* phase=rate ' "$LIFECYCLED_OUT")
+    L_MAX=$(grep '^sse-result .* phase=max ' "$LIFECYCLED_OUT")
     row "lifecycled, $RATE events/s" "$L_RATE"
   fi
   row "nchan, max rate" "$N_MAX"
@@ -177,13 +215,13 @@ N_MAX=$(grep '^sse-result .* phase=max ' "$WORK/nchan.out")
   if [ "$LIFECYCLED_STATE" = measured ]; then
     row "lifecycled, max rate" "$L_MAX"
     echo
-    # dropped LABEL: the sentence on the subscriptions a lifecycled run ended for falling behind.
+    # dropped OUT LABEL: the sentence on the subscriptions a lifecycled run ended for falling behind.
     dropped() {
-      local count; count=$(cat "$WORK/$1.dropped" 2>/dev/null || true)
+      local count; count=$(cat "$1.dropped" 2>/dev/null || true)
       echo "$2 ended ${count:-an unknown number of} subscriptions with \`event: overflow\` for falling further behind than their buffer (\`--stream-buffer\`)."
     }
-    dropped lifecycled "lifecycled"
-    [ "$BEFORE_STATE" = measured ] && dropped before "The build before ($SSE_BEFORE)"
+    dropped "$LIFECYCLED_OUT" "In its round in the table, lifecycled"
+    [ "$BEFORE_STATE" = measured ] && dropped "$WORK/before.out" "The build before ($SSE_BEFORE)"
     echo "A client that reconnects with its \`Last-Event-ID\` (EventSource does) gets the rest; sse-load does not, so what follows an"
     echo "overflow is counted missing. It happens when events are posted faster than the server writes them to every subscriber."
     echo
@@ -191,7 +229,7 @@ N_MAX=$(grep '^sse-result .* phase=max ' "$WORK/nchan.out")
     echo "|---|---|---|---|---|"
     echo "| p50 from send at $RATE events/s | $(field send_p50_ms "$L_RATE") ms | $(field send_p50_ms "$N_RATE") ms |" \
          "$(ratio "$(field send_p50_ms "$L_RATE")" "$(field send_p50_ms "$N_RATE")") | at most 1.00 |"
-    echo "| p99 from send at $RATE events/s | $(field send_p99_ms "$L_RATE") ms | $(field send_p99_ms "$N_RATE") ms |" \
+    echo "| p99 from send at $RATE events/s, the rounds' median (each round's) | $(field send_p99_ms "$L_RATE") ms ($(p99s lifecycled)) | $(field send_p99_ms "$N_RATE") ms ($(p99s nchan)) |" \
          "$(ratio "$(field send_p99_ms "$L_RATE")" "$(field send_p99_ms "$N_RATE")") | under 100 ms and at most 1.00 |"
     echo "| deliveries/s at max rate | $(field deliveries_per_s "$L_MAX") | $(field deliveries_per_s "$N_MAX") |" \
          "$(ratio "$(field deliveries_per_s "$L_MAX")" "$(field deliveries_per_s "$N_MAX")") | at least 1.50 |"

@@ -8,8 +8,7 @@ import Testing
 /// device's clock read it, in the device's offset, whatever the page's zone.
 @Suite("dashboard device time")
 struct DashboardTimeTests {
-    static let module = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Public/js/model.js").path
+    static let module = repositoryRoot.appendingPathComponent("Public/js/model.js").path
 
     /// What `formatDeviceTime` shows for each of `times`, in a page whose zone is `zone`.
     static func shown(_ times: [String], zone: String) throws -> [String] {

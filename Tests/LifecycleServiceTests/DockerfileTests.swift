@@ -7,7 +7,6 @@ import Testing
 /// step of `make test`; this finds it in a second.
 @Suite("Dockerfile", .sqliteOnly("reads the Dockerfile; opens no store"))
 struct DockerfileTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The folders the package's targets live in: each `path:`, and the default folders.
     static func packageFolders(_ manifest: String) throws -> Set<String> {
@@ -34,8 +33,8 @@ struct DockerfileTests {
 
     @Test("the build stage copies every target's folder that Package.swift names")
     func copiesEveryTargetFolder() throws {
-        let manifest = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
-        let dockerfile = try String(contentsOf: Self.root.appendingPathComponent("Dockerfile"), encoding: .utf8)
+        let manifest = try String(contentsOf: repositoryRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let dockerfile = try String(contentsOf: repositoryRoot.appendingPathComponent("Dockerfile"), encoding: .utf8)
         let folders = try Self.packageFolders(manifest)
         #expect(folders.contains("Benchmarks/http-layer"))
         let sources = Self.copiedSources(dockerfile)

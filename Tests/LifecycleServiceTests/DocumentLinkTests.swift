@@ -6,8 +6,6 @@ import Testing
 /// are the repository's own, and a renamed section breaks a test instead of a reader's link.
 @Suite("Markdown references", .sqliteOnly("reads the docs; opens no store"))
 struct DocumentLinkTests {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The files whose references are checked: docs, sources, tests, the spec, the dashboard.
     /// Scripts are left out: the benchmarks' write Markdown files that exist only after a run.
@@ -25,10 +23,10 @@ struct DocumentLinkTests {
     /// Files under the root, relative to it, skipping build output and hidden folders.
     static func files() throws -> [String] {
         let enumerator = try #require(FileManager.default.enumerator(
-            at: root, includingPropertiesForKeys: [.isDirectoryKey], options: [.skipsHiddenFiles]))
+            at: repositoryRoot, includingPropertiesForKeys: [.isDirectoryKey], options: [.skipsHiddenFiles]))
         var found: [String] = []
         for case let url as URL in enumerator {
-            let relative = String(url.path.dropFirst(root.path.count + 1))
+            let relative = String(url.path.dropFirst(repositoryRoot.path.count + 1))
             if relative == "Benchmarks/results" || relative.hasPrefix("node_modules") { enumerator.skipDescendants() }
             if checkedExtensions.contains(url.pathExtension) { found.append(relative) }
         }
@@ -84,9 +82,9 @@ struct DocumentLinkTests {
     /// Where a reference leads: beside the file that makes it (as Markdown links go), else from
     /// the repository's root (as comments name files).
     static func resolve(_ reference: Reference) -> URL? {
-        let beside = root.appendingPathComponent(reference.file).deletingLastPathComponent()
+        let beside = repositoryRoot.appendingPathComponent(reference.file).deletingLastPathComponent()
             .appendingPathComponent(reference.path).standardizedFileURL
-        let fromRoot = root.appendingPathComponent(reference.path).standardizedFileURL
+        let fromRoot = repositoryRoot.appendingPathComponent(reference.path).standardizedFileURL
         return [beside, fromRoot].first { FileManager.default.fileExists(atPath: $0.path) }
     }
 
@@ -94,7 +92,7 @@ struct DocumentLinkTests {
     func referencesResolve() throws {
         var references: [Reference] = []
         for file in try Self.files() {
-            let text = try String(contentsOf: Self.root.appendingPathComponent(file), encoding: .utf8)
+            let text = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
             references += try Self.references(in: text, file: file)
         }
         #expect(references.count > 50, "found only \(references.count) references: the scan is broken")

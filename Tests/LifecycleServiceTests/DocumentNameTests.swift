@@ -118,7 +118,7 @@ struct DocumentNameTests {
         }
     }
 
-    static let publicDirectory = DocumentationTests.root.appendingPathComponent("Public")
+    static let publicDirectory = repositoryRoot.appendingPathComponent("Public")
 
     @Test("every command --help lists is one the binary runs, each with its own --help; another word is a bad command line")
     func commandsRun() throws {

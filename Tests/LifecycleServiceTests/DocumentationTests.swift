@@ -8,23 +8,22 @@ import Testing
 /// that is gone is not documented), README.md and docs/API.md what their examples answer.
 @Suite("README.md, docs/API.md and docs/CONFIGURATION.md")
 struct DocumentationTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// A page of the documentation, by its path from the root.
     static func page(_ path: String) throws -> String {
-        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+        try String(contentsOf: repositoryRoot.appendingPathComponent(path), encoding: .utf8)
     }
 
     /// The pages a reader is sent to: the README, CONTRIBUTING.md and the guides in docs/.
     static func pages() throws -> [String] {
-        let guides = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
+        let guides = try FileManager.default.contentsOfDirectory(atPath: repositoryRoot.appendingPathComponent("docs").path)
             .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
         return ["README.md", "CONTRIBUTING.md"] + guides
     }
 
     /// Where the flags and variables are documented.
     static func configuration() throws -> String {
-        try String(contentsOf: root.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
+        try String(contentsOf: repositoryRoot.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
     }
 
     /// The options `--help` lists: each flag, with the variable named in brackets at the end
@@ -53,7 +52,7 @@ struct DocumentationTests {
 
     /// `LIFECYCLED_*` names in the service's sources: variables read outside the option table too.
     static func variablesInSources() throws -> Set<String> {
-        let sources = root.appendingPathComponent("Sources")
+        let sources = repositoryRoot.appendingPathComponent("Sources")
         let files = try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
         let pattern = try NSRegularExpression(pattern: "LIFECYCLED_[A-Z0-9_]*[A-Z0-9]")
         var names: Set<String> = []

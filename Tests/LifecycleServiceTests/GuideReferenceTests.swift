@@ -7,12 +7,10 @@ import Testing
 /// step, so a renamed file or target must fail here first.
 @Suite("guide references", .sqliteOnly("reads the docs; opens no store"))
 struct GuideReferenceTests {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The documents checked, from the root: every page in docs/ besides the named ones.
     static func documents() throws -> [String] {
-        let guides = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
+        let guides = try FileManager.default.contentsOfDirectory(atPath: repositoryRoot.appendingPathComponent("docs").path)
             .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
         return ["README.md", "CONTRIBUTING.md", "Sources/LifecycleClient/LifecycleClient.docc/LifecycleClient.md", "Examples/LifecycleSample/README.md"] + guides
     }
@@ -63,7 +61,7 @@ struct GuideReferenceTests {
 
     /// The targets the Makefile defines (`name:` at the start of a line).
     static func makefileTargets() throws -> Set<String> {
-        let makefile = try String(contentsOf: root.appendingPathComponent("Makefile"), encoding: .utf8)
+        let makefile = try String(contentsOf: repositoryRoot.appendingPathComponent("Makefile"), encoding: .utf8)
         return Set(makefile.split(separator: "\n").compactMap { line -> String? in
             guard let colon = line.firstIndex(of: ":"), !line.hasPrefix("\t"), !line.contains("=") else { return nil }
             let name = line[..<colon]
@@ -80,12 +78,12 @@ struct GuideReferenceTests {
         let documents = try Self.documents()
         #expect(documents.contains("docs/IOS-GUIDE.md") && documents.contains("docs/API.md"))
         for document in documents {
-            let file = Self.root.appendingPathComponent(document)
+            let file = repositoryRoot.appendingPathComponent(document)
             let cited = try Self.citations(in: String(contentsOf: file, encoding: .utf8))
             for (path, besideDocument) in cited.paths {
                 // A link leads beside its document, as Markdown's do; a path in code may also be
                 // named from the root, as the docs name files.
-                let bases = besideDocument ? [file.deletingLastPathComponent()] : [file.deletingLastPathComponent(), Self.root]
+                let bases = besideDocument ? [file.deletingLastPathComponent()] : [file.deletingLastPathComponent(), repositoryRoot]
                 if !bases.contains(where: { FileManager.default.fileExists(atPath: $0.appendingPathComponent(path).standardizedFileURL.path) }) {
                     missing.append("\(document): \(path): no such file")
                 }

@@ -8,7 +8,6 @@ import Testing
 /// pip install into the system's Python (refused by Debian's, PEP 668) (issue 21, item 1).
 @Suite("Makefile", .sqliteOnly("reads the Makefile; opens no store"))
 struct MakefileTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// What building and running need: the C libraries' headers and pkg-config.
     static let buildPackages: Set<String> = ["libmicrohttpd-dev", "libsqlite3-dev", "libpq-dev", "libgraphviz-dev", "pkg-config"]
@@ -17,7 +16,7 @@ struct MakefileTests {
     static func dryRun(_ target: String) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["make", "-n", "--no-print-directory", "-C", root.path, target]
+        process.arguments = ["make", "-n", "--no-print-directory", "-C", repositoryRoot.path, target]
         // Not the settings of a make this runs under (make test): its jobserver, its flags.
         process.environment = ProcessInfo.processInfo.environment.filter { !["MAKEFLAGS", "MFLAGS", "MAKELEVEL"].contains($0.key) }
         let output = PipeCollector()
@@ -81,7 +80,7 @@ struct MakefileTests {
             #expect(commands.contains("\(venvPython) \(step)"), "\(step)")
         }
         // The Swift tests that start a Python (Tests/metrics/parse.py) are told which.
-        let makefile = try String(contentsOf: Self.root.appendingPathComponent("Makefile"), encoding: .utf8)
+        let makefile = try String(contentsOf: repositoryRoot.appendingPathComponent("Makefile"), encoding: .utf8)
         #expect(makefile.contains("export LIFECYCLED_TEST_PYTHON = $(abspath $(VENV_PYTHON))"))
     }
 

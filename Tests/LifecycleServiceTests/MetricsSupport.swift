@@ -67,8 +67,7 @@ struct Scrape {
 /// (for `swift test` run by hand), else `python3` on the PATH.
 let testPython: String = {
     if let python = ProcessInfo.processInfo.environment["LIFECYCLED_TEST_PYTHON"], !python.isEmpty { return python }
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    let venv = root.appendingPathComponent(".build/venv/bin/python").path
+    let venv = repositoryRoot.appendingPathComponent(".build/venv/bin/python").path
     return FileManager.default.isExecutableFile(atPath: venv) ? venv : "python3"
 }()
 

@@ -6,8 +6,7 @@ import Testing
 struct OpenAPITests {
     /// (method, path) pairs under `paths:`; the file's layout is two-space YAML.
     static func documentedOperations() throws -> Set<String> {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = try String(contentsOf: root.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent("openapi.yaml"), encoding: .utf8)
         var operations: Set<String> = []
         var inPaths = false
         var path: String?

@@ -8,8 +8,7 @@ import Testing
 struct ProblemTypeTests {
     /// The `ProblemKind` enum of openapi.yaml: the names between its `enum: [` and `]`.
     static func documentedKinds() throws -> Set<String> {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = try String(contentsOf: root.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent("openapi.yaml"), encoding: .utf8)
         guard let schema = text.range(of: "\n    ProblemKind:\n"),
               let open = text.range(of: "enum: [", range: schema.upperBound..<text.endIndex),
               let close = text.range(of: "]", range: open.upperBound..<text.endIndex)

@@ -5,12 +5,15 @@ import Testing
 import Glibc
 #endif
 
+/// The repository's root, from this file's place in it (Tests/LifecycleServiceTests/): where the
+/// tests read the docs, the Makefile and the Dockerfile, and find what the build made.
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
 /// The `lifecycled` executable built beside the tests.
 let lifecycledPath: String = {
     let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("lifecycled").path
     if FileManager.default.isExecutableFile(atPath: beside) { return beside }
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    return root.appendingPathComponent(".build/debug/lifecycled").path
+    return repositoryRoot.appendingPathComponent(".build/debug/lifecycled").path
 }()
 
 /// `lifecycled` running as its own process.

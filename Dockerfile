@@ -40,6 +40,8 @@ COPY Sources Sources
 COPY Tests Tests
 COPY Benchmarks/lifecycle-bench Benchmarks/lifecycle-bench
 COPY Benchmarks/http-layer Benchmarks/http-layer
+COPY Benchmarks/own-loop Benchmarks/own-loop
+COPY Benchmarks/own-loop-epoll Benchmarks/own-loop-epoll
 COPY Benchmarks/reporter-bench Benchmarks/reporter-bench
 # .build in a cache mount: after a change in Sources/ only the modules affected are compiled
 # again. The binary is copied out of it in the same step, since the mount is not in the layer,

@@ -144,6 +144,7 @@ bench: bench-deps
 	$(SWIFT) build -c release --product lifecycle-bench
 	$(SWIFT) build -c release --product reporter-bench
 	$(SWIFT) build -c release --product http-layer
+	$(SWIFT) build -c release --product own-loop
 	$(SWIFT) build -c release --product lifecycled
 	bash Benchmarks/run-all.sh
 

@@ -75,6 +75,12 @@ let package = Package(
 
         // lifecycled's HTTP layer with nothing on it (Benchmarks/http-bench.sh), never run by make test.
         .executableTarget(name: "http-layer", dependencies: ["LifecycleHTTP"], path: "Benchmarks/http-layer"),
+        // lifecycled's service over an HTTP/1.1 loop of its own instead of libmicrohttpd
+        // (Benchmarks/http-bench.sh): what replacing libmicrohttpd would buy. Never run by make test.
+        .target(name: "OwnLoopEpoll", path: "Benchmarks/own-loop-epoll"),
+        .executableTarget(
+            name: "own-loop", dependencies: ["LifecycleService", "LifecycleHTTP", "LifecycleLocks", "OwnLoopEpoll"], path: "Benchmarks/own-loop"
+        ),
 
         // The reporter's benchmark (Benchmarks/reporter-bench.sh), never run by make test.
         .executableTarget(

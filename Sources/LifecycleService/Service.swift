@@ -24,15 +24,19 @@ public final class Service: Sendable {
     /// The port the server is bound to.
     public var port: UInt16 { server.port }
 
+    /// What the service runs for each request: the API's router and the middlewares around it.
+    public var pipeline: Pipeline { server.pipeline }
+
     /// Opens the store, restores every instance and starts serving.
     public convenience init(configuration: Configuration) throws(StartError) {
         try self.init(configuration: configuration, listening: true)
     }
 
     /// Opens the store and restores every instance; starts serving only when `listening`.
-    /// A service that does not listen answers only through its server's pipeline, called in-process: for tests
-    /// of what the API answers, without a socket.
-    init(configuration: Configuration, listening: Bool) throws(StartError) {
+    /// A service that does not listen answers only through its ``pipeline``, called in-process: for tests
+    /// of what the API answers, without a socket, and for `Benchmarks/own-loop`, which serves it over
+    /// another HTTP layer.
+    public init(configuration: Configuration, listening: Bool) throws(StartError) {
         self.configuration = configuration
         let logger = LineLogger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger

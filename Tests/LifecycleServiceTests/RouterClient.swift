@@ -21,7 +21,7 @@ struct RouterClient: APIClient {
     }
 
     /// The running service's pipeline: after ``TestServer/restart()``, the new one's.
-    var pipeline: Pipeline { server.service!.server.pipeline }
+    var pipeline: Pipeline { server.service!.pipeline }
 
     /// Answers one request. Header names are sent lowercased, as the server hands them on;
     /// a body comes with `Content-Type` (unless `nil`) and `Content-Length`, as a client sends it.

@@ -30,8 +30,8 @@ public final class HTTPServer: Sendable {
     /// process's open-file limit (see ``init(configuration:logger:pipeline:)``).
     public let maxConnections: Int
     private let logger: LineLogger
-    /// What the server runs for each request; internal so that tests can run it without a socket.
-    let pipeline: Pipeline
+    /// What the server runs for each request: tests and callers in-process run it without a socket.
+    public let pipeline: Pipeline
     private let limits: RequestLimits
     private let state = LockedValue(State())
 

@@ -195,7 +195,7 @@ echo "default's access log: $(grep -c 'msg=request ' "$WORK/default.log") lines,
 {
   echo "## HTTP ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo none))"
   echo
-  echo "wrk -t$THREADS -c$CONNECTIONS, ${WARMUP}s warm-up, ${DURATION}s measured, $ROUNDS rounds (default, quiet, token, bare and for GET the layer alone in turn, each round in another order); $(nproc) cores shared by the servers and wrk."
+  echo "wrk -t$THREADS -c$CONNECTIONS, ${WARMUP}s warm-up, ${DURATION}s measured, $ROUNDS rounds (default, quiet, token, the own loop, bare and for GET the layer alone in turn, each round in another order); $(nproc) cores shared by the servers and wrk."
   echo "Default: lifecycled started as \`make run\` starts it (access log on, standard error to a file); quiet: the same binary with \`--log-level warning\`; token: the default with \`--token --protect-reads\`, every request sending the token."
   echo "Rates: the rounds' median (their range); p50 and p99: those of the median round. Ratio: the median of the rounds' ratios to the bare server in the same round (their range)."
   echo
@@ -267,6 +267,17 @@ echo "default's access log: $(grep -c 'msg=request ' "$WORK/default.log") lines,
   echo
   echo "Durable POST at the default configuration against the bare server's GET rate in the same run (the goal, 0.30): $POST_OF_GET;"
   echo "over the own loop (the own-loop row above; an upper bound as for GET): $OWN_POST_OF_GET."
+  echo
+  echo "Past the history limit (found on 2026-12-07; Benchmarks/history-limit-bench.sh, by hand): the POST rounds' 64 instances reach \`--history-limit\`'s 10,000 records"
+  echo "each during the third round (a round writes some 3,400 versions an instance), and from then on each write also drops its"
+  echo "instance's oldest record. One lifecycled as \`make run\` starts it, 9 rounds of 5 s: 31k to 33k req/s below the limit,"
+  echo "21k to 25k past it (four runs); with \`--history-limit 100000000\`, 29k to 31k from its second round on. So this table's later rounds, and with them its"
+  echo "median, measure writes past the limit; its ranges are the two phases. Tried by hand, each beside the unchanged binary: one"
+  echo "DELETE for all a transaction's drops (a JSON array through json_each, as PostgreSQL's unnest) in place of two statements an"
+  echo "instance changed nothing (21k to 27k past the limit); dropping in only one transaction of 16 (an experiment: histories run over)"
+  echo "gave 27k to 28k. So the cost is the pages each drop dirties (the index's leaf of each instance's oldest record, every commit),"
+  echo "not the statements. What would take it back: drops gathered over the transactions of a burst and written when the committer"
+  echo "goes idle or every so many groups, histories then running over the limit by a burst's writes until it ends."
   echo
   echo "Why POST is short of 0.30 (callgrind and perf under wrk -c64, by hand on 2026-12-02): about 285k instructions a POST at the"
   echo "default configuration (316k before issue 18's cuts). Its CPU is split about evenly between the committer thread (about 40 us a"

@@ -16,7 +16,9 @@ import LifecycleLocks
 /// - a model of more than ``Limits/maxElements`` states and rows is never drawn: 422 at once;
 /// - a request waits for its model's drawing at most ``Limits/wait`` seconds, holding no
 ///   thread (the handler is deferred), then gets 503 with `Retry-After`; once a drawing has
-///   run longer than that, requests get the 503 at once;
+///   run longer than that, or a request has waited that long for it, requests get the 503 at
+///   once (a drawing queued behind another, or started late on a busy machine, has not run
+///   that long yet when its first request gives up);
 /// - what a drawing ends with, a failure too, is kept and answered from then on.
 ///
 /// The built-in models are drawn at start, which start-up does not wait for (the first
@@ -50,8 +52,9 @@ final class ModelGraphs: Sendable {
     private enum Drawing {
         /// A model file's, until it is first asked for.
         case unrequested
-        /// Queued, or under way since `started` (uptime nanoseconds); its waiting requests by ticket.
-        case pending(started: UInt64?, waiting: [Int: Waiter])
+        /// Queued, or under way since `started` (uptime nanoseconds); its waiting requests by ticket;
+        /// `outlasted` once a request has waited the whole wait for it.
+        case pending(started: UInt64?, waiting: [Int: Waiter], outlasted: Bool)
         case done(Result<Document, Problem>)
     }
 
@@ -83,7 +86,7 @@ final class ModelGraphs: Sendable {
                     "model \"\(name)\" is too large to draw: \(states) states and \(rows) rows, more than \(limits.maxElements) in all (--graph-max-size); graph.dot has its graph"
                 )))
             } else if Model.builtins[name] != nil {
-                drawings[name] = .pending(started: nil, waiting: [:])
+                drawings[name] = .pending(started: nil, waiting: [:], outlasted: false)
                 drawnAtStart.append(name)
             } else {
                 drawings[name] = .unrequested
@@ -111,8 +114,9 @@ final class ModelGraphs: Sendable {
             switch state.drawings[name] {
             case .done(let result)?:
                 return .answer(result)
-            case .pending(let since, let others)?:
+            case .pending(let since, let others, let outlasted)?:
                 // (`since` may be a moment after `now`, read before the lock.)
+                if outlasted { return .answer(.failure(inProgress(name))) }
                 if let since, now > since, now - since > UInt64(limits.wait * 1e9) { return .answer(.failure(inProgress(name))) }
                 (started, waiting) = (since, others)
             case .unrequested?, nil:
@@ -122,7 +126,7 @@ final class ModelGraphs: Sendable {
             state.nextTicket += 1
             waiting[ticket] = waiter
             let draw = if case .unrequested? = state.drawings[name] { true } else { false }
-            state.drawings[name] = .pending(started: started, waiting: waiting)
+            state.drawings[name] = .pending(started: started, waiting: waiting, outlasted: false)
             return .wait(ticket: ticket, draw: draw)
         }
         switch next {
@@ -137,8 +141,8 @@ final class ModelGraphs: Sendable {
     /// The request `ticket` still waiting for `name`'s drawing gets 503.
     private func stopWaiting(_ ticket: Int, for name: String) {
         let waiter = state.withLock { state -> Waiter? in
-            guard case .pending(let started, var waiting) = state.drawings[name], let waiter = waiting.removeValue(forKey: ticket) else { return nil }
-            state.drawings[name] = .pending(started: started, waiting: waiting)
+            guard case .pending(let started, var waiting, _) = state.drawings[name], let waiter = waiting.removeValue(forKey: ticket) else { return nil }
+            state.drawings[name] = .pending(started: started, waiting: waiting, outlasted: true)
             return waiter
         }
         waiter?(.failure(inProgress(name)))
@@ -148,7 +152,9 @@ final class ModelGraphs: Sendable {
     private func draw(_ name: String) {
         let started = DispatchTime.now().uptimeNanoseconds
         state.withLock { state in
-            if case .pending(nil, let waiting) = state.drawings[name] { state.drawings[name] = .pending(started: started, waiting: waiting) }
+            if case .pending(nil, let waiting, let outlasted) = state.drawings[name] {
+                state.drawings[name] = .pending(started: started, waiting: waiting, outlasted: outlasted)
+            }
         }
         let result: Result<Document, Problem>
         do throws(GraphvizError) {
@@ -164,7 +170,7 @@ final class ModelGraphs: Sendable {
         }
         let waiting = state.withLock { state -> [Waiter] in
             defer { state.drawings[name] = .done(result) }
-            guard case .pending(_, let waiting) = state.drawings[name] else { return [] }
+            guard case .pending(_, let waiting, _) = state.drawings[name] else { return [] }
             return Array(waiting.values)
         }
         for waiter in waiting { waiter(result) }

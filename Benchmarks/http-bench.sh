@@ -163,8 +163,7 @@ compare() {
     LAYER_MEDIANS=""
   fi
   row o "the default's service over an HTTP/1.1 loop of its own instead of libmicrohttpd (Benchmarks/own-loop; an upper bound, see below)"
-  LAYER_MEDIANS+=" own loop $(median <"$WORK/ob"),"
-
+  LAYER_MEDIANS+=" own loop $O_RATIO,"
   DQ=$(median <"$WORK/dq"); DQ_SPREAD=$(spread <"$WORK/dq")
   echo "$name median: default $(median <"$WORK/db") of bare ($(spread <"$WORK/db")), quiet $(median <"$WORK/qb"), token $(median <"$WORK/tb"),${LAYER_MEDIANS:-} bare $B_RPS req/s; access log on/off $DQ ($DQ_SPREAD)"
   LOG_ROWS+="| $name | $(median_line <"$WORK/d" | cut -d' ' -f1) | $(median_line <"$WORK/q" | cut -d' ' -f1) | $DQ | $DQ_SPREAD | ${5:-} |"$'\n'

@@ -66,6 +66,8 @@ final class Connection: @unchecked Sendable {  // other threads only carry it ba
     var isWaiting = false
     var isClosed = false
     var closesAfterOutput = false
+    /// Output waits for the socket to take more: EPOLLOUT is watched.
+    var isWatchingOutput = false
 
     init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -99,6 +101,8 @@ final class Loop: @unchecked Sendable {  // its other state is its own thread's 
     }
 
     private func watchOutput(_ connection: Connection, _ watch: Bool) {
+        guard connection.isWatchingOutput != watch else { return }
+        connection.isWatchingOutput = watch
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (watch ? EPOLLOUT.rawValue : 0)
         event.data.fd = connection.descriptor
@@ -164,7 +168,6 @@ final class Loop: @unchecked Sendable {  // its other state is its own thread's 
         guard !connection.isClosed else { return }
         connection.isClosed = true
         epoll_ctl(epoll, EPOLL_CTL_DEL, connection.descriptor, nil)
-        watching.remove(connection.descriptor)
         connections[Int(connection.descriptor)] = nil
         close(connection.descriptor)
     }
@@ -265,19 +268,15 @@ final class Loop: @unchecked Sendable {  // its other state is its own thread's 
             if sent < 0 {
                 guard errno == EAGAIN else { return closeConnection(connection) }
                 // The rest once the socket takes more.
-                if watching.insert(connection.descriptor).inserted { watchOutput(connection, true) }
-                return
+                return watchOutput(connection, true)
             }
             connection.sent += sent
         }
         connection.output.removeAll(keepingCapacity: true)
         connection.sent = 0
-        if watching.remove(connection.descriptor) != nil { watchOutput(connection, false) }
+        watchOutput(connection, false)
         if connection.closesAfterOutput, !connection.isWaiting { closeConnection(connection) }
     }
-
-    /// Connections whose output waits for the socket (EPOLLOUT watched).
-    private var watching = Set<Int32>()
 
     /// `Date: …\r\n`, made again once a second.
     private func date() -> [UInt8] {

@@ -246,7 +246,7 @@ public struct Configuration: Sendable {
             c.sync = mode
             return true
         },
-        .integer("--history-limit", "LIFECYCLED_HISTORY_LIMIT", help: "records kept per instance (default 10000)", in: 1...Int.max) { $0.historyLimit = $1 },
+        .integer("--history-limit", "LIFECYCLED_HISTORY_LIMIT", help: "records kept per instance, at least (default 10000)", in: 1...Int.max) { $0.historyLimit = $1 },
         .integer("--max-body", "LIFECYCLED_MAX_BODY", placeholder: "BYTES", help: "largest request body accepted (default 65536)", in: 1...Int.max) { $0.maxBodySize = $1 },
         .integer("--max-batch-body", "LIFECYCLED_MAX_BATCH_BODY", placeholder: "BYTES", help: "largest POST /v1/batch body accepted (default 2097152 = 2 MiB)", in: 1...Int.max) { $0.maxBatchBodySize = $1 },
         .integer("--threads", "LIFECYCLED_THREADS", help: "HTTP worker threads (default: one per core)", in: 1...256) { $0.threads = $1 },

@@ -352,10 +352,14 @@ extension Connection: SQLConnection {
         raisingDroppedFloor("DELETE FROM \(table) WHERE \(condition)", values)
     }
 
-    static func dropping(_ drops: [String: Int64]) -> [SQLStatement] {
-        raisingDroppedFloor(
-            "DELETE FROM records USING \(ColumnValue.unnest(["text", "bigint"], as: "instance, through")) WHERE records.instance = u.instance AND records.version <= u.through",
-            [.texts(drops.map(\.key)), .integers(drops.map(\.value))]
+    static func dropping(_ drops: [String: RetentionBacklog.Drop]) -> [SQLStatement] {
+        guard !drops.isEmpty else { return [] }
+        return raisingDroppedFloor(
+            """
+            DELETE FROM records USING \(ColumnValue.unnest(["text", "bigint", "bigint"], as: "instance, through, before_seq"))
+            WHERE records.instance = u.instance AND records.version <= u.through AND records.seq < u.before_seq
+            """,
+            [.texts(drops.map(\.key)), .integers(drops.map(\.value.version)), .integers(drops.map(\.value.before))]
         )
     }
 }

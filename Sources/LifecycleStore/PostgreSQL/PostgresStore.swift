@@ -49,6 +49,8 @@ public final class PostgresStore: InstanceStore, Sendable {
         var link: Link
         var writesSincePurge = 0
         var isClosed = false
+        /// The writer's; the reader's stays empty.
+        var retention = RetentionBacklog()
     }
 
     public let options: Options
@@ -83,7 +85,7 @@ public final class PostgresStore: InstanceStore, Sendable {
             try connection.run(Self.purgeExpired(options: options) + [SQLStatement("COMMIT")])
             return sequence
         }
-        writer = LockedValue(Line(link: link))
+        writer = LockedValue(Line(link: link, retention: RetentionBacklog(historyLimit: options.historyLimit)))
         reader = LockedValue(Line(link: Link(url: url, role: "read", report: report)))
         knownSequence.withLock { $0 = sequence }
     }
@@ -171,6 +173,7 @@ public final class PostgresStore: InstanceStore, Sendable {
             let connection = transaction.connection
             var closing: [SQLStatement]
             let purging: Bool
+            let retention: RetentionBacklog
             do throws(StoreError) {
                 result = try body(transaction)
                 if let failure = transaction.failure {
@@ -178,8 +181,10 @@ public final class PostgresStore: InstanceStore, Sendable {
                     throw StoreError(failure, doing: "cannot commit after a failed statement")
                 }
                 purging = writer.writesSincePurge + 1 >= 1000
-                // What waits, now and then a purge, and the counter with a notification.
-                closing = try transaction.waitingStatements() + (purging ? Self.purgeExpired(options: options) : [])
+                let due: [String: RetentionBacklog.Drop]
+                (retention, due) = writer.retention.adding(transaction.drops)
+                // What waits, what retention drops now, now and then a purge, and the counter with a notification.
+                closing = try transaction.waitingStatements() + Connection.dropping(due) + (purging ? Self.purgeExpired(options: options) : [])
                 if transaction.sequence != transaction.startSequence {
                     let counted = "WITH counted AS (UPDATE commit_counter SET last_sequence = $1, instance_count = $2 WHERE id = 1)"
                     closing.append(SQLStatement(
@@ -206,6 +211,7 @@ public final class PostgresStore: InstanceStore, Sendable {
                 throw StoreError(error, doing: "cannot commit")
             }
             writer.writesSincePurge = purging ? 0 : writer.writesSincePurge + 1
+            writer.retention = retention
             return transaction.sequence
         }
         learned(sequence)

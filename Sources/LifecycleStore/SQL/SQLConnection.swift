@@ -33,8 +33,8 @@ protocol SQLConnection: AnyObject {
     static func updating(instances rows: [[ColumnValue]]) -> [SQLStatement]
     /// Statements that delete the rows of `table` meeting `condition`, raising `meta.dropped_through` to the largest `seq` deleted.
     static func deleting(from table: String, where condition: String, _ values: [ColumnValue]) -> [SQLStatement]
-    /// Statements that drop each instance's records up to its version (the history limit's).
-    static func dropping(_ drops: [String: Int64]) -> [SQLStatement]
+    /// Statements that drop the records each drop names (the history limit's, ``RetentionBacklog``); none for none.
+    static func dropping(_ drops: [String: RetentionBacklog.Drop]) -> [SQLStatement]
 }
 
 /// What SQLite and PostgreSQL spell differently in the statements the store shares.

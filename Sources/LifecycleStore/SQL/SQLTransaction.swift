@@ -25,8 +25,8 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     /// Instances to write, newest state of each; `isNew` for those to insert.
     private var instances: [String: (instance: StoredInstance, isNew: Bool)] = [:]
     private var records: [[ColumnValue]] = []
-    /// Per instance, the newest version the history limit drops (with all before it).
-    private var drops: [String: Int64] = [:]
+    /// What the history limit drops of this transaction's instances; its store writes them when its backlog is full.
+    private(set) var drops = RetentionBacklog()
     private var keys: [String: Codec.StoredKey] = [:]
     /// Whether a key this transaction did not write is taken as unused without a read (``presumeKeysNew()``).
     private var presumesKeysNew = false
@@ -130,7 +130,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     func append(_ record: Record, instanceID: String, encode: (Record) -> [UInt8]) throws(StoreError) -> EncodedRecord {
         let (encoded, row) = Codec.numbered(record, sequence + 1, instance: instanceID, encode: encode)
         records.append(row)
-        if record.version > historyLimit { drops[instanceID] = max(drops[instanceID] ?? 0, record.version - historyLimit) }
+        drops.passed(historyLimit, instance: instanceID, version: record.version, sequence: encoded.sequence)
         sequence = encoded.sequence
         return encoded
     }
@@ -243,8 +243,6 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         if !new.isEmpty { statements += Connection.inserting(new, into: Connection.dialect.instances) }
         if !changed.isEmpty { statements += Connection.updating(instances: changed) }
         if !records.isEmpty { statements += Connection.inserting(records, into: .records) }
-        // After the records, so that this transaction's own below the limit go too.
-        if !drops.isEmpty { statements += Connection.dropping(drops) }
         if !keys.isEmpty {
             let now = Date()
             let rows = keys.map { Codec.key($0.key, fingerprint: $0.value.fingerprint, $0.value.write, at: now) }
@@ -255,7 +253,7 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         if !findingInstances.isEmpty {
             statements += Connection.inserting(findingInstances.map(Codec.findingInstance), into: .findingInstances)
         }
-        (instances, records, drops, keys, keysRead, coverage, findings, findingInstances) = ([:], [], [:], [:], [:], CoverageCounts(), [], [])
+        (instances, records, keys, keysRead, coverage, findings, findingInstances) = ([:], [], [:], [:], CoverageCounts(), [], [])
         return statements
     }
 }

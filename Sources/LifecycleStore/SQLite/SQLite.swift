@@ -326,8 +326,10 @@ extension Database: SQLConnection {
         ]
     }
 
-    static func dropping(_ drops: [String: Int64]) -> [SQLStatement] {
-        drops.flatMap { deleting(from: "records", where: "instance = $1 AND version <= $2", [.text($0.key), .integer($0.value)]) }
+    static func dropping(_ drops: [String: RetentionBacklog.Drop]) -> [SQLStatement] {
+        drops.flatMap { (instance, drop) in
+            deleting(from: "records", where: "instance = $1 AND version <= $2 AND seq < $3", [.text(instance), .integer(drop.version), .integer(drop.before)])
+        }
     }
 }
 

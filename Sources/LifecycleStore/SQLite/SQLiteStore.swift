@@ -133,7 +133,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
                 sequence = marked
             }
         }
-        let writer = Writer(database: database, lock: lock, sequence: sequence, walBound: WALBound(maxSize: options.maxWALSize))
+        let writer = Writer(
+            database: database, lock: lock, sequence: sequence, walBound: WALBound(maxSize: options.maxWALSize),
+            retention: RetentionBacklog(historyLimit: options.historyLimit)
+        )
         do {
             let reading = try Database(path: path)
             // Its files opened now, as the writer's were: no later read opens one by name.
@@ -389,6 +392,7 @@ extension SQLiteStore {
         var sequence: Int64
         var writesSincePurge = 0
         var walBound: WALBound
+        var retention: RetentionBacklog
         var isClosed = false
 
         /// Drops expired idempotency keys and deletion records, raising the floor of dropped records.
@@ -443,10 +447,13 @@ extension SQLiteStore {
         // A prepared statement, as the COMMIT is: sqlite3_exec would compile it every time.
         try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.run([SQLStatement("BEGIN IMMEDIATE")]) }
         let result: T
+        let retention: RetentionBacklog
         do throws(StoreError) {
             result = try body(transaction)
-            // What waits, then the COMMIT, each a prepared statement.
-            let closing = try transaction.waitingStatements() + [SQLStatement("COMMIT")]
+            let due: [String: RetentionBacklog.Drop]
+            (retention, due) = writer.retention.adding(transaction.drops)
+            // What waits, what retention drops now, then the COMMIT, each a prepared statement.
+            let closing = try transaction.waitingStatements() + Database.dropping(due) + [SQLStatement("COMMIT")]
             try checked("cannot commit") { () throws(SQLiteError) in try database.run(closing) }
         } catch {
             do throws(SQLiteError) {
@@ -460,6 +467,7 @@ extension SQLiteStore {
             }
             throw error
         }
+        writer.retention = retention
         committed(transaction.sequence, &writer)
         return result
     }

@@ -297,6 +297,29 @@ struct SQLiteStoreTests {
         let page = try store.history(instanceID: "b", after: 0, divergentOnly: false, limit: PageLimit(records: 1))
         #expect(page.oldestRetainedVersion == 6 && page.hasMore)
     }
+
+    @Test("records waiting to be dropped when the store closes stay until their instance's next drop takes them along", arguments: Backend.allCases)
+    func retentionBacklogAcrossARestart(backend: Backend) throws {
+        let place = try StorePlace(backend)
+        var a = InstanceWriter(id: "a")
+        do {
+            let store = try place.open(historyLimit: 80)
+            defer { store.close() }
+            try a.create(in: store)
+            try a.relaunch(in: store, times: 85)
+        }
+        let store = try place.open(historyLimit: 80)
+        defer { store.close() }
+        func versions() throws -> [Int64] {
+            try store.history(instanceID: "a", after: 0, divergentOnly: false, limit: PageLimit(records: 200)).records.map { try decodeRecord($0).version }
+        }
+        #expect(try versions() == Array(1...85), "the backlog was in memory: nothing was dropped")
+        try a.relaunch(in: store, times: 9)
+        #expect(try versions() == Array(1...94))
+        // The tenth record past the limit since the restart fills the new backlog; its drop covers versions 1 to 15.
+        try a.relaunch(in: store)
+        #expect(try versions() == Array(16...95))
+    }
 }
 
 @Suite("SQLite store transactions")

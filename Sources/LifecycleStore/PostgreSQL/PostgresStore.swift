@@ -173,7 +173,6 @@ public final class PostgresStore: InstanceStore, Sendable {
             let connection = transaction.connection
             var closing: [SQLStatement]
             let purging: Bool
-            let retention: RetentionBacklog
             do throws(StoreError) {
                 result = try body(transaction)
                 if let failure = transaction.failure {
@@ -181,10 +180,8 @@ public final class PostgresStore: InstanceStore, Sendable {
                     throw StoreError(failure, doing: "cannot commit after a failed statement")
                 }
                 purging = writer.writesSincePurge + 1 >= 1000
-                let due: [String: RetentionBacklog.Drop]
-                (retention, due) = writer.retention.adding(transaction.drops)
                 // What waits, what retention drops now, now and then a purge, and the counter with a notification.
-                closing = try transaction.waitingStatements() + Connection.dropping(due) + (purging ? Self.purgeExpired(options: options) : [])
+                closing = try transaction.closingStatements(after: writer.retention) + (purging ? Self.purgeExpired(options: options) : [])
                 if transaction.sequence != transaction.startSequence {
                     let counted = "WITH counted AS (UPDATE commit_counter SET last_sequence = $1, instance_count = $2 WHERE id = 1)"
                     closing.append(SQLStatement(
@@ -211,7 +208,7 @@ public final class PostgresStore: InstanceStore, Sendable {
                 throw StoreError(error, doing: "cannot commit")
             }
             writer.writesSincePurge = purging ? 0 : writer.writesSincePurge + 1
-            writer.retention = retention
+            writer.retention.committed(transaction.drops)
             return transaction.sequence
         }
         learned(sequence)

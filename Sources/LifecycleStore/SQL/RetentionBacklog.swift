@@ -36,17 +36,29 @@ struct RetentionBacklog: Sendable {
         records += 1
     }
 
-    /// The backlog once a transaction holding `other`'s drops commits, and the drops that transaction writes (before
-    /// its COMMIT): none until the backlog is full, then all of them, which leaves it empty.
-    func adding(_ other: RetentionBacklog) -> (backlog: RetentionBacklog, due: [String: Drop]) {
-        var backlog = self
-        // The newer drop wins whole: its instance may have been deleted and made again since the older one.
-        backlog.drops.merge(other.drops) { $0.before > $1.before ? $0 : $1 }
-        backlog.records += other.records
-        guard backlog.records >= capacity else { return (backlog, [:]) }
-        let due = backlog.drops
-        backlog.drops = [:]
-        backlog.records = 0
-        return (backlog, due)
+    /// What a transaction holding `other`'s drops writes before its COMMIT: none until the two fill the backlog, then
+    /// all of them. Read only: the backlog changes once the COMMIT succeeds (``committed(_:)``).
+    func due(with other: RetentionBacklog) -> [String: Drop] {
+        isFilled(by: other) ? drops.merging(other.drops, uniquingKeysWith: Self.newer) : [:]
+    }
+
+    /// A transaction holding `other`'s drops committed: it wrote them all with the backlog's, or they wait with them.
+    /// In place, so the backlog's dictionary is not copied every commit.
+    mutating func committed(_ other: RetentionBacklog) {
+        if isFilled(by: other) {
+            (drops, records) = ([:], 0)
+        } else {
+            drops.merge(other.drops, uniquingKeysWith: Self.newer)
+            records += other.records
+        }
+    }
+
+    private func isFilled(by other: RetentionBacklog) -> Bool {
+        records + other.records >= capacity
+    }
+
+    /// The newer drop wins whole: its instance may have been deleted and made again since the older one.
+    private static func newer(_ a: Drop, _ b: Drop) -> Drop {
+        a.before > b.before ? a : b
     }
 }

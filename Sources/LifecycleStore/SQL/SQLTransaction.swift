@@ -25,7 +25,8 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
     /// Instances to write, newest state of each; `isNew` for those to insert.
     private var instances: [String: (instance: StoredInstance, isNew: Bool)] = [:]
     private var records: [[ColumnValue]] = []
-    /// What the history limit drops of this transaction's instances; its store writes them when its backlog is full.
+    /// What the history limit drops of this transaction's instances; written when the writer's backlog is full
+    /// (``closingStatements(after:)``), which then takes them (``RetentionBacklog/committed(_:)``).
     private(set) var drops = RetentionBacklog()
     private var keys: [String: Codec.StoredKey] = [:]
     /// Whether a key this transaction did not write is taken as unused without a read (``presumeKeysNew()``).
@@ -233,6 +234,11 @@ final class SQLTransaction<Connection: SQLConnection>: StoreTransaction {
         }
         defer { prepared = [] }
         return try prepared + statementsForWaiting()
+    }
+
+    /// What waits, then what the history limit drops now with the writer's `backlog`: what goes before the COMMIT.
+    func closingStatements(after backlog: RetentionBacklog) throws(StoreError) -> [SQLStatement] {
+        try waitingStatements() + Connection.dropping(backlog.due(with: drops))
     }
 
     /// What waits, as statements, in the order they run; it then waits no more.

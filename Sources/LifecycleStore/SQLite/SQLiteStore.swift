@@ -447,13 +447,10 @@ extension SQLiteStore {
         // A prepared statement, as the COMMIT is: sqlite3_exec would compile it every time.
         try checked("cannot begin a transaction") { () throws(SQLiteError) in try database.run([SQLStatement("BEGIN IMMEDIATE")]) }
         let result: T
-        let retention: RetentionBacklog
         do throws(StoreError) {
             result = try body(transaction)
-            let due: [String: RetentionBacklog.Drop]
-            (retention, due) = writer.retention.adding(transaction.drops)
             // What waits, what retention drops now, then the COMMIT, each a prepared statement.
-            let closing = try transaction.waitingStatements() + Database.dropping(due) + [SQLStatement("COMMIT")]
+            let closing = try transaction.closingStatements(after: writer.retention) + [SQLStatement("COMMIT")]
             try checked("cannot commit") { () throws(SQLiteError) in try database.run(closing) }
         } catch {
             do throws(SQLiteError) {
@@ -467,7 +464,7 @@ extension SQLiteStore {
             }
             throw error
         }
-        writer.retention = retention
+        writer.retention.committed(transaction.drops)
         committed(transaction.sequence, &writer)
         return result
     }

@@ -56,6 +56,38 @@ import Testing
         ])
     }
 
+    /// A UI test passes a new `LIFECYCLED_RUN` each time and looks for its label; an update of the
+    /// app or the OS changes its labels too. The service keeps an instance's labels as created.
+    @Test func aStartWithOtherLabelsIsANewInstanceThatCarriesThem() async throws {
+        let device = try AppDevice()
+        let first = try await device.run(labels: ["run": "one"]) { $0.post(Self.launch, Self.connect, Self.active) }
+        let again = try await device.run(labels: ["run": "one"]) { $0.post(Self.launch, Self.connect, Self.active) }
+        #expect(again.instance == first.instance)
+        let second = try await device.run(labels: ["run": "two"]) { $0.post(Self.launch, Self.connect, Self.active) }
+        #expect(second.instance != nil && second.instance != first.instance)
+        let (earlier, _) = try await Self.instance(device, first.instance)
+        #expect(earlier.labels["run"] == "one" && earlier.launchCount == 2)
+        let (instance, history) = try await Self.instance(device, second.instance)
+        #expect(instance.labels["run"] == "two" && instance.launchCount == 1 && instance.counters.unexpected == 0)
+        #expect(history == ["didFinishLaunching", "willConnectToWindow", "didBecomeActive"])
+        let found = try await device.server.client().instancePage(filter: InstanceFilter(labels: ["run": "two"])).items.map(\.id)
+        #expect(found == [try #require(second.instance)])
+    }
+
+    /// Deleted on the dashboard, or a service whose data started over: without the create, every
+    /// report of the install would be refused 404 from then on.
+    @Test func anInstanceGoneFromTheServiceIsMadeAgainAtTheNextStart() async throws {
+        let device = try AppDevice()
+        let first = try await device.run(labels: ["team": "checkout"]) { $0.post(Self.launch, Self.connect, Self.active) }
+        let id = try #require(first.instance)
+        try await device.server.client().deleteInstance(id)
+        let again = try await device.run(labels: ["team": "checkout"]) { $0.post(Self.launch, Self.connect, Self.active, Self.resign) }
+        #expect(again.instance == id)
+        let (instance, history) = try await Self.instance(device, id)
+        #expect(instance.labels["team"] == "checkout" && instance.counters.unexpected == 0)
+        #expect(history == ["relaunch", "didFinishLaunching", "willConnectToWindow", "didBecomeActive", "willResignActive"])
+    }
+
     @Test func anAppExtensionIsNeverReportedAsTheApp() async throws {
         let device = try AppDevice()
         let app = try await device.run { $0.post(Self.launch, Self.connect, Self.active) }
@@ -107,7 +139,7 @@ import Testing
     @Test func aFirstStartBeforeTheFolderCanBeReadCreatesOnceItCan() async throws {
         let device = try AppDevice()
         let unlock = try Self.locked(device)
-        let app = try await device.run { process in
+        let app = try await device.run(labels: ["team": "checkout"]) { process in
             #expect(process.observer.instance == nil)
             process.post(Self.launch, Self.connect)
             try unlock()
@@ -115,8 +147,9 @@ import Testing
         }
         let (instance, history) = try await Self.instance(device, app.instance)
         #expect(instance.launchCount == 1 && instance.counters.unexpected == 0)
+        #expect(instance.labels["team"] == "checkout", "created with the labels, though decided late")
         #expect(history == ["didFinishLaunching", "willConnectToWindow", "didBecomeActive"])
-        let again = try await device.run { $0.post(Self.launch) }
+        let again = try await device.run(labels: ["team": "checkout"]) { $0.post(Self.launch) }
         #expect(again.instance == app.instance)
         #expect(try await device.server.client().instancePage().items.count == 1)
     }

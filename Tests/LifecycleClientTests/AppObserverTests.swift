@@ -91,12 +91,13 @@ import Testing
         }
     }
 
-    /// Starts a process of the app (or of `bundle`, an extension's) with only the adapter set up.
-    func start(_ app: AppStateMachine = AppStateMachine(), bundle: URL = appBundle) throws -> Process {
+    /// Starts a process of the app (or of `bundle`, an extension's) with only the adapter set up,
+    /// and the app's own `labels`.
+    func start(_ app: AppStateMachine = AppStateMachine(), bundle: URL = appBundle, labels: [String: String] = [:]) throws -> Process {
         let center = NotificationCenter()
         let observer = try LifecycleAppObserver(
             client: server.client(),
-            configuration: .init(directory: URL(fileURLWithPath: folder.path), deliversAutomatically: false),
+            configuration: .init(directory: URL(fileURLWithPath: folder.path), deliversAutomatically: false, labels: labels),
             center: center, bundleURL: bundle,
             report: { _ in LifecycleAppObserver.Report(believedState: app.currentStateName, ranHooks: app.ranHooks) }
         )
@@ -104,8 +105,8 @@ import Testing
     }
 
     /// Runs one process of the app through `body`, then delivers what it queued, as its sender would have.
-    func run(bundle: URL = appBundle, _ body: (Process) throws -> Void) async throws -> LifecycleAppObserver {
-        let process = try start(bundle: bundle)
+    func run(bundle: URL = appBundle, labels: [String: String] = [:], _ body: (Process) throws -> Void) async throws -> LifecycleAppObserver {
+        let process = try start(bundle: bundle, labels: labels)
         try body(process)
         try await process.observer.reporter.flush()
         return process.observer

@@ -135,6 +135,22 @@ struct ClientCheckTests {
         #expect(await problem { try await client.check(instances: ["nobody"]) }?.status == 404)
     }
 
+    @Test("each error's localizedDescription, which an app shows or logs, is its one line")
+    func localizedDescriptions() async throws {
+        let server = try ClientTestServer()
+        do {
+            _ = try await server.client().instance("nobody")
+            Issue.record("a missing instance is a problem")
+        } catch let error as LifecycleClientError {
+            #expect(error.localizedDescription == error.description && error.description.hasPrefix("lifecycled refused: "), "\(error.localizedDescription)")
+            #expect(error.problem?.localizedDescription == error.problem?.description)
+        }
+        let timeout = DeliveryTimeout(condition: .quiet(1), timeout: 2, waitingFor: ["a"])
+        #expect(timeout.localizedDescription == "not quiet for 1 s within 2 s: still waiting for a")
+        let closed = LifecycleReporter.ReportError.closed
+        #expect(closed.localizedDescription == closed.description)
+    }
+
     @Test("waitForDelivery: until a marker input arrives (posted after the wait began), until quiet, and its bound")
     func waitForDelivery() async throws {
         let server = try ClientTestServer()
@@ -150,6 +166,22 @@ struct ClientCheckTests {
         let start = Date()
         try await client.waitForDelivery(.ids(["late"]), until: .quiet(0.3), timeout: 10, pollInterval: 0.05)
         #expect(Date().timeIntervalSince(start) >= 0.3, "quiet means unchanged for the whole time")
+
+        // Quiet counts from when the instances are there: a creation may still be queued.
+        async let quietAfterCreation: Void = client.waitForDelivery(.ids(["later"]), until: .quiet(0.3), timeout: 30, pollInterval: 0.05)
+        async let quietByLabel: Void = client.waitForDelivery(.labels(["run": "later"]), until: .quiet(0.3), timeout: 30, pollInterval: 0.05)
+        try await Task.sleep(nanoseconds: 800_000_000)
+        _ = try await client.createInstance(id: "later", labels: ["run": "later"])
+        let created = Date()
+        try await quietAfterCreation
+        try await quietByLabel
+        #expect(Date().timeIntervalSince(created) >= 0.3, "not quiet before the instance was there")
+        do {
+            try await client.waitForDelivery(.ids(["nobody"]), until: .quiet(0.1), timeout: 0.4, pollInterval: 0.05)
+            Issue.record("an instance that never comes must end in the bound")
+        } catch let timeout as DeliveryTimeout {
+            #expect(timeout.waitingFor == ["nobody"] && timeout.description == "not quiet for 0.1 s within 0.4 s: still waiting for nobody", "\(timeout)")
+        }
 
         do {
             try await client.waitForDelivery(.ids(["late"]), until: .input("never"), timeout: 0.3, pollInterval: 0.05)

@@ -13,7 +13,9 @@ import LifecycleLocks
 /// - The first process start of an install creates its instance (``instance``, a UUID kept in the
 ///   reporter's folder) with the `ios-app` model and labels (``labels(bundleURL:environment:adding:)``);
 ///   every later one is a relaunch, reported before
-///   its `didFinishLaunching`, so the service finds a launch that never finished by itself.
+///   its `didFinishLaunching`, so the service finds a launch that never finished by itself. A
+///   start with other labels (a new test run, an update of the app or the OS) creates a new
+///   instance, and an instance deleted on the service is made again at the next start.
 /// - A launch into the background is a process start like any other: a relaunch, then
 ///   `didFinishLaunching`, and nothing more until a window connects (UIKit posts no
 ///   `didEnterBackground` for it). Left there it is not an incomplete launch: the model counts
@@ -75,8 +77,8 @@ public final class LifecycleAppObserver: Sendable {
     // Observer tokens are not Sendable; they are written once here and only read, to remove them.
     private nonisolated(unsafe) let tokens: [any NSObjectProtocol]
 
-    /// Opens the reporter, reports this process start (the install's first: its instance
-    /// created; any later one: a relaunch) and starts observing `center`. While the folder
+    /// Opens the reporter, reports this process start (the install's first, or one with other
+    /// labels: an instance created; any later one: a relaunch) and starts observing `center`. While the folder
     /// cannot be read yet, the start is decided at the first notification that finds it
     /// readable, and what was observed before is reported then. Throws what the reporter
     /// throws when the process start cannot be queued (nothing observed then).
@@ -107,7 +109,7 @@ public final class LifecycleAppObserver: Sendable {
         let labels = Self.labels(bundleURL: bundleURL, adding: configuration.labels)
         if let id = try Self.startProcess(reporter, in: configuration.directory, launchedAt: launchedAt, labels: labels) { resolved.withLock { $0 = id } }
         let handler = Handler(
-            reporter: reporter, directory: configuration.directory, resolved: resolved, launchedAt: launchedAt, window: window,
+            reporter: reporter, directory: configuration.directory, resolved: resolved, launchedAt: launchedAt, labels: labels, window: window,
             report: report, parameters: parameters, onError: onError
         )
         // UIKit posts these on the main thread and, with no queue, they are handled there before
@@ -143,13 +145,21 @@ public final class LifecycleAppObserver: Sendable {
         try handler?.send(action: action, parameters)
     }
 
-    /// The install's instance id, creating its instance on its first process start and
-    /// reporting a relaunch (at `launchedAt`) on every later one; `nil` while the folder cannot
-    /// be read: an id file that cannot be read yet is no first launch, and taking it for one
-    /// would clone the install. The id is written after the create is queued: a kill in
-    /// between leaves an instance with no launch behind and the next start makes another,
-    /// rather than an id the service never heard of.
-    static func startProcess(_ reporter: LifecycleReporter, in directory: URL, launchedAt: DeviceTime, labels: [String: String] = [:]) throws -> String? {
+    /// The install's instance id. Its first process start creates the instance, and so does a
+    /// start whose labels are not those it was created with (a new `LIFECYCLED_RUN`, an update of
+    /// the app or of the OS): the service never changes an instance's labels, so they would no
+    /// longer say who it is, and a test that looks for its run's label would find nothing. Any
+    /// other start reports a relaunch (at `launchedAt`), after a create that does nothing while
+    /// the instance exists and makes it again when it is gone (deleted on the dashboard, or a
+    /// service whose data started over), where every later report would be refused 404.
+    ///
+    /// `nil` while the folder cannot be read: an id file that cannot be read yet is no first
+    /// launch, and taking it for one would clone the install. The file holds the id, then the
+    /// labels as JSON (one written before labels were kept has no such line: its install starts
+    /// a new instance once). It is written after the create is queued: a kill in between leaves
+    /// an instance with no launch behind and the next start makes another, rather than an id the
+    /// service never heard of.
+    static func startProcess(_ reporter: LifecycleReporter, in directory: URL, launchedAt: DeviceTime, labels: [String: String]) throws -> String? {
         guard reporter.status.journalUnavailable == nil else { return nil }
         let file = directory.appendingPathComponent(instanceFile)
         let data: Data
@@ -160,13 +170,19 @@ public final class LifecycleAppObserver: Sendable {
         } catch {
             return nil
         }
-        if let id = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty {
-            try reporter.reportRelaunch(instance: id, occurredAt: launchedAt)
-            return id
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let written = String(decoding: try encoder.encode(labels), as: UTF8.self)
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        let kept = lines[0].trimmingCharacters(in: .whitespaces)
+        if !kept.isEmpty, lines.count == 2, lines[1].trimmingCharacters(in: .whitespacesAndNewlines) == written {
+            try reporter.create(instance: kept, model: "ios-app", labels: labels)
+            try reporter.reportRelaunch(instance: kept, occurredAt: launchedAt)
+            return kept
         }
         let id = UUID().uuidString.lowercased()
         try reporter.create(instance: id, model: "ios-app", labels: labels)
-        try Data("\(id)\n".utf8).write(to: file, options: .atomic)
+        try Data("\(id)\n\(written)\n".utf8).write(to: file, options: .atomic)
         return id
     }
 
@@ -225,6 +241,8 @@ public final class LifecycleAppObserver: Sendable {
     let resolved: LockedValue<String?>
     /// When the process started: its relaunch's time, even when decided later.
     let launchedAt: DeviceTime
+    /// What the instance is created with, even when that is decided later.
+    let labels: [String: String]
     /// What was observed before the process start could be decided, in order, with its time.
     var waiting: [(name: String, isAction: Bool, parameters: [String: Value], said: LifecycleAppObserver.Report, at: DeviceTime)] = []
     let window: @MainActor (Notification) -> String
@@ -240,7 +258,8 @@ public final class LifecycleAppObserver: Sendable {
     var heldWindow: [String: Value]?
 
     nonisolated init(
-        reporter: LifecycleReporter, directory: URL, resolved: LockedValue<String?>, launchedAt: DeviceTime, window: @escaping @MainActor (Notification) -> String,
+        reporter: LifecycleReporter, directory: URL, resolved: LockedValue<String?>, launchedAt: DeviceTime, labels: [String: String],
+        window: @escaping @MainActor (Notification) -> String,
         report: @escaping @MainActor (String) -> LifecycleAppObserver.Report,
         parameters: @escaping @MainActor (String, Notification) -> [String: Value], onError: @escaping @MainActor (any Error) -> Void
     ) {
@@ -248,6 +267,7 @@ public final class LifecycleAppObserver: Sendable {
         self.directory = directory
         self.resolved = resolved
         self.launchedAt = launchedAt
+        self.labels = labels
         self.window = window
         self.report = report
         self.parameters = { event, notification in notification.map { parameters(event, $0) } ?? [:] }
@@ -259,7 +279,7 @@ public final class LifecycleAppObserver: Sendable {
     private func instance() -> String? {
         if let id = resolved.withLock({ $0 }) { return id }
         do {
-            guard let id = try LifecycleAppObserver.startProcess(reporter, in: directory, launchedAt: launchedAt) else { return nil }
+            guard let id = try LifecycleAppObserver.startProcess(reporter, in: directory, launchedAt: launchedAt, labels: labels) else { return nil }
             resolved.withLock { $0 = id }
         } catch {
             // Decided again at the next notification.

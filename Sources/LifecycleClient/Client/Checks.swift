@@ -207,8 +207,8 @@ public enum InstanceSelection: Sendable, Equatable {
 /// What to wait for before checking: an app's reporter in another process (a UI test's app)
 /// may not have delivered its queue when the test ends.
 public enum DeliveryCondition: Sendable, Equatable {
-    /// Until no selected instance has gained a record for this many seconds (and, by labels,
-    /// no instance has appeared).
+    /// Until every selected instance exists (by labels: at least one) and none has gained a
+    /// record for this many seconds (by labels, nor has another appeared).
     case quiet(TimeInterval)
     /// Until every selected instance has recorded an event or action of this name: a marker the
     /// app sends last (by labels: and at least one instance carries them).
@@ -294,8 +294,19 @@ extension LifecycleClient {
             case .quiet(let seconds):
                 let current = try await self.versions(of: selection)
                 if current != versions { (versions, quietSince) = (current, now) }
-                if now - quietSince >= seconds { return }
-                waiting = current.keys.sorted()
+                // Quiet counts from when every instance named is there (by labels: one is), not
+                // before: until then their reports may still be on the way.
+                let absent: [String], isThere: Bool
+                switch selection {
+                case .ids(let ids): (absent, isThere) = (ids.filter { current[$0] == nil }, ids.allSatisfy { current[$0] != nil })
+                case .labels: (absent, isThere) = ([], !current.isEmpty)
+                }
+                if !isThere {
+                    quietSince = now
+                } else if now - quietSince >= seconds {
+                    return
+                }
+                waiting = absent.isEmpty ? current.keys.sorted() : absent
             case .input(let name):
                 let ids = try await ids(of: selection)
                 for id in ids where !markerSeen.contains(id) {

@@ -184,3 +184,25 @@ extension String {
         return flat.prefix(head) + "…" + flat.suffix(limit - 1 - head)
     }
 }
+
+// `localizedDescription`, which an app shows or logs, says the one line `description` does
+// (without it, Foundation's generic "The operation couldn't be completed").
+extension LifecycleProblem: LocalizedError {
+    /// The one-line ``description``.
+    public var errorDescription: String? { description }
+}
+
+extension LifecycleClientError: LocalizedError {
+    /// The one-line ``description``.
+    public var errorDescription: String? { description }
+}
+
+extension DeliveryTimeout: LocalizedError {
+    /// The one-line ``description``.
+    public var errorDescription: String? { description }
+}
+
+extension LifecycleReporter.ReportError: LocalizedError {
+    /// The one-line ``description``.
+    public var errorDescription: String? { description }
+}

@@ -40,8 +40,8 @@ final class ReporterCore: Sendable {
 
     /// How one attempt went.
     private enum Attempt {
-        /// Answered, every item (`retryAfter` nil) or a prefix (the rest asked to wait).
-        case answered(count: Int, retryLater: Bool, retryAfter: TimeInterval?)
+        /// Answered, every item (`retryAfter` nil) or a prefix (the rest asked to wait): the answers.
+        case answered(ArraySlice<BatchResult>, retryLater: Bool, retryAfter: TimeInterval?)
         /// Not answered, or refused whole (`status`: the problem's, `problem` the refusal itself).
         case failed(String, status: Int?, retryAfter: TimeInterval?, problem: LifecycleProblem? = nil)
     }
@@ -292,9 +292,9 @@ final class ReporterCore: Sendable {
             // Sending the batch again at once would find the disk as full: the caller hears of it.
             if let unwritable = settle(batch, outcome) { throw unwritable }
             switch outcome {
-            case .answered(let count, let retryLater, _):
-                delivered += count
-                if retryLater { throw LifecycleClientError.badResponse("the service asked to retry later; \(batch.count - count) items kept") }
+            case .answered(let results, let retryLater, _):
+                delivered += results.count
+                if retryLater { throw LifecycleClientError.badResponse("the service asked to retry later; \(batch.count - results.count) items kept") }
             case .failed(let error, let status, _, let problem):
                 // A batch refused whole is split and tried again; anything else ends the flush,
                 // with the refusal itself when there is one (a 401 is no outage to wait out).
@@ -349,13 +349,10 @@ final class ReporterCore: Sendable {
             // The first item answered 5xx or 429 and everything after it wait for the next attempt.
             let answered = results.firstIndex { $0.status >= 500 || $0.status == 429 } ?? results.count
             let retryAfter: TimeInterval? = answered < results.count ? Self.retryAfter(results[answered]) : nil
-            let outcome = Attempt.answered(count: answered, retryLater: answered < results.count, retryAfter: retryAfter)
-            report(batch, results.prefix(answered))
-            return outcome
+            return .answered(results.prefix(answered), retryLater: answered < results.count, retryAfter: retryAfter)
         } catch LifecycleClientError.problem(let problem) where [400, 413].contains(problem.status) && batch.count == 1 {
             // The service refuses this one item whatever the batch around it: it is delivered as refused.
-            report(batch, [.problem(status: problem.status, problem)])
-            return .answered(count: 1, retryLater: false, retryAfter: nil)
+            return .answered([.problem(status: problem.status, problem)], retryLater: false, retryAfter: nil)
         } catch LifecycleClientError.problem(let problem) {
             return .failed(problem.description.oneLine(), status: problem.status, retryAfter: problem.retryAfter, problem: problem)
         } catch LifecycleClientError.unreachable(let reason) {
@@ -378,13 +375,17 @@ final class ReporterCore: Sendable {
 
     /// Records what `attempt` found: the answered prefix made durable before anything else is
     /// sent (invariant 4), then the next wait. Returns why the answer could not be journaled.
+    /// `onEvent` hears of each answer once its item has left the queue (the answer journaled):
+    /// an item whose answer could not be journaled is sent again, and heard of once, then.
     @discardableResult
     private func settle(_ batch: ReportQueue.Batch, _ outcome: Attempt) -> LifecycleReporter.ReportError? {
         var unwritable: LifecycleReporter.ReportError?
         var ackSync: Journal.PendingSync?
+        var answered: ArraySlice<BatchResult> = []
         var retry: (String, TimeInterval)? = state.withLock { s in
             switch outcome {
-            case .answered(let count, let retryLater, let retryAfter):
+            case .answered(let results, let retryLater, let retryAfter):
+                let count = results.count
                 if let entry = s.queue.acknowledgement(of: batch, answered: count) {
                     do {
                         try journaled(&s) { s in
@@ -401,6 +402,7 @@ final class ReporterCore: Sendable {
                         return backoff(&s, retryAfter: nil, error: failure.description)
                     }
                 }
+                answered = results
                 if count == batch.count { s.batchLimit = min(configuration.batchSize, s.batchLimit * 2) }
                 guard retryLater else {
                     s.failures = 0
@@ -435,6 +437,7 @@ final class ReporterCore: Sendable {
                 }
             }
         }
+        report(batch, answered)
         if let (error, delay) = retry { onEvent(.retrying(error: error, retryIn: delay)) }
         return unwritable
     }

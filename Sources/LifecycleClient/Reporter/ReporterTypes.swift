@@ -69,7 +69,8 @@ extension LifecycleReporter {
         /// The bound was passed: the oldest `count` undelivered items of `instance` were dropped;
         /// a `gap` item will tell the service.
         case dropped(instance: String, count: Int)
-        /// An item was answered and leaves the queue: stored (`.record`, `.instance`, or an
+        /// An item was answered and has left the queue, its answer journaled (one that could not
+        /// be is sent again and told once, then): stored (`.record`, `.instance`, or an
         /// unexpected event's 409 `.problem` carrying its record) or refused on its merits
         /// (404, 409, 412, 422, …: it is not retried).
         case delivered(QueuedItem, BatchResult)

@@ -242,35 +242,76 @@ struct BatchFailureTests {
         #expect(history.map { $0["event"] as? String } == coldStart + ["didEnterBackground", "didBecomeActive"])
     }
 
+    /// Writes submitted straight to the committer, each answer kept under a name.
+    final class NamedJobs: Sendable {
+        private let answers = LockedValue<[String: Answer]>([:])
+        private let group = DispatchGroup()
+
+        func job(_ name: String, _ write: InstanceRegistry.Write) -> CommitJob {
+            group.enter()
+            return CommitJob(write: write, requestID: "") { [answers, group] answer in
+                answers.withLock { $0[name] = Response(answer) }
+                group.leave()
+            }
+        }
+
+        func creates(_ ids: [String]) -> [CommitJob] {
+            ids.map { job($0, .create(id: $0, model: "ios-app", isPut: false, key: nil)) }
+        }
+
+        /// Every answer, once all have come.
+        func answered() throws -> [String: Answer] {
+            guard group.wait(timeout: .now() + 60) == .success else { throw HTTPClientError(description: "the writes were not answered") }
+            return answers.withLock { $0 }
+        }
+    }
+
+    /// Three groups queued at once: the first, larger than a transaction takes with another,
+    /// goes alone; `second` is decided while it commits, against what it leaves (a third, which
+    /// does not fit beside the second, waits behind it: with nothing waiting, nothing is decided
+    /// ahead). Returns the first's and third's ids.
+    func decideAhead(_ registry: InstanceRegistry, _ jobs: NamedJobs, first: [String], second: [CommitJob]) -> [String] {
+        let later = (0..<Committer.maxBatch - second.count + 1).map { "b\($0)" }
+        holdingTheCommitter(registry) {
+            registry.submit(group: jobs.creates(first))
+            registry.submit(group: second)
+            registry.submit(group: jobs.creates(later))
+        }
+        return later
+    }
+
+    @Test("a batch decided while the one before it commits sees what that one leaves")
+    func batchDecidedAheadOfAnother() throws {
+        let server = try TestServer(.router)
+        let jobs = NamedJobs()
+        let creates = (0...Committer.maxBatch).map { "a\($0)" }
+        // (Nothing in the second may fail its transaction: decided again, it would be right anyway.)
+        let later = decideAhead(server.service!.registry, jobs, first: creates, second: [
+            jobs.job("event on a0", event("didFinishLaunching", on: "a0")), jobs.job("event on a1", event("didFinishLaunching", on: "a1")),
+        ])
+        let answered = try jobs.answered()
+        #expect((creates + later).allSatisfy { answered[$0]?.status == 201 })
+        #expect(["a0", "a1"].allSatisfy { answered["event on \($0)"]?.status == 200 }, "they exist: made by the batch committing")
+        #expect(try server.router().request("GET", "/v1/instances/a1").json["version"] as? Int == 1)
+    }
+
     @Test("a batch decided while the one before it commits is decided again when that one fails, against what it stored")
     func batchDecidedAheadOfAFailedOne() throws {
         let server = try TestServer(.router)
         let c = server.router()
         try poison(server, "poison", "BEFORE INSERT ON instances WHEN NEW.id = 'x'")
-        let registry = server.service!.registry
-        let answers = LockedValue<[String: Answer]>([:])
-        let group = DispatchGroup()
-        func job(_ name: String, _ write: InstanceRegistry.Write) -> CommitJob {
-            group.enter()
-            return CommitJob(write: write, requestID: "") { answer in
-                answers.withLock { $0[name] = Response(answer) }
-                group.leave()
-            }
-        }
-        // Both groups queued at once: the first, larger than a transaction takes with another,
-        // goes alone; the second is decided while the first commits, as if it had, and the first
-        // fails (its create of x).
+        let jobs = NamedJobs()
+        // The first fails (its create of x).
         let creates = (0..<Committer.maxBatch).map { "a\($0)" } + ["x"]
-        holdingTheCommitter(registry) {
-            registry.submit(group: creates.map { job($0, .create(id: $0, model: "ios-app", isPut: false, key: nil)) })
-            registry.submit(group: [job("event on x", event("didFinishLaunching", on: "x")), job("event on a0", event("didFinishLaunching", on: "a0"))])
-        }
-        #expect(group.wait(timeout: .now() + 60) == .success)
-        let answered = answers.withLock { $0 }
+        let later = decideAhead(server.service!.registry, jobs, first: creates, second: [
+            jobs.job("event on x", event("didFinishLaunching", on: "x")), jobs.job("event on a0", event("didFinishLaunching", on: "a0")),
+        ])
+        let answered = try jobs.answered()
         #expect(answered["x"]?.status == 503)
         #expect(creates.dropLast().allSatisfy { answered[$0]?.status == 201 }, "the rest of the failed group commits in smaller groups")
         #expect(answered["event on x"]?.status == 404, "decided again: x was never stored")
         #expect(answered["event on a0"]?.status == 200 && answered["event on a0"]?.json["version"] as? Int == 1)
+        #expect(later.allSatisfy { answered[$0]?.status == 201 })
         #expect(try c.request("GET", "/v1/instances/x").status == 404)
         #expect(try c.request("GET", "/v1/instances/a0").json["version"] as? Int == 1)
     }

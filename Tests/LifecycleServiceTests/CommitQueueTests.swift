@@ -9,16 +9,16 @@ struct CommitQueueTests {
         CommitJob(write: .delete(id: id, expected: nil), requestID: "", completion: { _ in })
     }
 
-    private func batch(_ action: CommitQueue.NextAction) -> (ids: [String], catchUpFirst: Bool)? {
-        guard case .run(let batch, let catchUpFirst) = action else { return nil }
-        return (batch.map(\.write.instanceID), catchUpFirst)
+    private func batch(_ action: CommitQueue.NextAction) -> (ids: [String], catchUpFirst: Bool, isMoreWaiting: Bool)? {
+        guard case .run(let batch, let catchUpFirst, let isMoreWaiting) = action else { return nil }
+        return (batch.map(\.write.instanceID), catchUpFirst, isMoreWaiting)
     }
 
     @Test("the thread is woken only when it sleeps; writes come out in arrival order, at most a batch at a time")
     func batches() {
         var queue = CommitQueue()
         #expect(queue.submit([job("a")]) == .none, "an awake thread takes it without a wake-up")
-        #expect(batch(queue.next(maxBatch: 2))?.ids == ["a"])
+        #expect(batch(queue.next(maxBatch: 2)).map { $0.ids == ["a"] && !$0.isMoreWaiting } == true)
         guard case .sleep = queue.next(maxBatch: 2) else {
             Issue.record("an idle committer does not sleep")
             return
@@ -26,8 +26,8 @@ struct CommitQueueTests {
         #expect(queue.submit([job("b")]) == .wake)
         #expect(queue.submit([job("c")]) == .none, "one wake-up for however many writes")
         #expect(queue.submit([job("d")]) == .none)
-        #expect(batch(queue.next(maxBatch: 2))?.ids == ["b", "c"])
-        #expect(batch(queue.next(maxBatch: 2))?.ids == ["d"])
+        #expect(batch(queue.next(maxBatch: 2)).map { $0.ids == ["b", "c"] && $0.isMoreWaiting } == true, "d waits behind them")
+        #expect(batch(queue.next(maxBatch: 2)).map { $0.ids == ["d"] && !$0.isMoreWaiting } == true)
     }
 
     @Test("a hint or a poll interval asks for one catch-up, before the next batch")

@@ -13,10 +13,10 @@ import LifecycleLocks
 /// order, one transaction after another) and the writes answered, so an acknowledged write is
 /// always durable and a failed commit changes nothing anyone has seen.
 ///
-/// Where the store stages transactions (SQLite, ``InstanceStore/stage(after:)``), a batch is
-/// decided in memory and committed on the writer thread, while this thread decides the next
-/// batch against what the one committing will leave: deciding and committing take turns on
-/// two cores rather than one. Nothing of the next batch is answered or shown before the one
+/// Where the store stages transactions (SQLite, ``InstanceStore/stage(after:)``) and more
+/// writes wait behind a batch, it is decided in memory and committed on the writer thread,
+/// while this thread decides the next batch against what the one committing will leave:
+/// deciding and committing take turns on two cores rather than one. Nothing of the next batch is answered or shown before the one
 /// committing has committed; if it fails instead, the next is decided again.
 struct BatchCommitter {
     /// Where batches commit.
@@ -61,11 +61,15 @@ struct BatchCommitter {
     }
 
     /// Commits `batch` in one transaction, or in smaller ones if one write's data fails it.
-    /// Where the store stages transactions, it is decided now and handed to the writer thread,
-    /// and then the batch that was committing there is published and answered.
-    mutating func commit(_ batch: [CommitJob]) {
+    /// Where the store stages transactions and `isMoreWaiting` (writes wait behind this
+    /// batch), it is decided now and handed to the writer thread, and then the batch that was
+    /// committing there is published and answered. With nothing waiting there is nothing to
+    /// decide while it commits, so it commits here: a round trip through the writer thread
+    /// would only add to every write's wait (single writes from many clients, which the
+    /// committer takes all at once).
+    mutating func commit(_ batch: [CommitJob], isMoreWaiting: Bool) {
         let jobs = batch[...]
-        guard let next = stage(jobs) else {
+        guard isMoreWaiting, let next = stage(jobs) else {
             settle()
             return commitNow(jobs)
         }
@@ -75,7 +79,7 @@ struct BatchCommitter {
             guard case .success = result else {
                 conclude(previous, result, seconds)
                 // Decided against writes that did not commit: decided again.
-                return commit(batch)
+                return commit(batch, isMoreWaiting: isMoreWaiting)
             }
             // The writer thread commits the next while this one publishes and answers.
             start(next)

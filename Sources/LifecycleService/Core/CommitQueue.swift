@@ -34,8 +34,9 @@ struct CommitQueue {
 
     /// What the committer thread does next.
     enum NextAction {
-        /// Catch up with the store first if `catchUpFirst`, then commit `batch` (perhaps empty).
-        case run(batch: [CommitJob], catchUpFirst: Bool)
+        /// Catch up with the store first if `catchUpFirst`, then commit `batch` (perhaps empty);
+        /// `isMoreWaiting` when writes wait behind it, to be decided while it commits.
+        case run(batch: [CommitJob], catchUpFirst: Bool, isMoreWaiting: Bool)
         /// Sleep until woken or the poll interval has passed (then ``pollDue()``).
         case sleep
         /// Every write is answered and the committer is stopping: end the thread.
@@ -91,7 +92,7 @@ struct CommitQueue {
         }
         pending.removeFirst(groups)
         defer { isCatchUpDue = false }
-        return .run(batch: batch, catchUpFirst: isCatchUpDue)
+        return .run(batch: batch, catchUpFirst: isCatchUpDue, isMoreWaiting: !pending.isEmpty)
     }
 
     private mutating func wakeIfAsleep() -> SubmitAction {

@@ -6,8 +6,8 @@ import LifecycleLocks
 ///
 /// Every write waits here in arrival order; the thread takes up to ``maxBatch`` at a time (a
 /// batch request's items, which may be more, together) and hands them to its ``BatchCommitter``,
-/// which commits them in one transaction (on SQLite, on its writer thread, while this one
-/// decides the next batch; it answers a batch before sleeping). When idle it
+/// which commits them in one transaction (on SQLite, while more writes wait, on its writer
+/// thread while this one decides the next batch; it answers a batch before sleeping). When idle it
 /// catches up with other replicas (``ReplicaCatchUp``): on the store's hint that another
 /// process committed, and after each poll interval in case a hint was lost.
 final class Committer: Sendable {
@@ -65,12 +65,12 @@ final class Committer: Sendable {
         var deadline = DispatchTime.now() + pollInterval
         while true {
             switch queue.withLock({ $0.next(maxBatch: Self.maxBatch) }) {
-            case .run(let batch, let catchUpFirst):
+            case .run(let batch, let catchUpFirst, let isMoreWaiting):
                 if catchUpFirst {
                     batches.settle()
                     batches.catchUp.catchUpWithStore()
                 }
-                if !batch.isEmpty { batches.commit(batch) }
+                if !batch.isEmpty { batches.commit(batch, isMoreWaiting: isMoreWaiting) }
                 deadline = .now() + pollInterval
             case .sleep where batches.isCommitting:
                 // The batch committing is answered before the thread sleeps; then it looks again.

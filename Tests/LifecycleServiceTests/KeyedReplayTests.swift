@@ -21,12 +21,14 @@ struct KeyedReplayTests {
         return try c.request(request.method, request.path, headers: request.headers, body: request.body, contentType: request.body == nil ? nil : "application/json")
     }
 
-    /// Deletes `app` and makes it again with the same model, a millisecond later at least: its creation time is what
-    /// tells it from the one deleted.
+    /// Deletes `app` and makes it again with the same model at once, most often within the millisecond of the deletion
+    /// (and of the first creation, in a test): its creation time, a millisecond later then, is what tells it from the
+    /// one deleted.
     static func remake(on c: RouterClient) throws {
+        let before = try c.request("GET", "/v1/instances/app").header("etag")
         #expect(try c.request("DELETE", "/v1/instances/app").status == 204)
-        Thread.sleep(forTimeInterval: 0.002)
-        #expect(try c.request("PUT", "/v1/instances/app", json: #"{"model":"ios-app"}"#).status == 201)
+        let made = try c.request("PUT", "/v1/instances/app", json: #"{"model":"ios-app"}"#)
+        #expect(made.status == 201 && made.header("etag") != before, "\(String(describing: before)) again")
     }
 
     /// `problem` is the refusal of a replay on the instance made again.
@@ -37,6 +39,23 @@ struct KeyedReplayTests {
         #expect(problem?["detail"] as? String
             == "the input first sent with Idempotency-Key \"\(key)\" went to an instance \"app\" since deleted; nothing was applied to the one made again under its id")
         #expect(problem?["record"] == nil)
+    }
+
+    @Test("made, deleted and made again in one transaction, so in one millisecond: the two instances' ETags and keys tell them apart")
+    func remadeWithinAMillisecond() throws {
+        let server = try TestServer(.router)
+        let registry = server.service!.registry
+        let key = IdempotencyKey(key: "app e1", fingerprint: Array("e1".utf8))
+        let keyed = InstanceRegistry.Write.apply(.event("didFinishLaunching", [:]), id: "app", expected: nil, key: key)
+        let put = InstanceRegistry.Write.create(id: "app", model: "ios-app", isPut: true, key: nil)
+        let answers = try commitAsOneBatch(registry, [put, keyed, .delete(id: "app", expected: nil), put, .delete(id: "app", expected: nil), put])
+        #expect(answers.map(\.status) == [201, 200, 204, 201, 204, 201])
+        // What an ETag ("VERSION-CREATED") and a key's binding name each by.
+        let created = [answers[0], answers[3], answers[5]].compactMap { $0.json["createdAt"] as? String }
+        #expect(created.count == 3 && Set(created).count == 3, "\(created)")
+        let replay = try commitAsOneBatch(registry, [keyed])[0]
+        #expect(replay.status == 409 && replay.detail?.contains("since deleted") == true, "\(replay.detail ?? "")")
+        #expect(try server.router().fullHistory("app").isEmpty, "nothing applied to the instance made last")
     }
 
     @Test("a keyed input replayed alone after its instance was deleted and made again is 409 replayed-instance-deleted, and applies nothing")

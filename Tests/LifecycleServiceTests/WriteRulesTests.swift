@@ -10,6 +10,8 @@ import Testing
 private final class Committed: CommittedState {
     var instances: [String: StoredInstance] = [:]
     var keys: [String: IdempotencyLookup] = [:]
+    /// When instances deleted lately were created, by id.
+    var deleted: [String: Date] = [:]
     /// Overrides the number of instances (as another replica's would).
     var count: Int?
     var reads: [String] = []
@@ -28,6 +30,10 @@ private final class Committed: CommittedState {
     func lookUp(_ key: IdempotencyKey) throws(StoreError) -> IdempotencyLookup {
         reads.append("key \(key.key)")
         return keys[key.key] ?? .unused
+    }
+
+    func deletedCreation(of id: String) -> Date? {
+        deleted[id]
     }
 }
 
@@ -49,6 +55,24 @@ struct WriteRulesTests {
     private func refusal(_ decision: WriteDecision) -> InstanceRegistry.Refusal? {
         guard case .answer(.failure(let refusal)) = decision else { return nil }
         return refusal
+    }
+
+    @Test("a create after one of the same id created and deleted in this millisecond is a millisecond later; otherwise at the write's time")
+    func createAfterADeletionInTheSameMillisecond() throws {
+        let committed = Committed()
+        /// Milliseconds after the write's time, as ETags and keys have it.
+        func createdAt() throws -> Int64? {
+            guard case .create(let instance, _) = try decide(.create(id: "a", model: "ios-app", isPut: true, key: nil), committed) else { return nil }
+            return Int64(((instance.createdAt.timeIntervalSince1970 - time.timeIntervalSince1970) * 1000).rounded())
+        }
+        committed.deleted["a"] = time
+        #expect(try createdAt() == 1, "its ETag and its keys' binding tell it from the one deleted")
+        committed.deleted["a"] = time.addingTimeInterval(0.001)  // a clock set back
+        #expect(try createdAt() == 2)
+        committed.deleted["a"] = time.addingTimeInterval(-0.001)
+        #expect(try createdAt() == 0)
+        committed.deleted = ["b": time]
+        #expect(try createdAt() == 0)
     }
 
     @Test("a create makes the instance in its model's initial state, at the write's time")

@@ -39,6 +39,8 @@ struct BatchCommitter {
     var catchUp: ReplicaCatchUp
     /// Where staged transactions commit, one at a time.
     private let writer = DispatchQueue(label: "lifecycled-writer")
+    /// The creation times of instances deleted lately, for the creates that follow them.
+    private let deletions = RecentDeletions()
     /// The batch the writer thread is committing, if any.
     private var committing: Staged?
 
@@ -108,7 +110,9 @@ struct BatchCommitter {
         guard committing != nil || transaction.startSequence == catchUp.cacheThrough else { return nil }
         let started = DispatchTime.now().uptimeNanoseconds
         let presuming = jobs.contains(where: \.write.hasIdempotencyKey)
-        var view = TransactionView(transaction: transaction, cache: cache, models: models, isCacheCurrent: true, committing: committing?.attempt)
+        var view = TransactionView(
+            transaction: transaction, cache: cache, models: models, deletions: deletions, isCacheCurrent: true, committing: committing?.attempt
+        )
         do {
             var attempt = try decide(jobs, presumingKeysNew: presuming, &view, transaction)
             // Its statements made here too: the writer thread, which the rate waits on, only runs them.
@@ -222,7 +226,9 @@ struct BatchCommitter {
         let started = DispatchTime.now().uptimeNanoseconds
         let cacheThrough = catchUp.cacheThrough
         var attempt = try store.write { (transaction) throws(StoreError) -> Attempt in
-            var view = TransactionView(transaction: transaction, cache: cache, models: models, isCacheCurrent: transaction.startSequence == cacheThrough)
+            var view = TransactionView(
+                transaction: transaction, cache: cache, models: models, deletions: deletions, isCacheCurrent: transaction.startSequence == cacheThrough
+            )
             if !view.isCacheCurrent {
                 view.readIDs = Set(jobs.map(\.write.instanceID))
                 view.committed = Dictionary(try transaction.instances(Array(view.readIDs)).map { ($0.id, $0) }) { first, _ in first }
@@ -320,6 +326,7 @@ struct BatchCommitter {
             attempt.records.append(ReplayedRecord(sequence: sequence, kind: .deleted, instance: instance.id, model: instance.model, outcome: nil, json: deleted))
             attempt.didWrite = true
             view.staged[instance.id] = .deleted
+            deletions.record(instance, at: time)
             view.addedInstances -= 1
             attempt.tally.delete(instance.id)
             attempt.notes.append(("instance deleted", [("id", instance.id)]))
@@ -460,6 +467,7 @@ private struct TransactionView: CommittedState {
     let transaction: any StoreTransaction
     let cache: InstanceCache
     let models: [String: Model]
+    let deletions: RecentDeletions
     /// Whether the cache may decide this transaction's writes: no one else committed since it was current.
     let isCacheCurrent: Bool
     /// When it may not: the instances the transaction's writes name, as committed when it
@@ -473,10 +481,14 @@ private struct TransactionView: CommittedState {
     private let committing: [String: StagedInstance]
     private let committingAdded: Int
 
-    init(transaction: any StoreTransaction, cache: InstanceCache, models: [String: Model], isCacheCurrent: Bool, committing: Attempt? = nil) {
+    init(
+        transaction: any StoreTransaction, cache: InstanceCache, models: [String: Model], deletions: RecentDeletions, isCacheCurrent: Bool,
+        committing: Attempt? = nil
+    ) {
         self.transaction = transaction
         self.cache = cache
         self.models = models
+        self.deletions = deletions
         self.isCacheCurrent = isCacheCurrent
         self.committing = committing?.staged ?? [:]
         committingAdded = committing?.addedInstances ?? 0
@@ -512,6 +524,30 @@ private struct TransactionView: CommittedState {
 
     func lookUp(_ key: IdempotencyKey) throws(StoreError) -> IdempotencyLookup {
         try transaction.lookUp(key, now: Date())
+    }
+
+    func deletedCreation(of id: String) -> Date? {
+        deletions.creation(of: id)
+    }
+}
+
+/// When instances this process deleted lately were created, by id: a create of the same id
+/// within the millisecond of such a creation would take the same creation time, which names an
+/// instance in ETags and idempotency keys (``WriteRules``). Kept a second, for a clock set back
+/// a little; a deletion recorded whether or not its transaction commits (what it may cost is a
+/// creation a millisecond later than it could be).
+// @unchecked: only the committer thread touches it, which owns the BatchCommitter holding it.
+private final class RecentDeletions: @unchecked Sendable {
+    private var created: [String: Date] = [:]
+
+    func record(_ instance: StoredInstance, at time: Date) {
+        let horizon = time.addingTimeInterval(-1)
+        if !created.isEmpty { created = created.filter { $0.value >= horizon } }
+        if instance.createdAt >= horizon { created[instance.id] = instance.createdAt }
+    }
+
+    func creation(of id: String) -> Date? {
+        created[id]
     }
 }
 

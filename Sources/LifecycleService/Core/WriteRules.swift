@@ -14,6 +14,9 @@ protocol CommittedState {
     func instanceCount() throws(StoreError) -> Int
     /// What the store remembers of `key`.
     func lookUp(_ key: IdempotencyKey) throws(StoreError) -> IdempotencyLookup
+    /// When the last instance of `id` deleted lately was created, if that may be this very
+    /// millisecond (``RecentDeletions``).
+    func deletedCreation(of id: String) -> Date?
 }
 
 /// What the rules decided a write does, for the committer to carry out in the transaction.
@@ -61,7 +64,12 @@ enum WriteRules {
             }
             guard try committed.instanceCount() < maxInstances else { return .answer(.failure(.instanceLimit(maxInstances))) }
             let machine = Machine(model: model)
-            return .create(StoredInstance(id: id, model: name, createdAt: time, updatedAt: time, state: machine.snapshot, labels: labels), machine)
+            // The creation time, to the millisecond, tells an instance from an earlier one of its
+            // id (in its ETag, and in what its idempotency keys are bound to): after one created
+            // and deleted in this same millisecond, a millisecond later.
+            var createdAt = time
+            if let earlier = committed.deletedCreation(of: id), earlier >= time { createdAt = earlier.addingTimeInterval(0.001).roundedToMilliseconds }
+            return .create(StoredInstance(id: id, model: name, createdAt: createdAt, updatedAt: createdAt, state: machine.snapshot, labels: labels), machine)
 
         case .delete(let id, let expected):
             guard let instance = try committed.instance(id)?.instance else { return .answer(.failure(.unknownInstance(id))) }

@@ -121,6 +121,26 @@ struct RawSocketTests {
         #expect(try raw.readResponse().status == 404)
     }
 
+    @Test("the whitespace after a header's value is not the value's (framing reads them as sent); lines of one name are one field")
+    func headerValues() throws {
+        let (server, victim) = try Self.server()
+        let raw = try WireClient(port: server.port)
+        let body = #"{"id":"spaced"}"#
+        func create(_ headers: String) throws -> HTTPResponse {
+            raw.send("POST /v1/instances HTTP/1.1\r\nHost: 127.0.0.1 \r\nContent-Type: application/json\t\r\n\(headers)Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            return try raw.readResponse()
+        }
+        let made = try create("Idempotency-Key: k-1 \t\r\n")
+        #expect(made.status == 201, "\(made.text)")
+        #expect(try create("Idempotency-Key: k-1\r\n").body == made.body, "the same key: answered as first")
+        let two = try create("Idempotency-Key: k-2\r\nIdempotency-Key: k-3\r\n")
+        #expect(two.status == 400 && two.header("content-type") == "application/problem+json", "two keys, as one line listing both: \(two.text)")
+        raw.send("DELETE /v1/instances/spaced HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-Match: \"9\"\r\nIf-Match: \"0\" \r\n\r\n")
+        let deleted = try raw.readResponse()
+        #expect(deleted.status == 204, "one If-Match listing both versions: \(deleted.text)")
+        try Self.expectUnharmed(server, victim)
+    }
+
     @Test("truncated requests: the connection ends, nothing is created")
     func truncated() throws {
         // libmicrohttpd misses the end of a connection that sends a partial request line and

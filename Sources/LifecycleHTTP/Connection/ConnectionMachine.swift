@@ -179,11 +179,12 @@ struct ConnectionMachine {
             return .close
         }
         isChunked = head.version != "HTTP/1.0"
+        let fields = Self.fields(head.headers)
         let client = proxies.isEmpty
-            ? clientAddress : proxies.client(peer: clientAddress, forwardedFor: head.headers.filter { $0.name == "x-forwarded-for" }.map(\.value))
+            ? clientAddress : proxies.client(peer: clientAddress, forwardedFor: fields.filter { $0.name == "x-forwarded-for" }.map(\.value))
         // As much of the request as is known, for the middlewares to see a refusal of it.
         let path = if case .parsed(let parsed) = target { parsed.path } else { "" }
-        var refused: Request { Request(method: head.method, path: path, headers: head.headers, clientAddress: client) }
+        var refused: Request { Request(method: head.method, path: path, headers: fields, clientAddress: client) }
         guard admit() else {
             state = .rejected
             return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
@@ -195,7 +196,7 @@ struct ConnectionMachine {
         }
         switch target {
         case .parsed(let parsed):
-            var request = Request(method: head.method, path: parsed.path, headers: head.headers, query: parsed.query, clientAddress: client)
+            var request = Request(method: head.method, path: parsed.path, headers: fields, query: parsed.query, clientAddress: client)
             request.parsedHost = host
             let length = head.headers.first(where: { $0.name == "content-length" }).flatMap { Int($0.value) } ?? 0
             if let refusal = screen(&request) {
@@ -528,7 +529,7 @@ struct ConnectionMachine {
         var host: String?
         for (name, value) in head.headers where name == "host" {
             guard host == nil else { return Problem(status: 400, title: "Bad Request", detail: "the request has more than one Host header field") }
-            host = value
+            host = value.utf8.last.map(Self.isWhitespace) == true ? String(value[...].trimmingOWS) : value
         }
         guard let host else {
             return head.version == "HTTP/1.1" ? Problem(status: 400, title: "Bad Request", detail: "an HTTP/1.1 request needs a Host header field") : nil
@@ -541,6 +542,16 @@ struct ConnectionMachine {
         if let parsed { lastHost = (host, parsed) }
         return parsed == nil ? Problem(status: 400, title: "Bad Request", detail: "Host must be host[:port]") : nil
     }
+
+    /// The header fields as the request carries them: each value without the whitespace after it,
+    /// which is not the value's (RFC 9112 §5; libmicrohttpd takes off only what comes before it).
+    /// The framing checks read the values as sent, as libmicrohttpd frames the body by them.
+    static func fields(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        guard headers.contains(where: { $0.value.utf8.last.map(isWhitespace) == true }) else { return headers }
+        return headers.map { ($0.name, String($0.value[...].trimmingOWS)) }
+    }
+
+    private static func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 
     /// Message framing by RFC 9112 §6: a request whose body length is ambiguous is refused
     /// (and the connection closed), since a front end could read it differently and take

@@ -54,7 +54,12 @@ public struct Request: Sendable {
         // search. Checked on the contiguous bytes, as iterating a `UTF8View` costs more still.
         var lowered = name
         if lowered.withUTF8({ $0.contains(where: \.isASCIICapital) }) { lowered = name.lowercased() }
-        return headers.first { $0.name == lowered }?.value
+        guard let first = headers.firstIndex(where: { $0.name == lowered }) else { return nil }
+        // Lines of one name are one field, their values joined by commas (RFC 9110 §5.3): two
+        // `If-Match` lines as one listing both, two `Idempotency-Key` lines refused as one would be.
+        var value = headers[first].value
+        for other in headers[(first + 1)...] where other.name == lowered { value += ", " + other.value }
+        return value
     }
 
     /// What the `Host` header names; `nil` without one, or for one that is not `host[:port]`

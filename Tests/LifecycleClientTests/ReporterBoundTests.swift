@@ -89,6 +89,23 @@ import Testing
         #expect(try await reporter.flush() == 0)
     }
 
+    /// The command line's `post --queue`: a process a report, so each drop makes a gap of its own
+    /// (another process's may have been sent, and none grows); every one goes before the first
+    /// item kept, where what it counts was.
+    @Test func gapsOfSeveralProcessesAllGoBeforeTheFirstItemKept() async throws {
+        let server = try ClientTestServer()
+        let temporary = TemporaryDirectory()
+        let configuration = LifecycleReporter.Configuration(directory: URL(fileURLWithPath: temporary.path), maxItems: 3, deliversAutomatically: false)
+        try LifecycleReporter(client: server.client(), configuration: configuration).create(instance: "cli", model: "ios-app")
+        for (minute, event) in (Self.launch + ["willResignActive"]).enumerated() {
+            try Self.report(try LifecycleReporter(client: server.client(), configuration: configuration), "cli", [event], from: minute)
+        }
+        let reporter = try LifecycleReporter(client: server.client(), configuration: configuration)
+        #expect(reporter.status.unreportedDrops == ["cli": 2])
+        #expect(try await reporter.flush() == 5, "the create, two gaps, the two kept")
+        #expect(try Self.words(server, "cli") == ["gap 1", "gap 1", "didBecomeActive", "willResignActive"])
+    }
+
     /// An instance's last create stays past the bound even with nothing of its instance queued
     /// yet: an event queued later needs it. One that a later create of its instance stands for
     /// is dropped, and counted in no gap (it is no input).

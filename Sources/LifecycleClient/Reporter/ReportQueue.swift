@@ -10,9 +10,10 @@ struct ReportQueue {
         var bytes: Int
     }
 
-    /// What one batch holds, in the order sent: the oldest items, each pending gap just before
-    /// its instance's first item that is not a `create` (so the instance exists when the gap
-    /// arrives and the gap precedes what was kept), or first when its instance has none queued;
+    /// What one batch holds, in the order sent: the oldest items, each pending gap (an instance
+    /// may have several) just before its instance's first item that is not a `create` (so the
+    /// instance exists when the gap arrives and the gap precedes what was kept), or first when
+    /// its instance has none queued;
     /// a gap for items lost to damage, just before the first item after them (`lostFrom`).
     struct Batch {
         enum Member {
@@ -164,10 +165,14 @@ struct ReportQueue {
         var itemCount = 0
         var through: UInt64 = 0
         for item in items where members.count < limit {
-            if item.kind != .create, let at = held.firstIndex(where: { $0.instance == item.instance && item.sequence >= $0.lostFrom ?? 0 }) {
+            // Every gap of its instance waiting for it: there is one for each process that
+            // dropped its items (a gap another process made may have been sent, so none grows),
+            // and what each counts came before this item, the first kept.
+            while item.kind != .create, members.count < limit,
+                let at = held.firstIndex(where: { $0.instance == item.instance && item.sequence >= $0.lostFrom ?? 0 }) {
                 members.append(.gap(held.remove(at: at)))
-                guard members.count < limit else { break }
             }
+            guard members.count < limit else { break }
             members.append(.item(item))
             itemCount += 1
             through = item.sequence

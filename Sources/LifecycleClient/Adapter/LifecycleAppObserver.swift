@@ -173,7 +173,8 @@ public final class LifecycleAppObserver: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let written = String(decoding: try encoder.encode(labels), as: UTF8.self)
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        let newline: Character = "\n"
+        let lines = String(decoding: data, as: UTF8.self).split(separator: newline, maxSplits: 1, omittingEmptySubsequences: false)
         let kept = lines[0].trimmingCharacters(in: .whitespaces)
         if !kept.isEmpty, lines.count == 2, lines[1].trimmingCharacters(in: .whitespacesAndNewlines) == written {
             try reporter.create(instance: kept, model: "ios-app", labels: labels)

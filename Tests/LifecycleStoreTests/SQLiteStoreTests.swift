@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import LifecycleKit
+import LifecycleLocks
 @testable import LifecycleStore
 
 final class Folder {
@@ -145,6 +146,68 @@ struct SQLiteStoreTests {
         #expect(whole.map(\.id) == ids.sorted())
         #expect(halves.map(\.id) == whole.map(\.id))
         #expect(halves.map(\.labels) == whole.map(\.labels))
+    }
+
+    @Test("the load maps the file only while it reads: both connections read with pread(2) again after, a failed load too")
+    func loadMapsPagesOnlyWhileReading() throws {
+        let folder = Folder()
+        let store = try SQLiteStore(directory: folder.path)
+        defer { store.close() }
+        func mapped() throws -> [Int64] {
+            let pragma = "PRAGMA mmap_size"
+            let reader = try store.read("") { (database) throws(SQLiteError) in try database.first(pragma) { $0.integer(0) } ?? -1 }
+            let writer = try store.writer.withLock { (writer: inout SQLiteStore.Writer) throws(StoreError) in
+                try checked("") { () throws(SQLiteError) in try writer.database.first(pragma) { $0.integer(0) } ?? -1 }
+            }
+            return [reader, writer]
+        }
+        #expect(try mapped() == [0, 0])
+        let during = try store.withPagesMapped { () throws(StoreError) in
+            do { return try mapped() } catch { throw StoreError("\(error)") }
+        }
+        #expect(during.allSatisfy { $0 > 0 })
+        _ = try store.loadInstances(inHalvesFrom: 2)
+        #expect(try mapped() == [0, 0])
+        #expect(throws: StoreError.self) { try store.withPagesMapped { () throws(StoreError) in throw StoreError("the load failed") } }
+        #expect(try mapped() == [0, 0])
+    }
+
+    /// Counts its instances alive, so a test sees that a failed fill freed what it placed.
+    final class Counted: Sendable {
+        static let alive = LockedCount()
+        let value: Int
+        init(_ value: Int) { self.value = value; Self.alive.add(1) }
+        deinit { Self.alive.add(-1) }
+    }
+
+    final class LockedCount: Sendable {
+        private let count = LockedValue(0)
+        func add(_ delta: Int) { count.withLock { $0 += delta } }
+        var value: Int { count.withLock { $0 } }
+    }
+
+    @Test("an array made by two threads holds each share in order; a share short or failed fails it and frees what was placed")
+    func arrayInTwoParts() throws {
+        let made = try SQLiteStore.array(count: 7, split: 3) { (part, place) throws(StoreError) in
+            for value in part == 0 ? 0..<3 : 3..<7 { place(Counted(value)) }
+        }
+        #expect(made.map(\.value) == Array(0..<7))
+        #expect(Counted.alive.value == 7)
+        for short in 0...1 {
+            #expect(throws: StoreError.self) {
+                _ = try SQLiteStore.array(count: 7, split: 3) { (part, place) throws(StoreError) in
+                    for value in part == 0 ? 0..<3 : 3..<7 where !(part == short && value == 2 + 2 * part) { place(Counted(value)) }
+                }
+            }
+            #expect(throws: StoreError.self) {
+                _ = try SQLiteStore.array(count: 7, split: 3) { (part, place) throws(StoreError) in
+                    place(Counted(part))
+                    if part == short { throw StoreError("cannot load instances") }
+                    for value in part == 0 ? 1..<3 : 4..<7 { place(Counted(value)) }
+                }
+            }
+        }
+        #expect(Counted.alive.value == 7)
     }
 
     @Test("idempotency keys replay, conflict on a different request, last while their instance does, and expire after its deletion", arguments: Backend.allCases)

@@ -195,9 +195,17 @@ extension SQLConnection {
 
     /// Up to `limit` instances after `after`, in id order; `expected` as for ``rows(_:_:expected:_:)``.
     func instances(after: String, limit: Int64, expected: Int = 0) throws(Failure) -> [StoredInstance] {
+        var found: [StoredInstance] = []
+        found.reserveCapacity(expected)
+        try forEachInstance(after: after, limit: limit) { found.append($0) }
+        return found
+    }
+
+    /// Instances in id order after `after`, at most `limit`, each handed to `body` as it is read.
+    func forEachInstance(after: String, limit: Int64, _ body: (StoredInstance) -> Void) throws(Failure) {
         var labels = LabelDecoder()
-        return try rows("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)], expected: expected) {
-            (row) throws(Failure) in try Codec.instance(row, labels: &labels)
+        try forEachRow("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)]) {
+            (row) throws(Failure) in body(try Codec.instance(row, labels: &labels))
         }
     }
 

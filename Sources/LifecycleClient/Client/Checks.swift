@@ -298,8 +298,11 @@ extension LifecycleClient {
                 // before: until then their reports may still be on the way.
                 let absent: [String], isThere: Bool
                 switch selection {
-                case .ids(let ids): (absent, isThere) = (ids.filter { current[$0] == nil }, ids.allSatisfy { current[$0] != nil })
-                case .labels: (absent, isThere) = ([], !current.isEmpty)
+                case .ids(let ids):
+                    absent = ids.filter { current[$0] == nil }
+                    isThere = absent.isEmpty
+                case .labels:
+                    (absent, isThere) = ([], !current.isEmpty)
                 }
                 if !isThere {
                     quietSince = now

@@ -190,7 +190,7 @@ struct ConnectionMachine {
             return .refuse(refused, Self.closing(Problem(status: 503, title: "Service Unavailable", detail: "the server is stopping; nothing was changed")))
         }
         var host: HostName?
-        if let problem = headProblem(head, path: path, host: &host) {
+        if let problem = headProblem(head, fields: fields, path: path, host: &host) {
             state = .answered
             return .refuse(refused, Self.closing(problem))
         }
@@ -511,28 +511,29 @@ struct ConnectionMachine {
     }
 
     /// Why a request to `path` must be refused, and its connection closed, from its head
-    /// alone; `host` is set to what its `Host` names, once checked.
-    private mutating func headProblem(_ head: RequestHead, path: String, host: inout HostName?) -> Problem? {
+    /// alone (`fields`: its header fields as ``fields(_:)`` gives them); `host` is set to what its
+    /// `Host` names, once checked.
+    private mutating func headProblem(_ head: RequestHead, fields: [(name: String, value: String)], path: String, host: inout HostName?) -> Problem? {
         if head.headerSize > limits.maxHeaderSize {
             return Problem(
                 status: 431, title: "Request Header Fields Too Large",
                 detail: "the request line and header fields are larger than \(limits.maxHeaderSize) bytes"
             )
         }
-        return hostProblem(head, host: &host) ?? Self.framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
+        return hostProblem(head.version, fields, host: &host) ?? Self.framingProblem(head, maxBodySize: limits.maxBodySize(for: path))
     }
 
     /// RFC 9112 §3.2: an HTTP/1.1 request names its host, a request names it at most once,
     /// and as `host[:port]`. (libmicrohttpd 0.9.75 only logs a missing one.) `parsed` is set
     /// to the host it names, kept for the middlewares (``Request/hostName``).
-    private mutating func hostProblem(_ head: RequestHead, host parsed: inout HostName?) -> Problem? {
+    private mutating func hostProblem(_ version: String, _ fields: [(name: String, value: String)], host parsed: inout HostName?) -> Problem? {
         var host: String?
-        for (name, value) in head.headers where name == "host" {
+        for (name, value) in fields where name == "host" {
             guard host == nil else { return Problem(status: 400, title: "Bad Request", detail: "the request has more than one Host header field") }
-            host = value.utf8.last.map(Self.isWhitespace) == true ? String(value[...].trimmingOWS) : value
+            host = value
         }
         guard let host else {
-            return head.version == "HTTP/1.1" ? Problem(status: 400, title: "Bad Request", detail: "an HTTP/1.1 request needs a Host header field") : nil
+            return version == "HTTP/1.1" ? Problem(status: 400, title: "Bad Request", detail: "an HTTP/1.1 request needs a Host header field") : nil
         }
         if let last = lastHost, last.value == host {
             parsed = last.name

@@ -82,9 +82,33 @@ struct HistoryCheckTests {
         (records, breadcrumb) = try recorded([.event("didFinishLaunching"), connect, .event("didBecomeActive")])
         var gap = Record(sequence: 9, version: 4, kind: .gap, name: "gap", dropped: 1, from: "foreground", to: "foreground", outcome: .stayed, time: Date())
         problems = check.problems(in: records + [gap], endingAt: breadcrumb)
-        #expect(problems == [CheckProblem(kind: .gap, position: .sequence(9), happened: "the app's reporter dropped 1 input before delivering them", expected: "every input delivered")])
+        #expect(problems == [CheckProblem(kind: .gap, position: .sequence(9), happened: "the app's reporter dropped 1 input before delivering it", expected: "every input delivered")])
         gap.dropped = 3
         #expect(check.problems(of: gap, at: .sequence(9)).first?.happened.contains("dropped 3 inputs") == true)
+    }
+
+    @Test("a history retention cut: what the counters count beyond the records kept is a problem per kind, at the first record kept")
+    func droppedByRetention() throws {
+        let (records, _) = try recorded([.event("didFinishLaunching"), connect, .event("didBecomeActive"), .event("didFinishLaunching")])
+        let kept = Array(records.dropFirst(2))
+        let shown = Counters(unexpected: 1)
+        #expect(check.dropped(by: shown, retained: kept).isEmpty, "the counters count only what the records kept show")
+        let problems = check.dropped(by: Counters(unexpected: 3, ignored: 5, incompleteLaunches: 1, divergences: 2, dropped: 4), retained: kept)
+        #expect(problems.map(\.kind) == [.unexpected, .incompleteLaunch, .divergence, .gap] && problems.allSatisfy { $0.position == .sequence(3) }, "\(problems)")
+        #expect(problems.map(\.happened) == [
+            "2 unexpected events in older records retention dropped (counted on the instance)",
+            "1 incomplete launch in older records retention dropped (counted on the instance)",
+            "2 divergent records in older records retention dropped (counted on the instance)",
+            "4 inputs the app's reporter dropped in older records retention dropped (counted on the instance)",
+        ])
+    }
+
+    @Test("a history naming a state or input the model lacks is another model's")
+    func foreignNames() throws {
+        let (records, _) = try recorded([.event("didFinishLaunching"), connect])
+        #expect(check.foreignName(in: records) == nil)
+        let android = HistoryCheck(model: try #require(Model.builtins["android-activity"]).definition)
+        #expect(android.foreignName(in: records)?.hasPrefix("seq 1 names the ") == true, "\(String(describing: android.foreignName(in: records)))")
     }
 
     @Test("the breadcrumb the records' effects leave is the machine's own, input after input")

@@ -13,6 +13,8 @@ private final class JUnitReader: NSObject, XMLParserDelegate {
         var classname: String
         var failureMessage: String?
         var failureText = ""
+        /// A check that could not run: its `<error>`'s message.
+        var errorMessage: String?
     }
 
     var suites: [[String: String]] = []
@@ -34,6 +36,7 @@ private final class JUnitReader: NSObject, XMLParserDelegate {
         case "failure":
             inFailure = true
             cases[cases.count - 1].failureMessage = attributes["message"]
+        case "error": cases[cases.count - 1].errorMessage = attributes["message"]
         default: break
         }
     }
@@ -107,6 +110,35 @@ struct CommandLineCheckTests {
 
         run = try lifecycledCommand(["check", "--instance", "good", "--instance", "nobody"], port: server.port)
         #expect(run.status == 1 && run.stderr.contains("404") && run.stdout.isEmpty, "\(run.stdout) \(run.stderr)")
+        // A check that could not run replaces the report an earlier run left: CI would publish that one.
+        run = try lifecycledCommand(["check", "--instance", "nobody", "--junit", report], port: server.port)
+        let refused = try JUnitReader.read(report)
+        #expect(run.status == 1 && refused.suites.first?["errors"] == "1" && refused.suites.first?["failures"] == "0", "\(refused.suites)")
+        #expect(refused.cases.count == 1 && refused.cases[0].errorMessage == #"404 Not Found: no instance "nobody""#, "\(refused.cases)")
+    }
+
+    @Test("check --instance: what the counters count beyond the records retention kept is a problem; a cut history whose counters agree is clean")
+    func checkCountsWhatRetentionDropped() throws {
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path + "/data", extra: ["--history-limit", "8"])
+        let c = try WireClient(port: server.port)
+        try c.makeInstance("cut", events: coldStart + ["didFinishLaunching"])
+        try c.makeInstance("fine", events: coldStart)
+        for id in ["cut", "fine"] {
+            for _ in 0..<30 { _ = try c.event(id, #"{"event": "willResignActive"}"#) }
+        }
+        let kept = try c.fullHistory("cut")
+        try #require(!kept.contains { $0["outcome"] as? String == "unexpected" } && kept.count < 33, "retention dropped the unexpected record: \(kept.count)")
+        let first = try #require(kept.first?["sequence"] as? Int)
+
+        var run = try lifecycledCommand(["check", "--instance", "cut"], port: server.port)
+        #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
+        #expect(lines(run.stdout) == [
+            "cut seq \(first): unexpected: 1 unexpected event in older records retention dropped (counted on the instance); the model expects no unexpected event",
+            "checked 1 instance, \(kept.count) records: 1 problem in 1 instance",
+        ], "\(run.stdout)")
+        run = try lifecycledCommand(["check", "--instance", "fine"], port: server.port)
+        #expect(run.status == 0 && run.stdout.hasSuffix(": clean\n"), "\(run.stdout) \(run.stderr)")
     }
 
     @Test("check MODEL FILE: a saved history page is checked as recorded; a trace that stops part-way through a launch is an incomplete launch; counts say 1 step")
@@ -143,6 +175,23 @@ struct CommandLineCheckTests {
         run = try lifecycledCommand(["check", "ios-app", try trace("one.json", #"{"steps": [{"relaunch": true}]}"#)], port: server.port)
         #expect(run.status == 0 && run.stdout == "conforming: 1 step, final state initializing\n", "\(run.stdout) \(run.stderr)")
 
+        // A step's stated belief the replay disagrees with is a divergence, as a recorded one is.
+        let believed = #"[{"event": "didFinishLaunching"}, {"event": "willConnectToWindow", "window": "main"}, {"event": "didBecomeActive", "believedState": "background"}]"#
+        run = try lifecycledCommand(["check", "ios-app", try trace("belief.json", believed)], port: server.port)
+        #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
+        #expect(lines(run.stdout) == [
+            "step 2: divergence: after didBecomeActive the app believed it was in background; the model expects foreground",
+            "not conforming: 1 problem in 3 steps, final state foreground, rows r2 r4 r5",
+        ], "\(run.stdout)")
+
+        // A page more records follow, and another model's history, cannot be checked as the history.
+        let partial = data.path + "/partial.json"
+        try Data(try c.request("GET", "/v1/instances/bad/history?limit=2").body).write(to: URL(fileURLWithPath: partial))
+        run = try lifecycledCommand(["check", "ios-app", partial], port: server.port)
+        #expect(run.status == 2 && run.stdout.isEmpty && run.stderr.contains("is one page of a longer history") && lines(run.stderr).count == 1, "\(run.stderr)")
+        run = try lifecycledCommand(["check", "android-activity", page], port: server.port)
+        #expect(run.status == 2 && run.stdout.isEmpty && run.stderr.contains("is not the history of an instance of android-activity: seq "), "\(run.stderr)")
+
         // Not JSON as RFC 8259 writes it: a bad input, exit 2, whatever Foundation would take.
         for (name, text) in [
             ("comma.json", #"[{"event": "didFinishLaunching"},]"#), ("member.json", #"{"steps": [{"relaunch": true}],}"#),
@@ -172,8 +221,8 @@ struct CommandLineCheckTests {
         run = quiet.finish(within: 40)
         #expect(run.status == 0 && run.stdout == "checked 1 instance, 3 records: clean\n", "\(run.stdout) \(run.stderr)")
 
-        run = try lifecycledCommand(["check", "--instance", "w1", "--until-input", "testEnded", "--timeout", "300ms"], port: server.port)
-        #expect(run.status == 1 && run.stdout.isEmpty && run.stderr == "lifecycled check: not testEnded recorded within 0.3 s: still waiting for w1\n", "\(run.stderr)")
+        run = try lifecycledCommand(["check", "--instance", "w1", "--until-input", "willEnterForeground", "--timeout", "300ms"], port: server.port)
+        #expect(run.status == 1 && run.stdout.isEmpty && run.stderr == "lifecycled check: not willEnterForeground recorded within 0.3 s: still waiting for w1\n", "\(run.stderr)")
 
         for (arguments, reason) in [
             (["--instance", "w1", "--timeout", "5s"], "--timeout bounds a wait"),
@@ -184,6 +233,9 @@ struct CommandLineCheckTests {
             (["--instance", "w1", "--label", "run=1"], "give one"),
             (["--label", "run"], "KEY=VALUE"),
             (["--instance", "w1", "ios-app"], "alone"),
+            // What only the service can refuse: a marker no model has, a label it cannot take.
+            (["--instance", "w1", "--until-input", "testEnded"], "no model on the service has an event or action testEnded"),
+            (["--label", "bad key=1"], "must be key=value"),
         ] {
             run = try lifecycledCommand(["check"] + arguments, port: server.port)
             #expect(run.status == 2 && run.stderr.contains(reason) && lines(run.stderr).count == 1, "\(arguments): \(run.stderr)")
@@ -208,8 +260,24 @@ struct CommandLineCheckTests {
         #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
         #expect(lines(run.stdout).map { $0.split(separator: " ").first.map(String.init) ?? "" } == ["run-a2", "checked"], "\(run.stdout)")
         #expect(lines(run.stdout).last == "checked 2 instances, 4 records: 1 problem in 1 instance", "\(run.stdout)")
-        run = try lifecycledCommand(["check", "--label", "run=nobody"], port: server.port)
+        let report = data.path + "/report.xml"
+        run = try lifecycledCommand(["check", "--label", "run=nobody", "--junit", report], port: server.port)
         #expect(run.status == 1 && run.stderr == "lifecycled check: no instance carries run=nobody\n", "\(run.stdout) \(run.stderr)")
+        // Not a report of nothing failed: a rig that reported nothing is a failure.
+        let junit = try JUnitReader.read(report)
+        #expect(junit.suites.first?["tests"] == "1" && junit.suites.first?["failures"] == "1", "\(junit.suites)")
+        #expect(junit.cases.map(\.name) == ["run=nobody"] && junit.cases.first?.failureMessage == "no instance carries run=nobody", "\(junit.cases)")
+    }
+
+    @Test("post --queue and flush on a file: not queued, exit 1, and exit 2, each saying it is a file")
+    func queueOnAFile() throws {
+        let data = TemporaryDirectory()
+        let file = data.path + "/queue"
+        try Data().write(to: URL(fileURLWithPath: file))
+        var run = try lifecycledCommand(["post", "--queue", file, "phone", "didBecomeActive"], port: freePort())
+        #expect(run.status == 1 && run.stderr == "lifecycled post: not queued: \(file) is a file, not a queue folder\n", "\(run.stderr)")
+        run = try lifecycledCommand(["flush", "--queue", file], port: freePort())
+        #expect(run.status == 2 && run.stderr.hasPrefix("lifecycled flush: \(file) is a file, not a queue folder"), "\(run.stderr)")
     }
 
     @Test("post --queue checks the input against the instance's model (the service's, else the folder's copy): a name it lacks exits 2 naming the closest, nothing queued")
@@ -283,6 +351,30 @@ struct CommandLineCheckTests {
         let stored = try c.fullHistory("d1").filter { $0["divergence"] != nil }
         let printed = lines(json.standardOutputSoFar).map(jsonObject)
         #expect(printed.count == 2 && zip(printed, stored).allSatisfy { NSDictionary(dictionary: $0) == NSDictionary(dictionary: $1) }, "\(printed) \(stored)")
+        for process in [readable, json] { process.signal(SIGTERM) }
+        #expect(readable.finish().status == SIGTERM && json.finish().status == SIGTERM)
+    }
+
+    @Test("tail: an instance deleted and made again shows as two lives, its creations and deletion on lines of their own")
+    func tailShowsCreationAndDeletion() throws {
+        let data = TemporaryDirectory()
+        let server = try LifecycledProcess.serving(dataDirectory: data.path)
+        let c = try WireClient(port: server.port)
+        try c.makeInstance("twice", events: ["didFinishLaunching"])
+        #expect(try c.request("DELETE", "/v1/instances/twice").status == 204)
+        try c.makeInstance("twice")
+        let environment = ["LIFECYCLED_SERVER": "http://127.0.0.1:\(server.port)"]
+        let readable = try LifecycledProcess(arguments: ["tail", "--instance", "twice", "--after", "0"], environment: environment)
+        let json = try LifecycledProcess(arguments: ["tail", "--instance", "twice", "--json", "--after", "0"], environment: environment)
+        #expect(eventually(within: 10) { lines(readable.standardOutputSoFar).count == 4 && lines(json.standardOutputSoFar).count == 4 })
+        let shown = lines(readable.standardOutputSoFar).map { $0.split(separator: " ").dropFirst().prefix(5).joined(separator: " ") }
+        #expect(shown == [
+            "twice v0 created ios-app initializing", "twice v1 event didFinishLaunching initializing", "twice v1 deleted ios-app launching",
+            "twice v0 created ios-app initializing",
+        ], "\(readable.standardOutputSoFar)")
+        let printed = lines(json.standardOutputSoFar).map(jsonObject)
+        #expect(printed.map { $0["kind"] as? String } == ["created", "event", "deleted", "created"], "\(printed)")
+        #expect(printed[2].keys.sorted() == ["instance", "kind", "model", "sequence", "state", "time", "version"], "\(printed[2])")
         for process in [readable, json] { process.signal(SIGTERM) }
         #expect(readable.finish().status == SIGTERM && json.finish().status == SIGTERM)
     }

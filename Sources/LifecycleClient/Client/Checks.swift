@@ -142,11 +142,64 @@ public struct HistoryCheck: Sendable {
         if record.kind == .gap {
             let dropped = record.dropped ?? 0
             problems.append(CheckProblem(
-                kind: .gap, position: position, happened: "the app's reporter dropped \(dropped) input\(dropped == 1 ? "" : "s") before delivering them",
+                kind: .gap, position: position, happened: "the app's reporter dropped \(dropped) input\(dropped == 1 ? "" : "s") before delivering \(dropped == 1 ? "it" : "them")",
                 expected: "every input delivered"
             ))
         }
         return problems
+    }
+
+    /// A trace step's stated belief that the replay disagrees with, in the words of a recorded
+    /// belief's divergence (a replayed record carries only the hooks' divergence: the belief is
+    /// the step's); `nil` when the belief held or none was stated.
+    public func belief(of step: ConformanceReport.Step, at position: CheckPosition) -> CheckProblem? {
+        guard step.beliefCorrect == false, let believed = step.believedState, let record = step.record, record.divergence?.state == nil else { return nil }
+        return CheckProblem(
+            kind: .divergence, position: position, happened: "after \(Self.inputName(record)) the app believed it was in \(believed)",
+            expected: record.to
+        )
+    }
+
+    /// The problems in records retention dropped: what the instance's `counters` (kept over its
+    /// whole life) count beyond the `retained` records, a problem per kind, placed at the first
+    /// record retained. A history retention cut is clean only when its counters say so too.
+    public func dropped(by counters: Counters, retained: [Record]) -> [CheckProblem] {
+        guard let first = retained.first else { return [] }
+        let kept = retained.reduce(into: Counters()) { kept, record in
+            if record.outcome == .unexpected { kept.unexpected += 1 }
+            if record.incompleteLaunch != nil { kept.incompleteLaunches += 1 }
+            if record.divergence != nil { kept.divergences += 1 }
+            if record.kind == .gap { kept.dropped += record.dropped ?? 0 }
+        }
+        let older: [(CheckProblem.Kind, Int64, one: String, many: String, expected: String)] = [
+            (.unexpected, counters.unexpected - kept.unexpected, "unexpected event", "unexpected events", "no unexpected event"),
+            (.incompleteLaunch, counters.incompleteLaunches - kept.incompleteLaunches, "incomplete launch", "incomplete launches", "every launch finished"),
+            (.divergence, counters.divergences - kept.divergences, "divergent record", "divergent records", "the app's code to agree with it"),
+            (.gap, counters.dropped - kept.dropped, "input the app's reporter dropped", "inputs the app's reporter dropped", "every input delivered"),
+        ]
+        return older.filter { $0.1 > 0 }.map { kind, count, one, many, expected in
+            CheckProblem(
+                kind: kind, position: .sequence(first.sequence),
+                happened: "\(count) \(count == 1 ? one : many) in older records retention dropped (counted on the instance)", expected: expected
+            )
+        }
+    }
+
+    /// The first record that names a state, event or action the model does not have, in words;
+    /// `nil` when every record fits it. A history checked against another model would be judged
+    /// by rows it never had.
+    public func foreignName(in records: [Record]) -> String? {
+        let states = Set(model.states.map(\.name))
+        let inputs: [InputKind: Set<String>] = [.event: Set(events.keys), .action: Set(model.actions.map(\.name))]
+        for record in records {
+            if let state = [record.from, record.to].first(where: { !states.contains($0) }) {
+                return "seq \(record.sequence) names the state \(state), which \(model.name) does not have"
+            }
+            if let known = inputs[record.kind], !known.contains(record.name) {
+                return "seq \(record.sequence) names the \(record.kind.rawValue) \(record.name), which \(model.name) does not have"
+            }
+        }
+        return nil
     }
 
     /// A trace step the model refused (`error`: the reason the service or the machine gave).
@@ -264,7 +317,8 @@ extension LifecycleClient {
                 records.append(record)
             }
             checks.append(InstanceCheck(
-                instance: id, model: instance.model, records: records.count, problems: checker.problems(in: records, endingAt: instance.breadcrumb)
+                instance: id, model: instance.model, records: records.count,
+                problems: checker.dropped(by: instance.counters, retained: records) + checker.problems(in: records, endingAt: instance.breadcrumb)
             ))
         }
         return checks

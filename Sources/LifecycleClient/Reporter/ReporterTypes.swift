@@ -127,8 +127,16 @@ extension LifecycleReporter {
             switch self {
             case .closed: "the reporter was closed"
             case .tooLarge(let bytes): "an item's journal entry of \(bytes) bytes is larger than the queue's byte bound"
-            case .journalUnwritable(let directory, let reason): "cannot write the queue's journal in \(directory): \(reason)".oneLine()
+            case .journalUnwritable(let directory, let reason): Self.unwritable(directory, reason)
             }
+        }
+
+        /// Each part cut in its own middle, the folder only as far as the reason needs: the
+        /// reason ends with the system's words, what to act on.
+        private static func unwritable(_ directory: String, _ reason: String) -> String {
+            let lead = "cannot write the queue's journal in "
+            let said = reason.oneLine(limit: 120 - lead.count - 2 - 24)
+            return lead + directory.oneLine(limit: 120 - lead.count - 2 - said.count) + ": " + said
         }
 
         /// `error`, thrown writing the journal in `directory`, with the system's reason when it

@@ -30,8 +30,10 @@ struct CheckCommand {
 
         exit status: 0 clean; 1 a problem (each listed on standard output), a wait that ran
         out, an instance or model the service does not have, or a service that refuses or
-        cannot be reached (said on standard error); 2 a bad command line or a FILE that is not
-        JSON (a trailing comma, a comment) or neither a trace nor a history page.
+        cannot be reached (said on standard error); 2 a bad command line (a label or id the
+        service cannot take, a marker no model has), or a FILE that is not JSON (a trailing
+        comma, a comment), is neither a trace nor a history page, is one page of a longer
+        history, or names states or inputs MODEL does not have.
 
         options:
           --instance ID       check this instance's history (repeatable)
@@ -43,7 +45,8 @@ struct CheckCommand {
                               app's queue delivered), at most --timeout; TIME is 500ms, 5s, 2m
                               or plain seconds
           --until-input NAME  first wait until every instance has recorded the event or action
-                              NAME (a marker the app sends last), at most --timeout
+                              NAME (a marker the app sends last, which a model on the service
+                              must have), at most --timeout
           --timeout TIME      the bound of the wait (default 60s); past it, exit 1 naming the
                               instances still waited for
 
@@ -152,11 +155,21 @@ struct CheckCommand {
         let members: [JSONValue]
         switch document {
         case .object(let object) where object["items"] != nil:
+            let page: HistoryPage
             do {
-                return .history(model: model, path: path, page: try HistoryPage(json: data))
+                page = try HistoryPage(json: data)
             } catch {
                 throw UsageError("\(path) is not a history page (GET /v1/instances/ID/history): \(Self.reason(error))")
             }
+            // Checked as the whole history, a page would pass what the pages after it hold, and
+            // take a launch they finish for one left unfinished.
+            if let next = page.nextAfter {
+                throw UsageError(
+                    "\(path) is one page of a longer history (more records follow after seq \(next)): "
+                        + "check the instance on the service with --instance ID, or save the whole history in one page (?limit=1000)"
+                )
+            }
+            return .history(model: model, path: path, page: page)
         case .array(let steps): members = steps
         case .object(let object) where object.keys.sorted() == ["steps"]:
             guard case .array(let steps)? = object["steps"] else { throw UsageError("\(path): \"steps\" is not an array") }
@@ -217,24 +230,53 @@ struct CheckCommand {
     }
 
     func run() async throws -> Int32 {
+        do {
+            return try await check()
+        } catch {
+            // A report an earlier run left must not stand for this one: CI publishes the file.
+            let reason = (error as? LifecycleClientError)?.problem.map { "\($0.status) \($0.title): \($0.detail)" } ?? ClientCommand.describe(error)
+            try writeJUnit(JUnitReport(.error(reason)))
+            throw error
+        }
+    }
+
+    private func check() async throws -> Int32 {
         let client = ClientCommand.client(server)
         let checks: [InstanceCheck]
         switch subject {
         case .instances(let selection):
             if let wait {
+                if case .input(let name) = wait.condition {
+                    // A marker no model has can never be recorded: said now, not when the wait runs out.
+                    let models = try await client.models()
+                    if !models.contains(where: { $0.definition.events.contains { $0.name == name } || $0.definition.actions.contains { $0.name == name } }) {
+                        throw UsageError(
+                            "no model on the service has an event or action \(name): it can never be recorded (the models: "
+                                + models.map(\.name).joined(separator: ", ") + "); wait for the input the app sends last, or --quiet-for"
+                        )
+                    }
+                }
                 do {
                     try await client.waitForDelivery(selection, until: wait.condition, timeout: wait.timeout)
+                } catch let error as LifecycleClientError where error.problem?.status == 400 {
+                    throw UsageError(error.problem?.detail ?? "\(error)")
                 } catch let timeout as DeliveryTimeout {
                     Output.error("lifecycled check: \(timeout)")
+                    try writeJUnit(JUnitReport(.error(timeout.description)))
                     return ClientCommand.Status.failure
                 }
             }
-            checks = try await client.check(selection)
+            do {
+                checks = try await client.check(selection)
+            } catch let error as LifecycleClientError where error.problem?.status == 400 {
+                // Only what the command line named can be refused so (a label or an id the service cannot take).
+                throw UsageError(error.problem?.detail ?? "\(error)")
+            }
             if checks.isEmpty, case .labels(let labels) = selection {
                 // A run that made no instance is a rig that reported nothing: not a clean run.
                 let named = labels.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
                 Output.error("lifecycled check: no instance carries \(named)")
-                try writeJUnit(checks)
+                try writeJUnit(JUnitReport(.nothingReported(labels: named)))
                 return ClientCommand.Status.failure
             }
             for line in checks.flatMap(\.problemLines) { Output.line(Readable.escaped(line)) }
@@ -252,6 +294,7 @@ struct CheckCommand {
             var problems: [CheckProblem] = []
             for (index, step) in report.steps.enumerated() {
                 if let record = step.record { problems += checker.problems(of: record, at: .step(index)) }
+                if let belief = checker.belief(of: step, at: .step(index)) { problems.append(belief) }
                 if let error = step.error { problems.append(checker.invalidInput(error, at: .step(index))) }
             }
             let records = report.steps.compactMap(\.record)
@@ -267,6 +310,9 @@ struct CheckCommand {
             )
         case .history(let model, let path, let page):
             let checker = HistoryCheck(model: try await client.model(model).definition)
+            if let foreign = checker.foreignName(in: page.items) {
+                throw UsageError("\(path) is not the history of an instance of \(model): \(foreign)")
+            }
             let problems = checker.problems(in: page.items)
             checks = [InstanceCheck(instance: page.items.first?.instance ?? path, model: model, records: page.items.count, problems: problems)]
             for problem in problems { Output.line(Readable.escaped(problem.description)) }
@@ -276,15 +322,15 @@ struct CheckCommand {
                     + (page.olderDropped ? " (older records were dropped by retention: not checked)" : "")
             )
         }
-        try writeJUnit(checks)
+        try writeJUnit(JUnitReport(checks: checks))
         return checks.allSatisfy(\.isClean) ? ClientCommand.Status.success : ClientCommand.Status.failure
     }
 
     /// Writes the JUnit report when `--junit` asked for one.
-    private func writeJUnit(_ checks: [InstanceCheck]) throws {
+    private func writeJUnit(_ report: JUnitReport) throws {
         guard let junit else { return }
         do {
-            try Data(JUnitReport(checks: checks).xml.utf8).write(to: URL(fileURLWithPath: junit), options: .atomic)
+            try Data(report.xml.utf8).write(to: URL(fileURLWithPath: junit), options: .atomic)
         } catch {
             throw CommandFailure("cannot write \(junit): \((error as NSError).localizedDescription)")
         }

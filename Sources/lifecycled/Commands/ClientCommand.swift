@@ -64,7 +64,7 @@ enum ClientCommand: String, CaseIterable {
     /// A client error in one line: a problem as the service worded it.
     static func describe(_ error: any Error) -> String {
         switch error as? LifecycleClientError {
-        case .problem(let problem)?: return String(decoding: problem.body, as: UTF8.self)
+        case .problem(let problem)?: return String(decoding: problem.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         case .unreachable(let reason)?: return "cannot reach the service: \(reason)"
         default: return String(describing: error)
         }
@@ -144,6 +144,18 @@ enum Output {
         let members = try pairs.map { name, value in
             String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(value), as: UTF8.self)
         }
+        return escapingTerminalControls("{" + members.joined(separator: ",") + "}")
+    }
+
+    /// An instance's creation or deletion as the stream carries it (openapi `InstanceChange`).
+    static func json(_ change: InstanceChange) throws -> String {
+        let pairs: [(String, JSONValue)] = [
+            ("sequence", .integer(change.sequence)), ("instance", .string(change.instance)), ("version", .integer(change.version)),
+            ("kind", .string(change.kind)), ("model", .string(change.model)), ("state", .string(change.state)),
+        ]
+        let members = try pairs.map { name, value in
+            String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(value), as: UTF8.self)
+        } + ["\"time\":" + String(decoding: try encoder.encode(change.time), as: UTF8.self)]
         return escapingTerminalControls("{" + members.joined(separator: ",") + "}")
     }
 

@@ -13,7 +13,7 @@ struct FlushCommand {
         connection) is replayed, never stored twice.
 
         exit status: 0 the queue is empty; 1 the service cannot be reached (or answers 5xx/429),
-        or a batch's answer cannot be written to the journal (a full disk: said at once, the
+        refuses the token (401, 403), or a batch's answer cannot be written to the journal (a full disk: said at once, the
         batch sent again with its keys next time), and the rest stays queued; 2 a bad command line,
         or a DIR that does not exist (it is not created).
 
@@ -36,9 +36,10 @@ struct FlushCommand {
         guard parsed.positional.isEmpty else { throw UsageError("unexpected argument \(parsed.positional[0]); see lifecycled flush --help") }
         // A mistyped folder would otherwise be created empty and "flushed": exit 0, the real queue untouched.
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: queue.directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: queue.directory, isDirectory: &isDirectory) else {
             throw UsageError("no queue folder \(queue.directory): nothing was queued there (post --queue creates it); see lifecycled flush --help")
         }
+        guard isDirectory.boolValue else { throw UsageError("\(queue.directory) is a file, not a queue folder; see lifecycled flush --help") }
         self.queue = queue
     }
 

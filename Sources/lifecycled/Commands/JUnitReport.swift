@@ -4,18 +4,62 @@ import LifecycleClient
 /// A check as JUnit XML, the report Jenkins and GitLab read natively and GitHub Actions
 /// through the common test-report actions: one `<testsuite>`, one `<testcase>` per instance
 /// (or trace), and for one with problems a `<failure>` whose message counts them and whose
-/// text lists them, a line each, as `lifecycled check` prints them.
+/// text lists them, a line each, as `lifecycled check` prints them. A check that could not
+/// run is one `<testcase>` with an `<error>` saying why, and a run that made no instance one
+/// with a `<failure>`: a report an earlier run left must not stand for this one.
 struct JUnitReport {
     let checks: [InstanceCheck]
+    /// What stands instead of the checks: a check that found nothing to check (a failure) or
+    /// could not run (an error).
+    let outcome: Outcome?
+
+    enum Outcome {
+        /// No instance carries these labels: a rig that reported nothing.
+        case nothingReported(labels: String)
+        /// The check did not run: the wait ran out, the service refused or could not be reached.
+        case error(String)
+    }
+
+    init(checks: [InstanceCheck]) {
+        self.checks = checks
+        outcome = nil
+    }
+
+    init(_ outcome: Outcome) {
+        checks = []
+        self.outcome = outcome
+    }
 
     var xml: String {
-        let failures = checks.filter { !$0.isClean }.count
+        var (tests, failures, errors) = (checks.count, checks.filter { !$0.isClean }.count, 0)
+        var cases = ""
+        switch outcome {
+        case .nothingReported(let labels)?:
+            (tests, failures) = (1, 1)
+            let message = "no instance carries \(labels)"
+            cases = """
+                    <testcase classname="lifecycle" name="\(Self.escaped(labels))">
+                      <failure message="\(Self.escaped(message))" type="lifecycle">\(Self.escaped(message))</failure>
+                    </testcase>
+
+                """
+        case .error(let reason)?:
+            (tests, errors) = (1, 1)
+            cases = """
+                    <testcase classname="lifecycle" name="lifecycled check">
+                      <error message="\(Self.escaped(reason))" type="lifecycle">\(Self.escaped(reason))</error>
+                    </testcase>
+
+                """
+        case nil:
+            break
+        }
         var xml = """
             <?xml version="1.0" encoding="UTF-8"?>
-            <testsuites name="lifecycled check" tests="\(checks.count)" failures="\(failures)" errors="0">
-              <testsuite name="lifecycled check" tests="\(checks.count)" failures="\(failures)" errors="0" skipped="0">
+            <testsuites name="lifecycled check" tests="\(tests)" failures="\(failures)" errors="\(errors)">
+              <testsuite name="lifecycled check" tests="\(tests)" failures="\(failures)" errors="\(errors)" skipped="0">
 
-            """
+            """ + cases
         for check in checks {
             // classname groups the cases by model in a CI's report, as a test class would.
             let attributes = "classname=\"\(Self.escaped("lifecycle.\(check.model)"))\" name=\"\(Self.escaped(check.instance))\""

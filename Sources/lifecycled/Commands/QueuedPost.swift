@@ -30,11 +30,18 @@ struct QueuedPost {
 
     /// Queues `item` and delivers the queue; prints the item's answer (or `queued`); the exit status.
     func post(_ item: BatchItem, command: String) async throws -> Int32 {
-        let delivery = try await deliver { reporter in
-            do { try Self.queue(item, reporter) } catch let error as LifecycleReporter.ReportError {
-                // Said apart from an answer that could not be journaled: this item is not in the queue.
-                throw CommandFailure("not queued: \(error)")
+        var isQueued = false
+        let delivery: Delivery
+        do {
+            delivery = try await deliver { reporter in
+                try Self.queue(item, reporter)
+                isQueued = true
             }
+        } catch {
+            // Said apart from an answer that could not be journaled: this item is not in the queue
+            // (the folder, its lock or its journal could not be opened, or the entry not written).
+            guard isQueued else { throw CommandFailure("not queued: \(Self.reason(error))") }
+            throw error
         }
         for earlier in delivery.answered.dropLast(delivery.failure == nil ? 1 : 0) { Self.noteRefusal(earlier.result) }
         if let failure = delivery.failure {
@@ -113,6 +120,15 @@ struct QueuedPost {
         return "\(Output.counted(damage.entries, "damaged journal entry", plural: "damaged journal entries")) (\(Output.counted(damage.bytes, "byte"))) skipped; \(lost)"
     }
 
+    /// An error opening or writing the queue in one line, in the system's words where it has them.
+    private static func reason(_ error: any Error) -> String {
+        switch error {
+        case let failure as CommandFailure: failure.description
+        case let failure as LifecycleReporter.ReportError: failure.description
+        default: (error as NSError).localizedDescription
+        }
+    }
+
     /// Whether the service is only out of reach for now (no answer, 5xx, 429): the queue waits for it.
     static func isTransient(_ error: LifecycleClientError) -> Bool {
         guard let problem = error.problem else { return true }
@@ -180,6 +196,10 @@ private final class FolderLock {
     private let descriptor: Int32
 
     init(_ directory: String) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw CommandFailure("\(directory) is a file, not a queue folder")
+        }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         descriptor = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw CommandFailure("cannot open \(directory)/lock: \(String(cString: strerror(errno)))") }

@@ -77,10 +77,18 @@ struct TailCommand {
             case .interrupted(let interruption) where interruption.attempt == 1:
                 // Once an outage: the next lines are records again, once the service answers.
                 Output.error("lifecycled tail: \(interruption.reason); trying again until it answers")
-            case .created, .deleted, .interrupted: break
+            case .created(let change), .deleted(let change):
+                // A deletion and a new creation between one instance's records tell two lives apart.
+                Output.line(json ? try Output.json(change) : Self.line(change))
+            case .interrupted: break
             }
         }
         return ClientCommand.Status.success
+    }
+
+    /// The readable line of an instance's creation or deletion: `SEQUENCE INSTANCE vVERSION created|deleted MODEL STATE`.
+    static func line(_ change: InstanceChange) -> String {
+        Readable.escaped("\(change.sequence) \(change.instance) v\(change.version) \(change.kind) \(change.model) \(change.state)")
     }
 
     /// The readable line of a record: one line, whatever the device sent (``Readable``).

@@ -343,8 +343,10 @@ public final class SQLiteStore: InstanceStore, Sendable {
     /// Start-up reads every instance's page once; read through the map rather than with a
     /// `pread(2)` a page (of 1 KiB), the count before the load took a fifth of the time (at a
     /// million instances, 30 ms against 165). The map is not kept for serving: a read error in
-    /// it, or a file truncated under it, is a signal that SQLite cannot turn into an error, and
-    /// only while nothing writes is neither to be expected.
+    /// it, or a file truncated under it, is a signal that SQLite cannot turn into an error, so
+    /// the process would end where a request should get a 503. Before serving, when nothing
+    /// else may write the file (the folder's lock), the worst it costs is a failed start that
+    /// ends with the signal (`SIGBUS`) rather than a message, on a disk that cannot be read.
     func withPagesMapped<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
         try mapPages(bytes: Self.mappedBytes)
         let result = Result { () throws(StoreError) -> T in try body() }

@@ -1,3 +1,4 @@
+import CLifecycleSQLite
 import Foundation
 import Testing
 import LifecycleKit
@@ -148,28 +149,13 @@ struct SQLiteStoreTests {
         #expect(halves.map(\.labels) == whole.map(\.labels))
     }
 
-    @Test("the load maps the file only while it reads: both connections read with pread(2) again after, a failed load too")
-    func loadMapsPagesOnlyWhileReading() throws {
-        let folder = Folder()
-        let store = try SQLiteStore(directory: folder.path)
-        defer { store.close() }
-        func mapped() throws -> [Int64] {
-            let pragma = "PRAGMA mmap_size"
-            let reader = try store.read("") { (database) throws(SQLiteError) in try database.first(pragma) { $0.integer(0) } ?? -1 }
-            let writer = try store.writer.withLock { (writer: inout SQLiteStore.Writer) throws(StoreError) in
-                try checked("") { () throws(SQLiteError) in try writer.database.first(pragma) { $0.integer(0) } ?? -1 }
-            }
-            return [reader, writer]
-        }
-        #expect(try mapped() == [0, 0])
-        let during = try store.withPagesMapped { () throws(StoreError) in
-            do { return try mapped() } catch { throw StoreError("\(error)") }
-        }
-        #expect(during.allSatisfy { $0 > 0 })
-        _ = try store.loadInstances(inHalvesFrom: 2)
-        #expect(try mapped() == [0, 0])
-        #expect(throws: StoreError.self) { try store.withPagesMapped { () throws(StoreError) in throw StoreError("the load failed") } }
-        #expect(try mapped() == [0, 0])
+    @Test("a WAL index that cannot be grown, as on a full disk, is said to be one: disk I/O error alone reads as failing hardware")
+    func walIndexNotGrownIsAFullDisk() {
+        let error = SQLiteError(code: 4874, message: "disk I/O error")
+        #expect(error.kind == .diskFull)
+        let said = StoreError(error, doing: "cannot open the database d/lifecycled.sqlite")
+        #expect(said.message == "cannot open the database d/lifecycled.sqlite: disk I/O error: the WAL index (-shm) could not be grown; is the disk full? (SQLite code 4874)")
+        #expect(SQLiteError(code: SQLITE_IOERR, message: "disk I/O error").kind == .other)
     }
 
     /// Counts its instances alive, so a test sees that a failed fill freed what it placed.
@@ -186,10 +172,10 @@ struct SQLiteStoreTests {
         var value: Int { count.withLock { $0 } }
     }
 
-    @Test("an array made by two threads holds each share in order; a share short or failed fails it and frees what was placed")
+    @Test("an array made by two threads holds the first share in order and the second from its end; a share short or failed fails it and frees what was placed")
     func arrayInTwoParts() throws {
         let made = try SQLiteStore.array(count: 7, split: 3) { (part, place) throws(StoreError) in
-            for value in part == 0 ? 0..<3 : 3..<7 { place(Counted(value)) }
+            for value in part == 0 ? Array(0..<3) : (3..<7).reversed() { place(Counted(value)) }
         }
         #expect(made.map(\.value) == Array(0..<7))
         #expect(Counted.alive.value == 7)

@@ -201,10 +201,12 @@ extension SQLConnection {
         return found
     }
 
-    /// Instances in id order after `after`, at most `limit`, each handed to `body` as it is read.
-    func forEachInstance(after: String, limit: Int64, _ body: (StoredInstance) -> Void) throws(Failure) {
+    /// Instances after `after` in id order, at most `limit`, each handed to `body` as it is read;
+    /// `descending`: from the greatest id down.
+    func forEachInstance(after: String, limit: Int64, descending: Bool = false, _ body: (StoredInstance) -> Void) throws(Failure) {
         var labels = LabelDecoder()
-        try forEachRow("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY id LIMIT $2", [.text(after), .integer(limit)]) {
+        let order = descending ? "id DESC" : "id"
+        try forEachRow("\(Self.dialect.selectInstances) WHERE id > $1 ORDER BY \(order) LIMIT $2", [.text(after), .integer(limit)]) {
             (row) throws(Failure) in body(try Codec.instance(row, labels: &labels))
         }
     }

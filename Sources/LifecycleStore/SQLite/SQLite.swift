@@ -15,6 +15,8 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
         case SQLITE_CONSTRAINT, SQLITE_TOOBIG, SQLITE_MISMATCH: .rejectedWrite
         // Also `max_page_count` reached.
         case SQLITE_FULL: .diskFull
+        // The WAL index could not be grown: SQLite says "disk I/O error", and a full disk is what causes it.
+        case SQLITE_IOERR where code == Self.walIndexNotGrown: .diskFull
         // Other writes may still commit, but it is the store's failure, not the write's.
         case SQLITE_CORRUPT, SQLITE_NOTADB: .damaged
         // Another connection (another process on the file) held the lock past the busy timeout.
@@ -23,6 +25,10 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
         }
     }
     public var description: String { "SQLite error \(code): \(message)" }
+
+    /// `SQLITE_IOERR_SHMSIZE`, which Swift does not import: a start on a full disk whose folder has
+    /// no `-shm` file yet fails with it.
+    static let walIndexNotGrown = SQLITE_IOERR | (19 << 8)
 }
 
 /// One SQLite connection, owning its `sqlite3*`; the owner serialises access.
@@ -335,7 +341,8 @@ extension Database: SQLConnection {
 
 extension SQLiteError: StoreFailure {
     func storeError(doing what: String) -> StoreError {
+        let said = self.code == Self.walIndexNotGrown ? message + ": the WAL index (-shm) could not be grown; is the disk full?" : message
         let code = StoreError.Code.sqlite(code)
-        return StoreError("\(what): \(message) (\(code))", kind: kind, code: code)
+        return StoreError("\(what): \(said) (\(code))", kind: kind, code: code)
     }
 }

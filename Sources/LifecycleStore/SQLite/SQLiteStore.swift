@@ -253,47 +253,46 @@ public final class SQLiteStore: InstanceStore, Sendable {
         try loadInstances(inHalvesFrom: Self.instancesLoadedInHalves)
     }
 
-    /// ``loadInstances()``, split over two threads from `threshold` instances: while nothing writes (start-up).
+    /// ``loadInstances()``, split over two threads from `threshold` instances, while no rows
+    /// change (start-up: the background checkpoint moves pages, not rows).
     func loadInstances(inHalvesFrom threshold: Int) throws(StoreError) -> [StoredInstance] {
-        try withPagesMapped { () throws(StoreError) -> [StoredInstance] in
-            // A count first (an index walk, far cheaper than the rows) sizes the array once; the id
-            // that ends the first half (a walk of half the index) starts the second.
-            let (count, middle) = try read("cannot load instances") { (database) throws(SQLiteError) -> (Int, String?) in
-                let count = try database.instanceCount()
-                guard count >= max(threshold, 2) else { return (count, nil) }
-                let middle = try database.first("SELECT id FROM instances ORDER BY id LIMIT 1 OFFSET $1", [.integer(Int64(count / 2))]) { $0.text(0) }
-                return (count, middle.flatMap { $0 })
+        // A count first (a walk of the table's pages, far cheaper than the rows) sizes the array once.
+        let count = try read("cannot load instances") { (database) throws(SQLiteError) in try database.instanceCount() }
+        guard count >= max(threshold, 2) else {
+            return try read("cannot load instances") { (database) throws(SQLiteError) in
+                try database.instances(after: "", limit: Int64.max, expected: count)
             }
-            guard let middle else {
-                return try read("cannot load instances") { (database) throws(SQLiteError) in
-                    try database.instances(after: "", limit: Int64.max, expected: count)
-                }
-            }
-            // Up to the middle id on the reading connection, the rest on the writer's (nothing writes
-            // while the service starts), at once: at a million instances the load was two thirds of
-            // a restart, on one core of two.
-            let split = count / 2 + 1
-            return try Self.array(count: count, split: split) { (half, place) throws(StoreError) in
-                if half == 0 {
-                    try reader.withLock { (database: inout Database) throws(StoreError) in
-                        try checked("cannot load instances") { () throws(SQLiteError) in
-                            try database.forEachInstance(after: "", limit: Int64(split), place)
-                        }
+        }
+        // The first half from the smallest id up on the reading connection, the rest from the
+        // greatest down on the writer's, at once: at a million instances the load was two thirds
+        // of a restart, on one core of two. Read from both ends, the halves need no id to split
+        // at (finding one walked half the table again, on one core).
+        let split = count / 2 + 1
+        let instances = try Self.array(count: count, split: split) { (half, place) throws(StoreError) in
+            if half == 0 {
+                try reader.withLock { (database: inout Database) throws(StoreError) in
+                    try checked("cannot load instances") { () throws(SQLiteError) in
+                        try database.forEachInstance(after: "", limit: Int64(split), place)
                     }
-                } else {
-                    try writer.withLock { (writer: inout Writer) throws(StoreError) in
-                        try checked("cannot load instances") { () throws(SQLiteError) in
-                            try writer.database.forEachInstance(after: middle, limit: Int64(count - split), place)
-                        }
+                }
+            } else {
+                try writer.withLock { (writer: inout Writer) throws(StoreError) in
+                    try checked("cannot load instances") { () throws(SQLiteError) in
+                        try writer.database.forEachInstance(after: "", limit: Int64(count - split), descending: true, place)
                     }
                 }
             }
         }
+        // Disjoint only if the count still holds: the halves meet, they do not overlap.
+        guard split == count || instances[split - 1].id < instances[split].id else {
+            throw StoreError("cannot load instances: they changed while they were loaded (\(instances[split].id) read twice)")
+        }
+        return instances
     }
 
     /// An array of `count` elements made by two threads at once, straight into its storage: the
-    /// first `split` of them by `part(0, place)`, the rest by `part(1, place)`, each handing
-    /// `place` its elements in order.
+    /// first `split` of them by `part(0, place)`, handing `place` its elements in order, the rest
+    /// by `part(1, place)`, handing them in reverse order (its last first).
     ///
     /// Made as two arrays, the halves were copied once more to be joined: a tenth of a restart at
     /// a million instances, on one core. A part that places fewer elements than its share, or
@@ -305,68 +304,36 @@ public final class SQLiteStore: InstanceStore, Sendable {
         precondition(0 < split && split <= count)
         let parts = LockedValue<[Int: (placed: Int, failure: StoreError?)]>([:])
         let made = [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
-            // Each thread initializes only its own range of the storage.
+            // Each thread initializes only its own range of the storage: the first from its start
+            // up, the second from its end down.
             nonisolated(unsafe) let base = buffer.baseAddress!
             DispatchQueue.concurrentPerform(iterations: 2) { half in
-                let share = half == 0 ? 0..<split : split..<count
-                var next = share.lowerBound
+                let share = half == 0 ? split : count - split
+                var placed = 0
                 var failure: StoreError?
                 do throws(StoreError) {
                     try part(half) { element in
-                        precondition(next < share.upperBound, "more elements than the share counted")
-                        (base + next).initialize(to: element)
-                        next += 1
+                        precondition(placed < share, "more elements than the share counted")
+                        (base + (half == 0 ? placed : count - 1 - placed)).initialize(to: element)
+                        placed += 1
                     }
-                    if next < share.upperBound {
-                        failure = StoreError("read \(next - share.lowerBound) instances where \(share.count) were counted")
-                    }
+                    if placed < share { failure = StoreError("read \(placed) instances where \(share) were counted") }
                 } catch {
                     failure = error
                 }
-                parts.withLock { $0[half] = (next - share.lowerBound, failure) }
+                parts.withLock { $0[half] = (placed, failure) }
             }
             let done = parts.withLock { $0 }
             guard done.values.contains(where: { $0.failure != nil }) else {
                 initialized = count
                 return
             }
-            (base + 0).deinitialize(count: done[0]!.placed)
-            (base + split).deinitialize(count: done[1]!.placed)
+            base.deinitialize(count: done[0]!.placed)
+            (base + count - done[1]!.placed).deinitialize(count: done[1]!.placed)
             initialized = 0
         }
         if let failure = parts.withLock({ $0[0]!.failure ?? $0[1]!.failure }) { throw failure }
         return made
-    }
-
-    /// Runs `body` with the database file mapped into memory on both connections, and unmapped again after.
-    ///
-    /// Start-up reads every instance's page once; read through the map rather than with a
-    /// `pread(2)` a page (of 1 KiB), the count before the load took a fifth of the time (at a
-    /// million instances, 30 ms against 165). The map is not kept for serving: a read error in
-    /// it, or a file truncated under it, is a signal that SQLite cannot turn into an error, so
-    /// the process would end where a request should get a 503. Before serving, when nothing
-    /// else may write the file (the folder's lock), the worst it costs is a failed start that
-    /// ends with the signal (`SIGBUS`) rather than a message, on a disk that cannot be read.
-    func withPagesMapped<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
-        try mapPages(bytes: Self.mappedBytes)
-        let result = Result { () throws(StoreError) -> T in try body() }
-        let unmapped = Result { () throws(StoreError) in try mapPages(bytes: 0) }
-        // A failed body fails the start, unmapped or not: its reason is the one to give.
-        let value = try result.get()
-        try unmapped.get()
-        return value
-    }
-
-    /// How much of the file ``withPagesMapped(_:)`` maps: SQLite caps it at its build's largest
-    /// (2 GB in Debian's), and pages past the map are read as before.
-    static let mappedBytes: Int64 = 1 << 40
-
-    private func mapPages(bytes: Int64) throws(StoreError) {
-        let pragma = "PRAGMA mmap_size = \(bytes)"
-        try read("cannot set the memory map of the database") { (database) throws(SQLiteError) in try database.execute(pragma) }
-        try writer.withLock { (writer: inout Writer) throws(StoreError) in
-            try checked("cannot set the memory map of the database") { () throws(SQLiteError) in try writer.database.execute(pragma) }
-        }
     }
 
     /// How many instances there must be for the load to be split over two threads.

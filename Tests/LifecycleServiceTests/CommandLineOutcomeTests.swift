@@ -161,12 +161,13 @@ struct CommandLineOutcomeTests {
         let environment = ["LIFECYCLED_SERVER": "http://127.0.0.1:\(server.port)"]
         let readable = try LifecycledProcess(arguments: ["tail", "--instance", "forger", "--after", "0"], environment: environment)
         let json = try LifecycledProcess(arguments: ["tail", "--json", "--instance", "forger", "--after", "0"], environment: environment)
-        #expect(eventually { readable.standardOutputSoFar.hasSuffix("]\n") && json.standardOutputSoFar.split(separator: "\n").count == 2 })
+        // The instance's creation, then its two records.
+        #expect(eventually { readable.standardOutputSoFar.hasSuffix("]\n") && json.standardOutputSoFar.split(separator: "\n").count == 3 })
         for process in [readable, json] { process.signal(SIGTERM) }
         let shown = readable.finish().stdout, printed = json.finish().stdout
 
         let lines = shown.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-        #expect(lines.count == 2, "one line per record: \(shown.debugDescription)")
+        #expect(lines.count == 3, "one line per record and one for the creation: \(shown.debugDescription)")
         let controls = shown.unicodeScalars.filter { $0 != "\n" && ($0.value < 0x20 || (0x7F...0x9F).contains($0.value) || [0x2028, 0x202E].contains($0.value)) }
         #expect(controls.isEmpty, "nothing a terminal acts on: \(controls.map { String($0.value, radix: 16) })")
         let line = String(lines.last ?? "")
@@ -174,7 +175,7 @@ struct CommandLineOutcomeTests {
         #expect(line.hasSuffix("launching -> connected transitioned [Connected.init]"), "\(line)")
 
         let records = printed.split(separator: "\n")
-        #expect(records.count == 2, "\(printed.debugDescription)")
+        #expect(records.count == 3, "\(printed.debugDescription)")
         let raw = printed.unicodeScalars.filter { $0 != "\n" && ($0.value < 0x20 || (0x7F...0x9F).contains($0.value) || [0x2028, 0x202E].contains($0.value)) }
         #expect(raw.isEmpty, "--json escapes them too: \(raw.map { String($0.value, radix: 16) })")
         #expect((jsonObject(String(records.last ?? ""))["parameters"] as? [String: Any])?["window"] as? String == window, "the same value, read back")
@@ -189,8 +190,8 @@ struct CommandLineOutcomeTests {
         let tail = try LifecycledProcess(
             arguments: ["tail", "--instance", "quiet", "--after", "0"], environment: ["LIFECYCLED_SERVER": "http://127.0.0.1:\(server.port)"]
         )
-        // The stored record arriving says the stream is open: what follows is idle.
-        #expect(eventually { tail.standardOutputSoFar.split(separator: "\n").count == 1 }, "\(tail.standardErrorSoFar)")
+        // The creation and the stored record arriving say the stream is open: what follows is idle.
+        #expect(eventually { tail.standardOutputSoFar.split(separator: "\n").count == 2 }, "\(tail.standardErrorSoFar)")
         let before = try cpuSeconds(of: tail.process.processIdentifier)
         let idleStart = Date()
         while Date().timeIntervalSince(idleStart) < 2 { usleep(100_000) }
@@ -199,7 +200,7 @@ struct CommandLineOutcomeTests {
         #expect(used < 0.1, "an idle tail used \(used) s of CPU in 2 s")
 
         #expect(try c.event("quiet", #"{"event": "willConnectToWindow", "window": "main"}"#).status == 200)
-        #expect(eventually(within: 5) { tail.standardOutputSoFar.split(separator: "\n").count == 2 }, "\(tail.standardOutputSoFar)")
+        #expect(eventually(within: 5) { tail.standardOutputSoFar.split(separator: "\n").count == 3 }, "\(tail.standardOutputSoFar)")
         tail.signal(SIGTERM)
         #expect(tail.finish().status == SIGTERM)
     }

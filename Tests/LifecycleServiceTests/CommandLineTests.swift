@@ -220,7 +220,8 @@ struct CommandLineTests {
         func lines(_ process: LifecycledProcess) -> [String] { process.standardOutputSoFar.split(separator: "\n").map(String.init) }
 
         _ = try c.makeInstance("watched", events: coldStart)
-        #expect(eventually(within: 10) { lines(json).count == 3 }, "\(json.standardOutputSoFar) \(json.standardErrorSoFar)")
+        // Its creation, then a record a line.
+        #expect(eventually(within: 10) { lines(json).count == 4 }, "\(json.standardOutputSoFar) \(json.standardErrorSoFar)")
         #expect(try c.event("other", #"{"event": "didFinishLaunching"}"#).status == 409)
         #expect(eventually(within: 10) { lines(readable).count == 1 }, "\(readable.standardOutputSoFar) \(readable.standardErrorSoFar)")
         let line = lines(readable).first ?? ""
@@ -233,8 +234,10 @@ struct CommandLineTests {
         c = try WireClient(port: port)
         #expect(try c.event("watched", #"{"event": "didEnterBackground"}"#).status == 200)
         #expect(try c.event("watched", #"{"event": "willEnterForeground"}"#).status == 200)
-        #expect(eventually(within: 20) { lines(json).count == 5 }, "resumed after the restart: \(json.standardOutputSoFar) \(json.standardErrorSoFar)")
-        let records = lines(json).map(jsonObject)
+        #expect(eventually(within: 20) { lines(json).count == 6 }, "resumed after the restart: \(json.standardOutputSoFar) \(json.standardErrorSoFar)")
+        let printed = lines(json).map(jsonObject)
+        #expect(printed.first?["kind"] as? String == "created", "\(printed)")
+        let records = Array(printed.dropFirst())
         #expect(records.compactMap { $0["version"] as? Int } == [1, 2, 3, 4, 5], "every record once, in order")
         #expect(Set(records.compactMap { $0["instance"] as? String }) == ["watched"])
         let told = json.standardErrorSoFar.split(separator: "\n").filter { $0.hasPrefix("lifecycled tail: ") && $0.contains("trying again") }

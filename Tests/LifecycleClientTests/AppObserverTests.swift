@@ -55,7 +55,8 @@ import Testing
         #expect(await ReporterTests.soon(within: 30) { !events.retries.isEmpty })
         try server.start()
         await MainActor.run { center.post(name: Notification.Name("UIApplicationWillEnterForegroundNotification"), object: nil) }
-        #expect(await ReporterTests.soon(within: 10) { observer.reporter.status.pendingItems == 0 })
+        // `.delivered` is told once its answer is journaled, after the queue has let the item go.
+        #expect(await ReporterTests.soon(within: 10) { observer.reporter.status.pendingItems == 0 && events.delivered.count == 2 })
         #expect(events.delivered.map(\.0) == [.create, .event])
     }
 }

@@ -209,9 +209,45 @@ struct SortedIDsTests {
                 let expected = reference.filter { $0 > cursor }
                 let page = ids.page(after: cursor, limit: limit)
                 #expect(page.ids == Array(expected.prefix(limit)) && page.hasMore == (expected.count > limit))
+                // Questions in ascending order, a few ids apart or many (past whole chunks), from one position.
+                var position = SortedIDs.Position()
+                var asked = next(40)
+                while asked < 4000 {
+                    let id = String(format: "id-%05d", asked)
+                    #expect(ids.contains(id, movingForward: &position) == reference.contains(id), "\(id)")
+                    asked += next(2) == 0 ? 1 + next(4) : 1 + next(1500)
+                }
             }
         }
         #expect(largest > 4 * SortedIDs.chunkCapacity, "the ids spanned several chunks")
         #expect(reference.count < largest / 2, "and many were removed again")
+    }
+
+    @Test("a page of labels and a state keeps exactly the ids every list holds, from any cursor")
+    func combinedFilterMatchesAScan() {
+        // Residues of coprime moduli: every combination occurs, at different rates, over many chunks.
+        func facts(_ i: Int) -> InstanceIndex.Facts {
+            (model: "ios-app", state: ["background", "foreground", "launching"][i % 3], hasUnexpected: i % 11 == 0,
+             hasIncompleteLaunch: false, hasDivergence: false, labels: ["run": "r\(i % 10)", "rig": "g\(i % 7)"])
+        }
+        let ids = (0..<20_000).map { String(format: "i-%05d", $0) }
+        let index = InstanceIndex(sortedByID: ids.indices.map { (id: ids[$0], facts: facts($0)) })
+        let filters: [(ListFilter, (Int) -> Bool)] = [
+            (ListFilter(state: "background", labels: [LabelMatch(key: "run", value: "r3")]), { $0 % 3 == 0 && $0 % 10 == 3 }),
+            (ListFilter(labels: [LabelMatch(key: "run", value: "r3"), LabelMatch(key: "rig", value: "g5")]), { $0 % 10 == 3 && $0 % 7 == 5 }),
+            (ListFilter(model: "ios-app", state: "launching", hasUnexpected: true, labels: [LabelMatch(key: "rig", value: "g0"), LabelMatch(key: "run", value: "r4")]),
+             { $0 % 3 == 2 && $0 % 11 == 0 && $0 % 7 == 0 && $0 % 10 == 4 }),
+        ]
+        for (filter, isWanted) in filters {
+            let expected = ids.indices.filter(isWanted).map { ids[$0] }
+            #expect(expected.count > 2 && expected.count < 2000)
+            for cursor in [nil, "i-00000", expected[expected.count / 2], "i-19998"] {
+                for limit in [1, 7, 5000] {
+                    let rest = expected.filter { cursor == nil || $0 > cursor! }
+                    let page = index.page(filter, after: cursor, limit: limit)
+                    #expect(page.ids == Array(rest.prefix(limit)) && page.hasMore == (rest.count > limit), "\(filter) after \(cursor ?? "nil") limit \(limit)")
+                }
+            }
+        }
     }
 }

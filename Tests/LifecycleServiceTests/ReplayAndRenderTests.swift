@@ -148,7 +148,8 @@ struct ReplayAndRenderTests {
         // Rendering itself, given a state that cannot be written (no write path makes one now).
         var instance = try server.service!.registry.instance("knob")
         instance.state.bufferedAction = PendingAction(name: "turn", parameters: ["by": .number(.nan)])
-        let refusal = #expect(throws: InstanceRegistry.Refusal.self) { try server.service!.registry.render(instance) }
+        var json = JSONBuffer(capacity: 0)
+        let refusal = #expect(throws: InstanceRegistry.Refusal.self) { try server.service!.registry.write(instance, to: &json) }
         let problem = refusal.map(Problem.init)
         #expect(problem?.status == 500)
         #expect(problem?.detail == "instance \"knob\" could not be written as JSON; see the service log")

@@ -70,6 +70,40 @@ struct SortedIDs {
         return position < chunks[chunk].count && chunks[chunk][position] == id
     }
 
+    /// Where a walk in ascending order stands in the ids: see ``contains(_:movingForward:)``.
+    struct Position {
+        fileprivate var chunk = 0
+        fileprivate var index = 0
+    }
+
+    /// Whether `id` is here, for a walk that asks of ids in ascending order: `position` moves
+    /// forward to the first id not below `id`, and the next question starts there. Each costs
+    /// about the log of the distance moved (a gallop), not a search from the first id, so a
+    /// page that keeps the ids of one list that another also holds walks both once.
+    func contains(_ id: String, movingForward position: inout Position) -> Bool {
+        if position.chunk < chunks.count, chunks[position.chunk].last! < id {
+            position.chunk = chunkIndex(notBelow: id, from: position.chunk + 1)
+            position.index = 0
+        }
+        guard position.chunk < chunks.count else { return false }
+        let ids = chunks[position.chunk]
+        // Every id before `low` is below `id`, and the chunk's last is not: the gallop ends in it.
+        var low = position.index
+        var high = low
+        var step = 1
+        while ids[high] < id {
+            low = high + 1
+            high = min(low + step, ids.count - 1)
+            step *= 2
+        }
+        while low < high {
+            let middle = (low + high) / 2
+            if ids[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        position.index = low
+        return ids[low] == id
+    }
+
     /// Up to `limit` ids after `cursor` (from the first when `nil`) that pass `isWanted`, and whether more follow.
     /// Touches only the ids it returns and one more: a binary search, then a short walk (with `isWanted`, the ids
     /// it turns away too).
@@ -97,9 +131,9 @@ struct SortedIDs {
         return (ids, false)
     }
 
-    /// The first chunk whose last id is `id` or greater (`chunks.count` if none).
-    private func chunkIndex(notBelow id: String) -> Int {
-        var low = 0
+    /// The first chunk from `first` on whose last id is `id` or greater (`chunks.count` if none).
+    private func chunkIndex(notBelow id: String, from first: Int = 0) -> Int {
+        var low = first
         var high = chunks.count
         while low < high {
             let middle = (low + high) / 2
@@ -167,7 +201,7 @@ struct ListFilter: Hashable, Sendable {
 /// Besides, one list per label (`key=value`) and one per finding (signature) an instance has.
 /// Labels and findings are not multiplied into the lists above (an instance with sixteen labels
 /// would be in hundreds of lists): a page that names them walks the shortest of the lists its
-/// filter names and keeps the ids every other one holds (a binary search each), so a page of
+/// filter names and keeps the ids every other one holds (walking each forward beside it), so a page of
 /// one label or one finding alone walks only matching ids, and a combination walks at most the
 /// rarest part of it. Only the ids kept are read as instances.
 struct InstanceIndex {
@@ -300,8 +334,11 @@ struct InstanceIndex {
         // A filter of no model, state or counter: every instance's list, which the named ones are within.
         if filter.withoutSets != ListFilter() { named.append(base) }
         named.sort { $0.count < $1.count }
-        let others = named.dropFirst()
-        return named[0].page(after: cursor, limit: limit) { id in others.allSatisfy { $0.contains(id) } }
+        let others = Array(named.dropFirst())
+        var positions = Array(repeating: SortedIDs.Position(), count: others.count)
+        return named[0].page(after: cursor, limit: limit) { id in
+            others.indices.allSatisfy { others[$0].contains(id, movingForward: &positions[$0]) }
+        }
     }
 
     /// How many instances each model has in each state that has any.

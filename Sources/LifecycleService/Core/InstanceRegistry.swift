@@ -1,4 +1,5 @@
 import Foundation
+import LifecycleHTTP
 import LifecycleKit
 import LifecycleStore
 import LifecycleLog
@@ -106,7 +107,7 @@ final class InstanceRegistry: Sendable {
     func renderedInstance(_ id: String) throws(Refusal) -> InstanceCache.Rendering {
         if let rendered = try cache.rendered(id) { return rendered }
         let stored = try committedInstance(id)
-        return InstanceCache.Rendering(etag: InstanceTag(stored).etag, json: try render(stored))
+        return InstanceCache.Rendering(etag: InstanceTag(stored).etag, json: try cache.render(stored))
     }
 
     /// Instances in id order after `cursor` that match `filter`: one page.
@@ -154,9 +155,9 @@ final class InstanceRegistry: Sendable {
     /// Why the store cannot commit, while it cannot: `nil` once a write has committed since.
     var storageProblem: StorageFailure? { storage.problem }
 
-    /// The instance's JSON; a value JSON cannot hold is logged and refused.
-    func render(_ instance: StoredInstance) throws(Refusal) -> [UInt8] {
-        try cache.render(instance)
+    /// Appends the instance's JSON object to `json`; a value JSON cannot hold is logged and refused.
+    func write(_ instance: StoredInstance, to json: inout JSONBuffer) throws(Refusal) {
+        try cache.write(instance, to: &json)
     }
 
     // MARK: writing

@@ -206,11 +206,14 @@ struct API: Sendable {
         json.raw("{\"items\":[")
         var last: String?
         for instance in page.items {
-            // Without the newline that ends the instance's JSON as a body of its own.
-            let item = try answering(try registry.render(instance)).dropLast()
-            guard fill.admits(size: item.count) else { break }
+            let end = json.bytes.count
             if last != nil { json.byte(UInt8(ascii: ",")) }
-            json.bytes += item
+            let start = json.bytes.count
+            try answering(try registry.write(instance, to: &json))
+            guard fill.admits(size: json.bytes.count - start) else {
+                json.bytes.removeSubrange(end...)
+                break
+            }
             last = instance.id
         }
         json.raw("],\"nextCursor\":")

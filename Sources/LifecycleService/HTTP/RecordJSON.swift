@@ -152,6 +152,13 @@ extension StoredInstance {
     /// test keeps the two identical. Throws on a value JSON cannot hold (a number that is not finite).
     func jsonBytes() throws -> [UInt8] {
         var json = JSONBuffer(capacity: 384)
+        try write(to: &json)
+        json.byte(JSON.newline)
+        return json.bytes
+    }
+
+    /// Appends the instance's JSON object, without ``jsonBytes()``'s newline, to `json`.
+    func write(to json: inout JSONBuffer) throws {
         json.raw("{\"id\":")
         json.string(id)
         json.raw(",\"model\":")
@@ -212,8 +219,6 @@ extension StoredInstance {
             json.string(labels[key]!)
         }
         json.raw("}}")
-        json.byte(JSON.newline)
-        return json.bytes
     }
 }
 

@@ -123,10 +123,7 @@ public struct HistoryCheck: Sendable {
             ))
         }
         if let state = record.divergence?.state {
-            problems.append(CheckProblem(
-                kind: .divergence, position: position, happened: "after \(Self.inputName(record)) the app believed it was in \(state.believed)",
-                expected: state.actual
-            ))
+            problems.append(Self.wrongBelief(after: record, believed: state.believed, actual: state.actual, at: position))
         }
         if let hooks = record.divergence?.hooks {
             var differences: [String] = []
@@ -154,10 +151,13 @@ public struct HistoryCheck: Sendable {
     /// the step's); `nil` when the belief held or none was stated.
     public func belief(of step: ConformanceReport.Step, at position: CheckPosition) -> CheckProblem? {
         guard step.beliefCorrect == false, let believed = step.believedState, let record = step.record, record.divergence?.state == nil else { return nil }
-        return CheckProblem(
-            kind: .divergence, position: position, happened: "after \(Self.inputName(record)) the app believed it was in \(believed)",
-            expected: record.to
-        )
+        return Self.wrongBelief(after: record, believed: believed, actual: record.to, at: position)
+    }
+
+    /// The one wording of a belief that differs from the state the service put the app in,
+    /// recorded by the service or found by a conformance run.
+    private static func wrongBelief(after record: Record, believed: String, actual: String, at position: CheckPosition) -> CheckProblem {
+        CheckProblem(kind: .divergence, position: position, happened: "after \(inputName(record)) the app believed it was in \(believed)", expected: actual)
     }
 
     /// The problems in records retention dropped: what the instance's `counters` (kept over its

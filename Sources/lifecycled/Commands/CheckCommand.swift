@@ -245,32 +245,26 @@ struct CheckCommand {
         let checks: [InstanceCheck]
         switch subject {
         case .instances(let selection):
-            if let wait {
-                if case .input(let name) = wait.condition {
-                    // A marker no model has can never be recorded: said now, not when the wait runs out.
-                    let models = try await client.models()
-                    if !models.contains(where: { $0.definition.events.contains { $0.name == name } || $0.definition.actions.contains { $0.name == name } }) {
-                        throw UsageError(
-                            "no model on the service has an event or action \(name): it can never be recorded (the models: "
-                                + models.map(\.name).joined(separator: ", ") + "); wait for the input the app sends last, or --quiet-for"
-                        )
-                    }
-                }
-                do {
-                    try await client.waitForDelivery(selection, until: wait.condition, timeout: wait.timeout)
-                } catch let error as LifecycleClientError where error.problem?.status == 400 {
-                    throw UsageError(error.problem?.detail ?? "\(error)")
-                } catch let timeout as DeliveryTimeout {
-                    Output.error("lifecycled check: \(timeout)")
-                    try writeJUnit(JUnitReport(.error(timeout.description)))
-                    return ClientCommand.Status.failure
+            if case .input(let name)? = wait?.condition {
+                // A marker no model has can never be recorded: said now, not when the wait runs out.
+                let models = try await client.models()
+                if !models.contains(where: { $0.definition.events.contains { $0.name == name } || $0.definition.actions.contains { $0.name == name } }) {
+                    throw UsageError(
+                        "no model on the service has an event or action \(name): it can never be recorded (the models: "
+                            + models.map(\.name).joined(separator: ", ") + "); wait for the input the app sends last, or --quiet-for"
+                    )
                 }
             }
             do {
+                if let wait { try await client.waitForDelivery(selection, until: wait.condition, timeout: wait.timeout) }
                 checks = try await client.check(selection)
             } catch let error as LifecycleClientError where error.problem?.status == 400 {
                 // Only what the command line named can be refused so (a label or an id the service cannot take).
                 throw UsageError(error.problem?.detail ?? "\(error)")
+            } catch let timeout as DeliveryTimeout {
+                Output.error("lifecycled check: \(timeout)")
+                try writeJUnit(JUnitReport(.error(timeout.description)))
+                return ClientCommand.Status.failure
             }
             if checks.isEmpty, case .labels(let labels) = selection {
                 // A run that made no instance is a rig that reported nothing: not a clean run.

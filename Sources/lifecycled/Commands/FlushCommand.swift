@@ -35,11 +35,11 @@ struct FlushCommand {
         }
         guard parsed.positional.isEmpty else { throw UsageError("unexpected argument \(parsed.positional[0]); see lifecycled flush --help") }
         // A mistyped folder would otherwise be created empty and "flushed": exit 0, the real queue untouched.
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: queue.directory, isDirectory: &isDirectory) else {
-            throw UsageError("no queue folder \(queue.directory): nothing was queued there (post --queue creates it); see lifecycled flush --help")
+        switch queue.found {
+        case .nothing: throw UsageError("no queue folder \(queue.directory): nothing was queued there (post --queue creates it); see lifecycled flush --help")
+        case .file: throw UsageError("\(queue.isAFile); see lifecycled flush --help")
+        case .folder: break
         }
-        guard isDirectory.boolValue else { throw UsageError("\(queue.directory) is a file, not a queue folder; see lifecycled flush --help") }
         self.queue = queue
     }
 

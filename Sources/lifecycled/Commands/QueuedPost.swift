@@ -83,7 +83,7 @@ struct QueuedPost {
     /// Opens the journal under the folder's lock, runs `enqueue`, then delivers until the queue is
     /// empty or the service cannot take more.
     private func deliver(_ enqueue: (LifecycleReporter) throws -> Void) async throws -> Delivery {
-        let lock = try FolderLock(directory)
+        let lock = try FolderLock(queue)
         let answered = LockedValue<[(item: QueuedItem?, result: BatchResult)]>([])
         let reporter = try LifecycleReporter(
             client: client, configuration: queue.configuration
@@ -163,6 +163,21 @@ struct QueueOptions {
     var maxItems: Int?
     var maxBytes: Int?
 
+    /// What is at a queue folder's path: post creates a missing one, and neither command takes a file for one.
+    enum Found {
+        case nothing, file, folder
+    }
+
+    /// What is at ``directory`` now.
+    var found: Found {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else { return .nothing }
+        return isDirectory.boolValue ? .folder : .file
+    }
+
+    /// Why a file cannot be the queue: one sentence for both commands, which exit differently.
+    var isAFile: String { "\(directory) is a file, not a queue folder" }
+
     /// The options given; `nil` without `--queue` (the bounds need it).
     init?(_ arguments: Arguments, command: String) throws(UsageError) {
         func bound(_ flag: String) throws(UsageError) -> Int? {
@@ -195,11 +210,9 @@ struct QueueOptions {
 private final class FolderLock {
     private let descriptor: Int32
 
-    init(_ directory: String) throws {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), !isDirectory.boolValue {
-            throw CommandFailure("\(directory) is a file, not a queue folder")
-        }
+    init(_ queue: QueueOptions) throws {
+        let directory = queue.directory
+        if queue.found == .file { throw CommandFailure(queue.isAFile) }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         descriptor = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw CommandFailure("cannot open \(directory)/lock: \(String(cString: strerror(errno)))") }

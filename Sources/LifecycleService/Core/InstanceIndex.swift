@@ -77,9 +77,10 @@ struct SortedIDs {
     }
 
     /// Whether `id` is here, for a walk that asks of ids in ascending order: `position` moves
-    /// forward to the first id not below `id`, and the next question starts there. Each costs
-    /// about the log of the distance moved (a gallop), not a search from the first id, so a
-    /// page that keeps the ids of one list that another also holds walks both once.
+    /// forward to the first id not below `id`, and the next question starts there. Within a
+    /// chunk each costs about the log of the distance moved (a gallop); leaving a chunk costs a
+    /// search of the chunks after it. So a page that keeps the ids of one list that another
+    /// also holds walks both once, rather than searching the other from its first id each time.
     func contains(_ id: String, movingForward position: inout Position) -> Bool {
         if position.chunk < chunks.count, chunks[position.chunk].last! < id {
             position.chunk = chunkIndex(notBelow: id, from: position.chunk + 1)

@@ -29,6 +29,16 @@ struct LockedValueTests {
         #expect(counter.withLock { $0 } == 160_000)
     }
 
+    @Test("copies share one lock and one value, as references to one object did")
+    func copiesShare() {
+        let original = LockedValue(0)
+        let copy = original
+        copy.withLock { $0 += 1 }
+        #expect(original.withLock { $0 } == 1)
+        // One lock: while a copy holds it, the original is not free.
+        copy.withLock { _ in #expect(original.withLockIfAvailable { $0 } == nil) }
+    }
+
     @Test("withLock returns the closure's result and keeps its changes")
     func resultAndChanges() {
         let list = LockedValue<[String]>([])

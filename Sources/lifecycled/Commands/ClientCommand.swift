@@ -129,34 +129,30 @@ enum Output {
     static func json(_ record: Record) throws -> String {
         let members = try JSONDecoder().decode([String: JSONValue].self, from: try encoder.encode(record))
         let ordered = recordMembers.filter { members[$0] != nil } + members.keys.filter { !recordMembers.contains($0) }.sorted()
-        let pairs = try ordered.map { name in
-            String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(members[name]), as: UTF8.self)
-        }
-        return escapingTerminalControls("{" + pairs.joined(separator: ",") + "}")
+        return try object(ordered.map { ($0, members[$0]!) })
     }
 
     /// An instance as a create prints it: what it is and whether this command made it.
     static func json(_ instance: Instance, created: Bool) throws -> String {
-        let pairs: [(String, JSONValue)] = [
-            ("id", .string(instance.id)), ("model", .string(instance.model)), ("state", .string(instance.state)),
-            ("version", .integer(instance.version)), ("created", .bool(created)),
-        ]
-        let members = try pairs.map { name, value in
-            String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(value), as: UTF8.self)
-        }
-        return escapingTerminalControls("{" + members.joined(separator: ",") + "}")
+        try object([
+            ("id", instance.id), ("model", instance.model), ("state", instance.state), ("version", instance.version), ("created", created),
+        ])
     }
 
     /// An instance's creation or deletion as the stream carries it (openapi `InstanceChange`).
     static func json(_ change: InstanceChange) throws -> String {
-        let pairs: [(String, JSONValue)] = [
-            ("sequence", .integer(change.sequence)), ("instance", .string(change.instance)), ("version", .integer(change.version)),
-            ("kind", .string(change.kind)), ("model", .string(change.model)), ("state", .string(change.state)),
-        ]
-        let members = try pairs.map { name, value in
+        try object([
+            ("sequence", change.sequence), ("instance", change.instance), ("version", change.version), ("kind", change.kind),
+            ("model", change.model), ("state", change.state), ("time", change.time),
+        ])
+    }
+
+    /// One JSON object of `members` in the order given, each value as ``encoder`` writes it, on one line.
+    private static func object(_ members: [(name: String, value: any Encodable)]) throws -> String {
+        let pairs = try members.map { name, value in
             String(decoding: try encoder.encode(name), as: UTF8.self) + ":" + String(decoding: try encoder.encode(value), as: UTF8.self)
-        } + ["\"time\":" + String(decoding: try encoder.encode(change.time), as: UTF8.self)]
-        return escapingTerminalControls("{" + members.joined(separator: ",") + "}")
+        }
+        return escapingTerminalControls("{" + pairs.joined(separator: ",") + "}")
     }
 
     /// JSON whose strings hold no character a terminal acts on: the encoder escapes only what

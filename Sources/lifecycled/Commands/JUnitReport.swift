@@ -36,21 +36,11 @@ struct JUnitReport {
         switch outcome {
         case .nothingReported(let labels)?:
             (tests, failures) = (1, 1)
-            let message = "no instance carries \(labels)"
-            cases = """
-                    <testcase classname="lifecycle" name="\(Self.escaped(labels))">
-                      <failure message="\(Self.escaped(message))" type="lifecycle">\(Self.escaped(message))</failure>
-                    </testcase>
-
-                """
+            let message = Self.escaped("no instance carries \(labels)")
+            cases = Self.testcase(#"classname="lifecycle" name="\#(Self.escaped(labels))""#, "failure", message: message, text: message)
         case .error(let reason)?:
             (tests, errors) = (1, 1)
-            cases = """
-                    <testcase classname="lifecycle" name="lifecycled check">
-                      <error message="\(Self.escaped(reason))" type="lifecycle">\(Self.escaped(reason))</error>
-                    </testcase>
-
-                """
+            cases = Self.testcase(#"classname="lifecycle" name="lifecycled check""#, "error", message: Self.escaped(reason), text: Self.escaped(reason))
         case nil:
             break
         }
@@ -69,14 +59,19 @@ struct JUnitReport {
             }
             let message = "\(Output.counted(check.problems.count, "problem")) in \(Output.counted(check.records, "record"))"
             let text = check.problems.map { Self.escaped($0.description) }.joined(separator: "\n")
-            xml += """
-                    <testcase \(attributes)>
-                      <failure message="\(Self.escaped(message))" type="lifecycle">\(text)</failure>
-                    </testcase>
-
-                """
+            xml += Self.testcase(attributes, "failure", message: Self.escaped(message), text: text)
         }
         return xml + "  </testsuite>\n</testsuites>\n"
+    }
+
+    /// A `<testcase>` holding one `<failure>` or `<error>`; `message` and `text` already escaped.
+    private static func testcase(_ attributes: String, _ element: String, message: String, text: String) -> String {
+        """
+            <testcase \(attributes)>
+              <\(element) message="\(message)" type="lifecycle">\(text)</\(element)>
+            </testcase>
+
+        """
     }
 
     /// One line of text as XML character data or an attribute value: made readable first as on

@@ -46,21 +46,31 @@ gcc -O2 -o "$BARE" Benchmarks/bare-server/bare.c $(pkg-config --cflags --libs li
 wait_for() { for _ in $(seq 1 200); do for path in ${2:-/healthz /}; do curl -sf -o /dev/null "http://127.0.0.1:$1$path" 2>/dev/null && return 0; done; sleep 0.05; done; echo "server on $1 did not start" >&2; exit 1; }
 
 # run_wrk URL [script] [header] -> prints "rps p50 p99"; fails on any non-2xx or socket error.
+# The server's CPU time so far (user and system), in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
 run_wrk() {
-  local url=$1 script=${2:-} header=${3:-} args=(-t"$THREADS" -c"$CONNECTIONS" --latency)
+  local url=$1 script=${2:-} header=${3:-} args=(-t"$THREADS" -c"$CONNECTIONS" --latency) port pid before
   [ -n "$script" ] && args+=(-s "$script")
   [ -n "$header" ] && args+=(-H "$header")
+  port=${url#http://127.0.0.1:}; port=${port%%/*}; pid=${PID_OF[$port]}
   wrk "${args[@]}" -d"${WARMUP}s" "$url" >/dev/null
+  before=$(cpu_ticks "$pid")
   local out; out=$(wrk "${args[@]}" -d"${DURATION}s" "$url")
+  # Microseconds of the server's CPU a request: steadier than the rate on cores the servers
+  # share with wrk (which is not counted in it).
+  local cpu; cpu=$(awk -v t="$(($(cpu_ticks "$pid") - before))" -v hz="$(getconf CLK_TCK)" '/requests in/ {printf "%.2f", t / hz * 1e6 / $1}' <<<"$out")
   if grep -q "Non-2xx" <<<"$out"; then echo "non-2xx responses from $url:" >&2; echo "$out" >&2; exit 1; fi
   if grep -q "Socket errors" <<<"$out"; then echo "socket errors from $url:" >&2; echo "$out" >&2; exit 1; fi
   local rps p50 p99
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
   p50=$(awk '$1=="50%" {print $2}' <<<"$out")
   p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-  echo "$rps $p50 $p99"
+  echo "$rps $p50 $p99 $cpu"
 }
 
+# The rounds' median CPU a request of one server, their range beside it.
+cpu_cell() { cut -d' ' -f4 "$WORK/$1" | sort -n | awk '{a[NR] = $1} END {printf "%.1f (%.1f-%.1f)", a[int((NR + 1) / 2)], a[1], a[NR]}'; }
 median_line() { sort -n -k1 | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'; }
 median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
 spread() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.3f-%.3f", lo, hi}'; }
@@ -72,7 +82,7 @@ range() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.0f-%.0f", lo
 start() {
   local port=$1 name=$2 i e body
   shift 2
-  "${SERVER:-$LIFECYCLED}" --port "$port" --data-dir "$WORK/data-$name" "$@" 2>"$WORK/$name.log" & PIDS+=($!)
+  "${SERVER:-$LIFECYCLED}" --port "$port" --data-dir "$WORK/data-$name" "$@" 2>"$WORK/$name.log" & PIDS+=($!); PID_OF[$port]=$!
   wait_for "$port"
   for i in $(seq 0 $((CONNECTIONS - 1))); do
     curl -sf -H "Authorization: Bearer $TOKEN" -XPUT "http://127.0.0.1:$port/v1/instances/bench-$i" >/dev/null
@@ -83,6 +93,7 @@ start() {
   done
 }
 
+declare -A PID_OF
 PORT_D=18181; PORT_Q=18183; PORT_T=18184; PORT_B=18182; PORT_L=18185; PORT_H=18186; PORT_O=18187
 start $PORT_D default
 start $PORT_Q quiet --log-level warning
@@ -98,12 +109,12 @@ grep -q 'msg=request method=GET' "$WORK/default.log" || { echo "the default conf
 ! grep -q 'msg=request ' "$WORK/quiet.log" || { echo "the quiet configuration wrote an access log" >&2; exit 1; }
 
 # --- the bare server answers with a body of the same size
-"$BARE" $PORT_B "$WORK/get-body.json" & PIDS+=($!)
+"$BARE" $PORT_B "$WORK/get-body.json" & PIDS+=($!); PID_OF[$PORT_B]=$!
 BARE_INDEX=$((${#PIDS[@]} - 1))
 wait_for $PORT_B
 # --- the HTTP layer alone, with the same body: Content-Type alone, and lifecycled's five headers
-"$HTTP_LAYER" $PORT_L "$WORK/get-body.json" one 2>"$WORK/layer.log" & PIDS+=($!)
-"$HTTP_LAYER" $PORT_H "$WORK/get-body.json" service 2>"$WORK/layer-headers.log" & PIDS+=($!)
+"$HTTP_LAYER" $PORT_L "$WORK/get-body.json" one 2>"$WORK/layer.log" & PIDS+=($!); PID_OF[$PORT_L]=$!
+"$HTTP_LAYER" $PORT_H "$WORK/get-body.json" service 2>"$WORK/layer-headers.log" & PIDS+=($!); PID_OF[$PORT_H]=$!
 wait_for $PORT_L /v1/instances/bench-1; wait_for $PORT_H /v1/instances/bench-1
 
 ROWS=""
@@ -139,18 +150,18 @@ compare() {
       line+=" | $s $(cat "$WORK/$s.now")"
     done
     awk -v a="$(cut -d' ' -f1 "$WORK/d.now")" -v b="$(cut -d' ' -f1 "$WORK/q.now")" 'BEGIN {printf "%.4f\n", a / b}' >>"$WORK/dq"
-    echo "  round $r ($(echo $order | tr -d ' ')):${line# |} (req/s p50 p99; load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "  round $r ($(echo $order | tr -d ' ')):${line# |} (req/s p50 p99 CPU-us-a-request; load $(cut -d' ' -f1 /proc/loadavg))"
   done
   local b_p50 b_p99 b_range
-  read -r B_RPS b_p50 b_p99 < <(median_line <"$WORK/b")
+  read -r B_RPS b_p50 b_p99 _ < <(median_line <"$WORK/b")
   b_range=$(range <"$WORK/b")
   # row SERVER LABEL GOAL: a table row for one lifecycled configuration.
   row() {
     local rps p50 p99
-    read -r rps p50 p99 < <(median_line <"$WORK/$1")
+    read -r rps p50 p99 _ < <(median_line <"$WORK/$1")
     [ "$1" = d ] && D_RPS=$rps
     [ "$1" = o ] && O_RPS=$rps && O_RATIO=$(median <"$WORK/ob") && O_SPREAD=$(spread <"$WORK/ob")
-    ROWS+="| $name, $2 | $rps ($(range <"$WORK/$1")) | $p50 | $p99 | $B_RPS ($b_range) | $b_p50 | $b_p99 | $(median <"$WORK/${1}b") ($(spread <"$WORK/${1}b")) | ${3:-} |"$'\n'
+    ROWS+="| $name, $2 | $rps ($(range <"$WORK/$1")) | $p50 | $p99 | $(cpu_cell "$1") | $B_RPS ($b_range) | $b_p50 | $b_p99 | $(cpu_cell b) | $(median <"$WORK/${1}b") ($(spread <"$WORK/${1}b")) | ${3:-} |"$'\n'
   }
   row d "default (as \`make run\`: access log on)" "${4:-}"
   row q "quiet (\`--log-level warning\`)"
@@ -177,7 +188,7 @@ OWN_GET=$O_RATIO; OWN_GET_SPREAD=$O_SPREAD; DEFAULT_GET=$(median <"$WORK/db")
 
 # --- durable POST events, bare server restarted with the event response's size
 kill "${PIDS[$BARE_INDEX]}"; wait "${PIDS[$BARE_INDEX]}" 2>/dev/null || true
-"$BARE" $PORT_B "$WORK/post-body.json" & PIDS[$BARE_INDEX]=$!
+"$BARE" $PORT_B "$WORK/post-body.json" & PIDS[$BARE_INDEX]=$!; PID_OF[$PORT_B]=$!
 wait_for $PORT_B
 SERVERS="d q t o b"
 compare "POST events, durable (sync normal, $CONNECTIONS instances)" "" Benchmarks/events.lua
@@ -197,9 +208,10 @@ echo "default's access log: $(grep -c 'msg=request ' "$WORK/default.log") lines,
   echo "wrk -t$THREADS -c$CONNECTIONS, ${WARMUP}s warm-up, ${DURATION}s measured, $ROUNDS rounds (default, quiet, token, the own loop, bare and for GET the layer alone in turn, each round in another order); $(nproc) cores shared by the servers and wrk."
   echo "Default: lifecycled started as \`make run\` starts it (access log on, standard error to a file); quiet: the same binary with \`--log-level warning\`; token: the default with \`--token --protect-reads\`, every request sending the token."
   echo "Rates: the rounds' median (their range); p50 and p99: those of the median round. Ratio: the median of the rounds' ratios to the bare server in the same round (their range)."
+  echo "CPU a request: the server process's CPU time (user and system, from /proc) over a round's requests, the rounds' median (their range); wrk's is not in it."
   echo
-  echo "| benchmark | lifecycled req/s | p50 | p99 | bare libmicrohttpd req/s | p50 | p99 | ratio | goal |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| benchmark | lifecycled req/s | p50 | p99 | CPU µs a request | bare libmicrohttpd req/s | p50 | p99 | CPU µs a request | ratio | goal |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s' "$ROWS"
   echo
   echo "What the access log costs: the default configuration's rate over the quiet one's, the median of the rounds' ratios (their range beside it)."

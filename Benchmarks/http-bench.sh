@@ -45,10 +45,11 @@ gcc -O2 -o "$BARE" Benchmarks/bare-server/bare.c $(pkg-config --cflags --libs li
 # wait_for PORT [PATH]: until PATH (/healthz or /) answers 2xx.
 wait_for() { for _ in $(seq 1 200); do for path in ${2:-/healthz /}; do curl -sf -o /dev/null "http://127.0.0.1:$1$path" 2>/dev/null && return 0; done; sleep 0.05; done; echo "server on $1 did not start" >&2; exit 1; }
 
-# run_wrk URL [script] [header] -> prints "rps p50 p99"; fails on any non-2xx or socket error.
 # The server's CPU time so far (user and system), in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# run_wrk URL [script] [header] -> prints "rps p50 p99 cpu", cpu the server's microseconds of CPU
+# a request (its pid from PID_OF by the URL's port); fails on any non-2xx or socket error.
 run_wrk() {
   local url=$1 script=${2:-} header=${3:-} args=(-t"$THREADS" -c"$CONNECTIONS" --latency) port pid before
   [ -n "$script" ] && args+=(-s "$script")

@@ -153,17 +153,19 @@ final class InstanceCache: Sendable {
     /// The instance's JSON. Encoding fails only on a value JSON cannot hold (a number that is
     /// not finite); that is logged with the instance and refused, never answered with an empty body.
     func render(_ instance: StoredInstance) throws(InstanceRegistry.Refusal) -> [UInt8] {
-        var json = JSONBuffer(capacity: 384)
-        try write(instance, to: &json)
-        json.byte(JSON.newline)
-        return json.bytes
+        try refusingUnrenderable(instance) { try instance.jsonBytes() }
     }
 
     /// Appends the instance's JSON object (``render(_:)`` without the newline) to `json`: a list
     /// page writes each of its instances into its own body rather than copying one body per instance.
     func write(_ instance: StoredInstance, to json: inout JSONBuffer) throws(InstanceRegistry.Refusal) {
+        try refusingUnrenderable(instance) { try instance.write(to: &json) }
+    }
+
+    /// What `encode` writes of `instance`; its failure logged and turned into the refusal both ways of rendering give.
+    private func refusingUnrenderable<Result>(_ instance: StoredInstance, _ encode: () throws -> Result) throws(InstanceRegistry.Refusal) -> Result {
         do {
-            try instance.write(to: &json)
+            return try encode()
         } catch {
             report(ServiceEvent(.error, "cannot render instance", ["id": instance.id, "version": String(instance.state.version), "error": "\(error)"]))
             throw .unrenderable(id: instance.id)
